@@ -1,0 +1,70 @@
+# Corral: `make run` (install what is missing, migrate, serve a demo) and `make test` (the suite).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements-installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test lint format bench system-packages deps migrate demo clean help
+
+help:
+	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
+	@echo "           and the web server on $(HOST):$(PORT) with a demo; Ctrl-C stops it all"
+	@echo "make test   lint and the whole test suite (DATABASE_URL selects PostgreSQL)"
+	@echo "make lint   ruff check and ruff format --check"
+	@echo "make bench  benchmarks, printed as one table"
+
+# Debian packages libvirt-python compiles against, and Python's venv/headers when missing.
+system-packages:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	$(PYTHON) -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+		|| missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(PY):
+	$(MAKE) system-packages
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): requirements.txt | $(PY)
+	$(MAKE) system-packages
+	$(PY) -m pip install -q -r requirements.txt
+	touch $(STAMP)
+
+deps: $(STAMP)
+
+migrate: deps
+	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --noinput
+
+demo: migrate
+	DEBUG=$${DEBUG:-1} $(PY) manage.py demo_admin
+
+run: demo
+	DEBUG=$${DEBUG:-1} $(PY) manage.py devstack --addr $(HOST):$(PORT)
+
+lint: deps
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: deps
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: deps lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: deps
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

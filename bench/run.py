@@ -1,0 +1,78 @@
+"""Corral benchmarks: run each scenario on a throwaway database and print one table.
+
+    make bench                      # SQLite
+    DATABASE_URL=postgres://... make bench
+
+Figures are wall-clock on this machine plus query counts; goals come from the issues.
+"""
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.test_settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import logging  # noqa: E402
+
+from django.db import connection, reset_queries  # noqa: E402
+from django.test.utils import (  # noqa: E402
+    CaptureQueriesContext,
+    setup_databases,
+    setup_test_environment,
+    teardown_databases,
+)
+
+from bench import scenarios  # noqa: E402
+
+logging.getLogger("django-q").setLevel(logging.WARNING)
+
+
+def measure(fn, repeat: int = 5) -> tuple[float, int]:
+    """Median milliseconds and the query count of one call of ``fn``."""
+    fn()  # warm caches (content types, roles)
+    times = []
+    queries = 0
+    for _ in range(repeat):
+        # The query log keeps at most 9,000 entries; once full its length no longer grows, so
+        # a capture taken after earlier scenarios filled it would count nothing.
+        reset_queries()
+        with CaptureQueriesContext(connection) as ctx:
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1000)
+        queries = len(ctx.captured_queries)
+    return statistics.median(times), queries
+
+
+def main() -> None:
+    setup_test_environment()
+    old_config = setup_databases(verbosity=0, interactive=False)
+    rows = []
+    try:
+        for scenario in scenarios.ALL:
+            rows.extend(scenario(measure))
+    finally:
+        from project.events import stop_listener
+
+        stop_listener()
+        teardown_databases(old_config, verbosity=0)
+    vendor = connection.vendor
+    print(f"Corral benchmarks ({vendor}, {os.cpu_count()} CPUs)")
+    headers = ("benchmark", "figure", "goal", "met")
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(4)]
+    line = "  ".join("-" * w for w in widths)
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print(line)
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()

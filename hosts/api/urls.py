@@ -1,0 +1,16 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from hosts.api import views
+
+router = SimpleRouter()
+router.register("clusters", views.ClusterViewSet)
+router.register("hosts", views.HostViewSet)
+router.register("templates", views.TemplateViewSet)
+router.register("vms", views.VirtualMachineViewSet)
+router.register("jobs", views.JobViewSet)
+router.register("externaldomains", views.ExternalDomainViewSet)
+urlpatterns = [
+    *router.urls,
+    path("events/", views.EventFeedView.as_view(), name="events"),
+]

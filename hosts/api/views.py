@@ -1,0 +1,233 @@
+"""Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hosts import jobs, services
+from hosts.api.serializers import (
+    BalancePreviewSerializer,
+    ClusterSerializer,
+    EventFeedSerializer,
+    EventSerializer,
+    ExternalDomainSerializer,
+    HostSerializer,
+    JobSerializer,
+    MigrateSerializer,
+    TemplateSerializer,
+    VirtualMachineSerializer,
+)
+from hosts.filtersets import (
+    ClusterFilterSet,
+    HostFilterSet,
+    JobFilterSet,
+    TemplateFilterSet,
+    VirtualMachineFilterSet,
+)
+from hosts.models import (
+    Cluster,
+    ExternalDomain,
+    Host,
+    Job,
+    JobKind,
+    JobState,
+    Template,
+    VirtualMachine,
+)
+from project import events
+from project.api.errors import Conflict
+from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
+from project.db import count_of
+from project.permissions import holds
+
+
+class ClusterViewSet(ScopedModelViewSet):
+    """Clusters of hosts sharing a scheduling policy."""
+
+    queryset = Cluster.objects.annotate(
+        host_count=count_of(Host.objects.all(), "cluster"),
+        vm_count=count_of(VirtualMachine.objects.all(), "cluster"),
+    )
+    serializer_class = ClusterSerializer
+    filterset_class = ClusterFilterSet
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "id", "created_at"]
+
+    @extend_schema(responses=BalancePreviewSerializer)
+    @action(detail=True, methods=["get"])
+    def balance(self, request, pk=None):
+        """What the cluster's balancer would do now (a dry run: nothing moves)."""
+        from scheduling.balancer import balance_cluster
+
+        cluster = self.get_object()
+        return Response(balance_cluster(cluster.pk, dry_run=True))
+
+
+class HostViewSet(ScopedModelViewSet):
+    """libvirt hosts. Capacity, usage and status are read from the host, not set here."""
+
+    queryset = Host.objects.all()
+    serializer_class = HostSerializer
+    filterset_class = HostFilterSet
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "id", "status", "cluster"]
+
+
+class TemplateViewSet(ScopedModelViewSet):
+    """VM templates: CPUs, memory, disk, networks and OS."""
+
+    queryset = Template.objects.all()
+    serializer_class = TemplateSerializer
+    filterset_class = TemplateFilterSet
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "id", "vcpus", "memory_mb", "disk_gb"]
+
+
+def _operation(kind: str, description: str):
+    """A POST action on a VM that queues ``kind`` and answers 202 with the job."""
+
+    @extend_schema(request=None, responses={202: JobSerializer}, description=description)
+    def handler(self, request, pk=None):
+        vm = self.get_object()
+        job = services.request_operation(vm, kind, requested_by=request.user)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    handler.__name__ = kind
+    return action(detail=True, methods=["post"])(handler)
+
+
+class VirtualMachineOperations:
+    """The VM power operations; each returns 202 and the job that carries it out."""
+
+    start = _operation(JobKind.START, "Start the VM (placing it on a host if needed).")
+    shutdown = _operation(JobKind.SHUTDOWN, "Ask the guest to shut down.")
+    poweroff = _operation(JobKind.POWEROFF, "Stop the VM at once.")
+    suspend = _operation(JobKind.SUSPEND, "Pause the running VM.")
+    resume = _operation(JobKind.RESUME, "Resume the paused VM.")
+
+    @extend_schema(request=None, responses={202: JobSerializer(many=True)})
+    @action(detail=True, methods=["post"], url_path="return")
+    def return_to_pool(self, request, pk=None):
+        """Give the VM back to its pool (its user loses it; a stateless pool reverts it)."""
+        from pools.services import return_vm
+
+        vm = self.get_object()
+        if vm.owner_id != request.user.pk and not holds(request.user, "pools.return_vmpool", vm):
+            raise PermissionDenied("Only the VM's user or its pool's admin may return it.")
+        queued = return_vm(vm, requested_by=request.user)
+        return Response(JobSerializer(queued, many=True).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=MigrateSerializer, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def migrate(self, request, pk=None):
+        """Move the running VM to another host (chosen by Corral unless given)."""
+        vm = self.get_object()
+        body = MigrateSerializer(data=request.data, context=self.get_serializer_context())
+        body.is_valid(raise_exception=True)
+        destination = body.validated_data.get("host")
+        if destination is not None and destination.cluster_id != vm.cluster_id:
+            raise ValidationError({"host": "The destination must be in the VM's cluster."})
+        if destination is not None and destination.pk == vm.host_id:
+            raise ValidationError({"host": f"VM {vm.name} is already on {destination.name}."})
+        params = {"host": destination.pk} if destination is not None else {}
+        job = services.request_operation(
+            vm, JobKind.MIGRATE, requested_by=request.user, params=params
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class VirtualMachineViewSet(VirtualMachineOperations, ScopedModelViewSet):
+    """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
+
+    queryset = VirtualMachine.objects.select_related("owner")
+    serializer_class = VirtualMachineSerializer
+    filterset_class = VirtualMachineFilterSet
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "id", "status", "cluster", "host", "created_at"]
+    action_permissions = {
+        "start": "hosts.operate_virtualmachine",
+        "shutdown": "hosts.operate_virtualmachine",
+        "poweroff": "hosts.operate_virtualmachine",
+        "suspend": "hosts.operate_virtualmachine",
+        "resume": "hosts.operate_virtualmachine",
+        "migrate": "hosts.migrate_virtualmachine",
+    }
+
+    def perform_create(self, serializer):
+        vm = serializer.unsaved_instance()
+        self.check_create_permission(vm)
+        serializer.instance = services.create_vm(vm, created_by=self.request.user)
+        self.reload(serializer)
+
+    @extend_schema(responses={204: None, 202: JobSerializer})
+    def destroy(self, request, *args, **kwargs):
+        """Delete a stopped VM: 204 at once, or 202 with the job that removes it from its host."""
+        vm = self.get_object()
+        job = services.delete_vm(vm, requested_by=request.user)
+        if job is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobViewSet(ScopedReadOnlyViewSet):
+    """Jobs: one per operation. You see your own and those on objects you may see."""
+
+    queryset = Job.objects.select_related("requested_by").prefetch_related("journal")
+    serializer_class = JobSerializer
+    filterset_class = JobFilterSet
+    ordering_fields = ["id", "created_at", "state", "kind"]
+    action_permissions = {"cancel": "hosts.cancel_job"}
+
+    def get_queryset(self):
+        visible = super().get_queryset()
+        return visible | self.queryset.filter(requested_by=self.request.user)
+
+    def check_object_permissions(self, request, obj):
+        if self.action == "cancel" and obj.requested_by_id == request.user.pk:
+            return
+        super().check_object_permissions(request, obj)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel a pending job at once, or a running one at its next step."""
+        job = self.get_object()
+        if job.state not in (JobState.PENDING, JobState.RUNNING):
+            raise Conflict(f"Job {job.pk} is {job.get_state_display().lower()}; nothing to cancel.")
+        job = jobs.request_cancel(job)
+        return Response(JobSerializer(self.queryset.get(pk=job.pk)).data)
+
+
+class ExternalDomainViewSet(ScopedReadOnlyViewSet):
+    """Domains found on hosts that Corral does not manage (never touched)."""
+
+    queryset = ExternalDomain.objects.select_related("host")
+    serializer_class = ExternalDomainSerializer
+    filterset_fields = ["host", "power_state"]
+    ordering_fields = ["name", "host", "id"]
+
+
+class EventFeedView(APIView):
+    """What changed since a token, waiting up to ``timeout`` seconds when nothing has."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", int, description="Token from the last answer (0: start)."),
+            OpenApiParameter("timeout", float, description="Seconds to wait, at most 60."),
+        ],
+        responses=EventFeedSerializer,
+    )
+    def get(self, request):
+        try:
+            since = int(request.query_params.get("since", 0))
+            timeout = float(request.query_params.get("timeout", 0))
+        except ValueError:
+            raise ValidationError({"since": "since and timeout must be numbers."}) from None
+        if since < 0 or not 0 <= timeout <= 60:
+            raise ValidationError({"timeout": "since must be >= 0 and timeout 0 to 60 seconds."})
+        found = events.read_since(request.user, since, timeout)
+        token = found[-1].pk if found else max(since, 0)
+        return Response({"token": token, "events": EventSerializer(found, many=True).data})

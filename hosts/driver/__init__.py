@@ -1,0 +1,61 @@
+"""The libvirt host driver: the only code in Corral that imports libvirt.
+
+Everything here takes a libvirt URI and plain values (never models), so it can be tested
+against ``test:///default`` in-process. Connections are cached per process and per URI,
+kept alive, and reopened after a failure. Errors are raised as ``DriverError`` subclasses
+with a message a person can act on.
+"""
+
+from hosts.driver.connection import (
+    DomainNotFound,
+    DriverError,
+    HostUnreachable,
+    NotSupported,
+    close_all,
+    connection,
+)
+from hosts.driver.domains import (
+    DomainReport,
+    DomainSpec,
+    HostReport,
+    define,
+    domain_power_state,
+    has_snapshot,
+    host_report,
+    migrate,
+    power_off,
+    resume,
+    shutdown,
+    snapshot_create,
+    snapshot_revert,
+    start,
+    suspend,
+    undefine,
+)
+from hosts.driver.events import LifecycleListener
+
+__all__ = [
+    "DomainNotFound",
+    "DomainReport",
+    "DomainSpec",
+    "DriverError",
+    "HostReport",
+    "HostUnreachable",
+    "LifecycleListener",
+    "NotSupported",
+    "close_all",
+    "connection",
+    "define",
+    "domain_power_state",
+    "has_snapshot",
+    "host_report",
+    "migrate",
+    "power_off",
+    "resume",
+    "shutdown",
+    "snapshot_create",
+    "snapshot_revert",
+    "start",
+    "suspend",
+    "undefine",
+]

@@ -1,0 +1,185 @@
+"""libvirt connections: one per URI and process, kept alive, reopened after a failure.
+
+libvirt's default event loop runs on a daemon thread in every process that uses the driver;
+it carries keepalive probes (so a dead host is noticed) and lifecycle events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import libvirt
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+
+# Errors that mean "the host (or the way to it) is gone", not "the request was wrong".
+UNREACHABLE_CODES = {
+    libvirt.VIR_ERR_SYSTEM_ERROR,
+    libvirt.VIR_ERR_RPC,
+    libvirt.VIR_ERR_NO_CONNECT,
+    libvirt.VIR_ERR_AUTH_FAILED,
+    libvirt.VIR_ERR_OPERATION_TIMEOUT,
+    libvirt.VIR_ERR_INVALID_CONN,
+}
+
+
+class DriverError(Exception):
+    """A host refused or failed an operation. ``code`` is stable, ``message`` is for people."""
+
+    code = "driver_error"
+
+    def __init__(self, message: str, *, uri: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.uri = uri
+
+
+class HostUnreachable(DriverError):
+    code = "host_unreachable"
+
+
+class DomainNotFound(DriverError):
+    code = "domain_not_found"
+
+
+class NotSupported(DriverError):
+    code = "not_supported"
+
+
+_lock = threading.Lock()
+_connections: dict[str, libvirt.virConnect] = {}
+_owner_pid: int | None = None
+_event_loop_pid: int | None = None
+
+
+def _quiet_errors(_ctx, _err) -> None:
+    """libvirt prints every error to stderr by default; Corral raises them instead."""
+
+
+libvirt.registerErrorHandler(_quiet_errors, None)
+
+
+def ensure_event_loop() -> None:
+    """Run libvirt's default event loop on a daemon thread in this process (once per process)."""
+    global _event_loop_pid
+    pid = os.getpid()
+    if _event_loop_pid == pid:
+        return
+    with _lock:
+        if _event_loop_pid == pid:
+            return
+        if _event_loop_pid is None:
+            libvirt.virEventRegisterDefaultImpl()
+        thread = threading.Thread(target=_run_event_loop, name="libvirt-events", daemon=True)
+        thread.start()
+        _event_loop_pid = pid
+
+
+def _run_event_loop() -> None:
+    while True:
+        try:
+            libvirt.virEventRunDefaultImpl()
+        except Exception:  # the loop must outlive any one failing callback
+            logger.exception("libvirt event loop iteration failed")
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not share its parent's sockets: start with no connections."""
+    global _owner_pid
+    pid = os.getpid()
+    if _owner_pid != pid:
+        _connections.clear()
+        _owner_pid = pid
+
+
+def connection(uri: str) -> libvirt.virConnect:
+    """An open, live connection to ``uri`` (reused; reopened if it died)."""
+    ensure_event_loop()
+    with _lock:
+        _forget_after_fork()
+        conn = _connections.get(uri)
+        if conn is not None:
+            try:
+                if conn.isAlive():
+                    return conn
+            except libvirt.libvirtError:
+                pass
+            _connections.pop(uri, None)
+            _close_quietly(conn)
+        try:
+            conn = libvirt.open(uri)
+        except libvirt.libvirtError as exc:
+            raise HostUnreachable(f"Cannot reach the host at {uri}: {_text(exc)}", uri=uri) from exc
+        # Drivers without keepalive (the in-process test driver) need none.
+        with contextlib.suppress(libvirt.libvirtError):
+            conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)
+        _connections[uri] = conn
+        return conn
+
+
+def drop(uri: str) -> None:
+    """Forget (and close) the cached connection to ``uri``."""
+    with _lock:
+        conn = _connections.pop(uri, None)
+    if conn is not None:
+        _close_quietly(conn)
+
+
+def close_all() -> None:
+    with _lock:
+        conns = list(_connections.values())
+        _connections.clear()
+    for conn in conns:
+        _close_quietly(conn)
+
+
+def _close_quietly(conn: libvirt.virConnect) -> None:
+    with contextlib.suppress(libvirt.libvirtError):
+        conn.close()
+
+
+def _text(exc: libvirt.libvirtError) -> str:
+    return (exc.get_error_message() or str(exc)).strip()
+
+
+def translate(uri: str, exc: libvirt.libvirtError, what: str) -> DriverError:
+    """Turn a libvirt error into the DriverError a caller can act on."""
+    code = exc.get_error_code()
+    if code in UNREACHABLE_CODES:
+        drop(uri)
+        return HostUnreachable(
+            f"Lost the host at {uri} while trying to {what}: {_text(exc)}", uri=uri
+        )
+    if code in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT):
+        return DomainNotFound(f"Could not {what}: {_text(exc)}", uri=uri)
+    if code == libvirt.VIR_ERR_NO_SUPPORT:
+        return NotSupported(f"The host at {uri} cannot {what}: {_text(exc)}", uri=uri)
+    return DriverError(f"Could not {what}: {_text(exc)}", uri=uri)
+
+
+def call(uri: str, what: str, fn: Callable[[libvirt.virConnect], T], *, retry: bool = False) -> T:
+    """Run ``fn(connection)`` and translate libvirt errors.
+
+    With ``retry`` (safe for reads only), a connection that turns out dead is reopened and
+    ``fn`` tried once more before the host is declared unreachable.
+    """
+    attempts = 2 if retry else 1
+    for attempt in range(attempts):
+        conn = connection(uri)
+        try:
+            return fn(conn)
+        except libvirt.libvirtError as exc:
+            error = translate(uri, exc, what)
+            if isinstance(error, HostUnreachable) and attempt + 1 < attempts:
+                continue
+            raise error from exc
+    raise AssertionError("unreachable")

@@ -1,0 +1,281 @@
+"""Domains on a host: define from a spec, power operations, snapshots, migration, reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from xml.sax.saxutils import escape, quoteattr
+
+import libvirt
+
+from hosts.driver.connection import DriverError, call, translate
+
+POWER_STATES = {
+    libvirt.VIR_DOMAIN_NOSTATE: "nostate",
+    libvirt.VIR_DOMAIN_RUNNING: "running",
+    libvirt.VIR_DOMAIN_BLOCKED: "blocked",
+    libvirt.VIR_DOMAIN_PAUSED: "paused",
+    libvirt.VIR_DOMAIN_SHUTDOWN: "shutdown",
+    libvirt.VIR_DOMAIN_SHUTOFF: "shutoff",
+    libvirt.VIR_DOMAIN_CRASHED: "crashed",
+    libvirt.VIR_DOMAIN_PMSUSPENDED: "pmsuspended",
+}
+ACTIVE_STATES = {"running", "blocked", "paused", "shutdown", "pmsuspended"}
+
+# Undefine with the snapshots' metadata (the disks stay, as libvirt leaves them).
+UNDEFINE_FLAGS = libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+
+CORRAL_XMLNS = "https://corral.invalid/xmlns/vm/1"
+IMAGE_DIR = "/var/lib/libvirt/images"
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """What a domain is made of, taken from a VM and its template."""
+
+    uuid: str
+    name: str
+    vcpus: int
+    memory_mb: int
+    disk_gb: int
+    networks: tuple[str, ...] = ()
+    os_type: str = "linux"
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    """One domain as its host reports it."""
+
+    uuid: str
+    name: str
+    power_state: str
+
+
+@dataclass
+class HostReport:
+    """A host's capacity and every domain on it, from one round of calls."""
+
+    cpus: int
+    memory_mb: int
+    cpu_model: str
+    domains: list[DomainReport] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
+
+
+def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
+    """Domain XML for ``spec``. ``hypervisor`` is the connection type (``QEMU``, ``TEST``…)."""
+    domain_type = {"QEMU": "kvm", "TEST": "test"}.get(hypervisor.upper(), hypervisor.lower())
+    interfaces = "".join(
+        f"<interface type='network'><source network={quoteattr(net)}/>"
+        f"<model type='virtio'/></interface>"
+        for net in spec.networks
+    )
+    return (
+        f"<domain type={quoteattr(domain_type)}>"
+        f"<name>{escape(spec.name)}</name>"
+        f"<uuid>{escape(spec.uuid)}</uuid>"
+        f"<memory unit='MiB'>{int(spec.memory_mb)}</memory>"
+        f"<vcpu>{int(spec.vcpus)}</vcpu>"
+        f"<metadata><corral:vm xmlns:corral={quoteattr(CORRAL_XMLNS)} "
+        f"os={quoteattr(spec.os_type)} disk_gb='{int(spec.disk_gb)}'/></metadata>"
+        "<os><type arch='x86_64'>hvm</type><boot dev='hd'/></os>"
+        "<features><acpi/></features>"
+        "<devices>"
+        f"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
+        f"<source file={quoteattr(f'{IMAGE_DIR}/{spec.uuid}.qcow2')}/>"
+        "<target dev='vda' bus='virtio'/></disk>"
+        f"{interfaces}"
+        "</devices></domain>"
+    )
+
+
+def host_report(uri: str) -> HostReport:
+    """Capacity and the raw power state of every domain: one ``getAllDomainStats`` call."""
+
+    def read(conn: libvirt.virConnect) -> HostReport:
+        model, memory_mb, cpus, *_ = conn.getInfo()
+        stats = conn.getAllDomainStats(libvirt.VIR_DOMAIN_STATS_STATE)
+        domains = [
+            DomainReport(
+                uuid=dom.UUIDString(),
+                name=dom.name(),
+                power_state=POWER_STATES.get(values.get("state.state"), "nostate"),
+            )
+            for dom, values in stats
+        ]
+        networks = sorted(net.name() for net in conn.listAllNetworks())
+        return HostReport(
+            cpus=cpus, memory_mb=memory_mb, cpu_model=model, domains=domains, networks=networks
+        )
+
+    return call(uri, "read the host's domains", read, retry=True)
+
+
+def _domain(conn: libvirt.virConnect, uuid: str) -> libvirt.virDomain:
+    return conn.lookupByUUIDString(uuid)
+
+
+def _state(dom: libvirt.virDomain) -> str:
+    return POWER_STATES.get(dom.state()[0], "nostate")
+
+
+def domain_power_state(uri: str, uuid: str) -> str | None:
+    """The raw power state of one domain, or None when the host has no such domain."""
+
+    def read(conn):
+        try:
+            return _state(_domain(conn, uuid))
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise
+
+    return call(uri, "read the VM's state", read, retry=True)
+
+
+def define(uri: str, spec: DomainSpec) -> None:
+    """Define (or redefine) the domain for ``spec``; its UUID stays the VM's UUID."""
+
+    def run(conn):
+        try:
+            clash = conn.lookupByName(spec.name)
+        except libvirt.libvirtError:
+            clash = None
+        if clash is not None and clash.UUIDString() != spec.uuid:
+            raise DriverError(
+                f"The host already has another domain named {spec.name!r}; rename the VM.", uri=uri
+            )
+        conn.defineXML(domain_xml(spec, conn.getType()))
+
+    call(uri, "define the VM", run)
+
+
+def start(uri: str, uuid: str) -> None:
+    """Start the domain; a running domain is left as it is."""
+
+    def run(conn):
+        dom = _domain(conn, uuid)
+        if _state(dom) not in ACTIVE_STATES:
+            dom.create()
+
+    call(uri, "start the VM", run)
+
+
+def shutdown(uri: str, uuid: str) -> None:
+    """Ask the guest to shut down (ACPI); the caller waits for the domain to stop."""
+
+    def run(conn):
+        dom = _domain(conn, uuid)
+        if _state(dom) in ACTIVE_STATES:
+            dom.shutdown()
+
+    call(uri, "shut the VM down", run)
+
+
+def power_off(uri: str, uuid: str) -> None:
+    """Stop the domain at once, like pulling the plug."""
+
+    def run(conn):
+        dom = _domain(conn, uuid)
+        if _state(dom) in ACTIVE_STATES:
+            dom.destroy()
+
+    call(uri, "power the VM off", run)
+
+
+def suspend(uri: str, uuid: str) -> None:
+    call(uri, "suspend the VM", lambda conn: _domain(conn, uuid).suspend())
+
+
+def resume(uri: str, uuid: str) -> None:
+    call(uri, "resume the VM", lambda conn: _domain(conn, uuid).resume())
+
+
+def undefine(uri: str, uuid: str) -> None:
+    """Remove the domain (stopping it first) with its snapshot metadata; gone already is fine."""
+
+    def run(conn):
+        try:
+            dom = _domain(conn, uuid)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return
+            raise
+        if _state(dom) in ACTIVE_STATES:
+            dom.destroy()
+        dom.undefineFlags(UNDEFINE_FLAGS)
+
+    call(uri, "remove the VM from the host", run)
+
+
+def snapshot_create(uri: str, uuid: str, name: str) -> None:
+    """Take snapshot ``name`` (replacing one of that name)."""
+
+    def run(conn):
+        dom = _domain(conn, uuid)
+        try:
+            dom.snapshotLookupByName(name).delete(0)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT:
+                raise
+        dom.snapshotCreateXML(f"<domainsnapshot><name>{escape(name)}</name></domainsnapshot>", 0)
+
+    call(uri, "take a snapshot", run)
+
+
+def has_snapshot(uri: str, uuid: str, name: str) -> bool:
+    def read(conn):
+        return name in _domain(conn, uuid).snapshotListNames()
+
+    return call(uri, "list the VM's snapshots", read, retry=True)
+
+
+def snapshot_revert(uri: str, uuid: str, name: str) -> None:
+    def run(conn):
+        dom = _domain(conn, uuid)
+        dom.revertToSnapshot(dom.snapshotLookupByName(name))
+
+    call(uri, "revert to the snapshot", run)
+
+
+def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+    """Move the domain to another host, keeping its UUID, state and snapshots.
+
+    Real hypervisors use libvirt's live migration (``migrate3``, persistent on the destination,
+    undefined on the source). libvirt's test driver cannot migrate, so between simulated hosts
+    it is emulated: define on the destination (snapshots redefined), start it there in the same
+    state, then stop and undefine it on the source.
+    """
+    source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
+    destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
+    try:
+        dom = _domain(source, uuid)
+        if source.getType().upper() == "TEST" or destination.getType().upper() == "TEST":
+            _emulate_migration(source, destination, dom)
+            return
+        flags = (
+            libvirt.VIR_MIGRATE_LIVE
+            | libvirt.VIR_MIGRATE_PERSIST_DEST
+            | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
+        )
+        dom.migrate3(destination, {}, flags)
+    except libvirt.libvirtError as exc:
+        raise translate(source_uri, exc, "migrate the VM") from exc
+
+
+def _emulate_migration(source, destination, dom) -> None:
+    state = _state(dom)
+    try:
+        destination.lookupByUUIDString(dom.UUIDString())
+        raise DriverError("The destination host already has this VM.")
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+            raise
+    moved = destination.defineXML(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+    for snapshot in dom.listAllSnapshots():
+        moved.snapshotCreateXML(snapshot.getXMLDesc(0), libvirt.VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE)
+    if state in ACTIVE_STATES:
+        moved.create()
+        if state == "paused":
+            moved.suspend()
+        dom.destroy()
+    dom.undefineFlags(UNDEFINE_FLAGS)

@@ -1,0 +1,324 @@
+"""The job runner: submit, serialize per VM, run step by step, heartbeat, cancel, reap.
+
+A job is submitted as a Pending row. Jobs on one VM form a queue in id order: only its head
+is handed to a task worker, and when it finishes the next one is. A second identical request
+while one is still pending is answered with that job (CloudStack's coalescing). The worker
+runs the operation's steps, journalling each, checking for cancellation between steps and
+heartbeating; a job whose heartbeat goes stale (its worker died) is failed by ``reap()``,
+and its VM set to what its host reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from hosts.models import Job, JobJournal, JobKind, JobState, VirtualMachine
+from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
+from hosts.signals import job_finished
+from project import events
+from project.models import EventKind
+
+logger = logging.getLogger(__name__)
+
+
+class JobCancelled(Exception):
+    """The job was cancelled between two steps."""
+
+
+class JobFailed(Exception):
+    """A step failed; ``code`` is stable for clients, the message is for people."""
+
+    def __init__(self, code: str, message: str, result: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.result = result
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _job_event(job: Job, message: str = "") -> None:
+    vm = job.vm
+    events.emit(
+        EventKind.JOB,
+        "job",
+        job.pk,
+        message or f"{job.get_kind_display()} {job.get_state_display().lower()}",
+        {"state": job.state, "progress": job.progress, "step": job.step, "kind": job.kind},
+        vm_id=job.vm_id,
+        cluster_id=vm.cluster_id if vm else (job.host.cluster_id if job.host else None),
+        pool_id=vm.pool_id if vm else None,
+        user_id=job.requested_by_id,
+    )
+
+
+# -- submission and dispatch -----------------------------------------------------------------
+
+
+def submit(
+    kind: str,
+    *,
+    vm: VirtualMachine | None = None,
+    host=None,
+    params: dict | None = None,
+    requested_by=None,
+    coalesce: bool = True,
+) -> Job:
+    """Queue a job; returns it (or the identical pending job it was coalesced into)."""
+    params = params or {}
+    with transaction.atomic():
+        if vm is not None:
+            # The VM row is the queue's lock: submissions and dispatches for it take turns.
+            vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
+            if coalesce:
+                pending = (
+                    Job.objects.filter(vm=vm, kind=kind, state=JobState.PENDING)
+                    .order_by("-id")
+                    .first()
+                )
+                if pending is not None and pending.params == params:
+                    Job.objects.filter(pk=pending.pk).update(coalesced=pending.coalesced + 1)
+                    pending.refresh_from_db()
+                    return pending
+        job = Job.objects.create(
+            kind=kind,
+            vm=vm,
+            host=host,
+            params=params,
+            requested_by=requested_by,
+            target_name=str(vm or host or ""),
+        )
+        _job_event(job, f"{job.get_kind_display()} requested")
+        transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id, job_id=job.pk))
+    return job
+
+
+def dispatch_next(*, vm_id: int | None = None, job_id: int | None = None) -> Job | None:
+    """Hand the head of a VM's queue (or a VM-less job) to a task worker, once."""
+    from django_q.tasks import async_task
+
+    retry_after = timezone.now() - timedelta(seconds=settings.CORRAL_JOB_DISPATCH_RETRY)
+    with transaction.atomic():
+        if vm_id is not None:
+            VirtualMachine.objects.select_for_update().filter(pk=vm_id).first()
+            if Job.objects.filter(vm_id=vm_id, state__in=RUNNING_JOB_STATES).exists():
+                return None
+            head = Job.objects.filter(vm_id=vm_id, state=JobState.PENDING).order_by("id").first()
+        else:
+            head = Job.objects.select_for_update().filter(pk=job_id, state=JobState.PENDING).first()
+        if head is None or (head.dispatched_at and head.dispatched_at > retry_after):
+            return None
+        Job.objects.filter(pk=head.pk).update(dispatched_at=timezone.now())
+        transaction.on_commit(
+            lambda: async_task("hosts.tasks.run_job", head.pk, task_name=f"job-{head.pk}")
+        )
+    return head
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+class JobContext:
+    """What an operation's steps use: progress, journal, cancellation, the job's VM."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.vm = job.vm
+
+    def step(self, label: str, progress: float) -> None:
+        """Begin a step: check for cancellation, record it, move the progress bar."""
+        self.check_cancelled()
+        now = timezone.now()
+        Job.objects.filter(pk=self.job.pk).update(step=label, progress=progress, heartbeat_at=now)
+        self.job.step, self.job.progress = label, progress
+        JobJournal.objects.create(job=self.job, message=label)
+        _job_event(self.job, label)
+
+    def log(self, message: str) -> None:
+        JobJournal.objects.create(job=self.job, message=message)
+
+    def check_cancelled(self) -> None:
+        state = Job.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
+        if state == JobState.CANCELLING:
+            raise JobCancelled()
+
+    def refresh_vm(self) -> VirtualMachine:
+        self.vm.refresh_from_db()
+        return self.vm
+
+
+class _Heartbeat:
+    """Touches the job's heartbeat on a thread while a step blocks (on libvirt, a hook…)."""
+
+    def __init__(self, job_id: int):
+        self._job_id = job_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(settings.CORRAL_JOB_HEARTBEAT_INTERVAL):
+                Job.objects.filter(pk=self._job_id, state__in=RUNNING_JOB_STATES).update(
+                    heartbeat_at=timezone.now()
+                )
+        finally:
+            connection.close()
+
+
+def _claim(job_id: int) -> Job | None:
+    """Mark the job running if it is the head of its VM's queue; None if it must not run now."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.state != JobState.PENDING:
+            return None
+        if job.vm_id is not None:
+            VirtualMachine.objects.select_for_update().filter(pk=job.vm_id).first()
+            earlier = Job.objects.filter(
+                vm_id=job.vm_id, id__lt=job.pk, state__in=ACTIVE_JOB_STATES
+            ).exists()
+            running = Job.objects.filter(vm_id=job.vm_id, state__in=RUNNING_JOB_STATES).exists()
+            if earlier or running:
+                Job.objects.filter(pk=job.pk).update(dispatched_at=None)
+                return None
+        now = timezone.now()
+        job.state, job.started_at, job.heartbeat_at = JobState.RUNNING, now, now
+        job.worker = worker_name()
+        job.save(update_fields=["state", "started_at", "heartbeat_at", "worker"])
+        _job_event(job)
+    return job
+
+
+def run(job_id: int) -> str:
+    """Run one job to its end (the django-q2 task body). Returns its final state."""
+    from hosts.operations import OPERATIONS, finish_vm
+
+    job = _claim(job_id)
+    if job is None:
+        return "skipped"
+    operation: Callable[[JobContext], dict | None] = OPERATIONS[job.kind]
+    context = JobContext(job)
+    state, result, error_code, error_message = JobState.SUCCEEDED, None, "", ""
+    with _Heartbeat(job.pk):
+        try:
+            result = operation(context)
+        except JobCancelled:
+            state = JobState.CANCELLED
+            context.log("Cancelled between steps")
+        except JobFailed as exc:
+            state, error_code, error_message = JobState.FAILED, exc.code, exc.message
+            result = exc.result
+            context.log(f"Failed: {exc.message}")
+        except Exception as exc:  # a bug or an unexpected libvirt answer: fail, never hang
+            logger.exception("job %s crashed", job.pk)
+            state, error_code, error_message = JobState.FAILED, "internal_error", str(exc)
+            context.log(f"Failed: {exc}")
+        finally:
+            if job.vm_id is not None:
+                finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
+    _finish(job, state, result, error_code, error_message)
+    return state
+
+
+def _finish(job: Job, state: str, result, error_code: str, error_message: str) -> None:
+    with transaction.atomic():
+        updated = Job.objects.filter(pk=job.pk, state__in=RUNNING_JOB_STATES).update(
+            state=state,
+            progress=1.0 if state == JobState.SUCCEEDED else job.progress,
+            result=result,
+            error_code=error_code,
+            error_message=error_message[:5000],
+            finished_at=timezone.now(),
+        )
+        if updated:
+            job.refresh_from_db()
+            _job_event(job)
+            transaction.on_commit(lambda: job_finished.send(sender=Job, job=job))
+        transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id, job_id=job.pk))
+
+
+# -- cancel and reap -----------------------------------------------------------------------------
+
+
+def request_cancel(job: Job) -> Job:
+    """Cancel a pending job at once; ask a running one to stop at its next step boundary."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.state == JobState.PENDING:
+            job.state, job.finished_at = JobState.CANCELLED, timezone.now()
+            job.save(update_fields=["state", "finished_at"])
+            JobJournal.objects.create(job=job, message="Cancelled before it started")
+            _job_event(job)
+            transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id))
+        elif job.state == JobState.RUNNING:
+            job.state = JobState.CANCELLING
+            job.save(update_fields=["state"])
+            JobJournal.objects.create(job=job, message="Cancellation requested")
+            _job_event(job)
+    return job
+
+
+def reap() -> list[int]:
+    """Fail running jobs whose worker stopped heartbeating; re-dispatch lost pending jobs.
+
+    The VM of a failed job is set to the stationary state its host reports.
+    """
+    from hosts.operations import finish_vm
+
+    stale = timezone.now() - timedelta(seconds=settings.CORRAL_JOB_HEARTBEAT_TIMEOUT)
+    reaped = []
+    for job in Job.objects.filter(state__in=RUNNING_JOB_STATES, heartbeat_at__lt=stale):
+        if job.vm_id is not None:
+            # Settle the VM first, so nobody sees the job failed while its VM is still Starting.
+            finish_vm(job.vm_id, succeeded=False)
+        with transaction.atomic():
+            updated = Job.objects.filter(
+                pk=job.pk, state__in=RUNNING_JOB_STATES, heartbeat_at__lt=stale
+            ).update(
+                state=JobState.FAILED,
+                error_code="worker_lost",
+                error_message=(
+                    f"The worker running this job ({job.worker}) stopped responding; "
+                    "the VM was set to what its host reports."
+                ),
+                finished_at=timezone.now(),
+            )
+            if not updated:
+                continue
+            JobJournal.objects.create(job=job, message="Failed: its worker stopped responding")
+            job.refresh_from_db()
+            _job_event(job)
+            transaction.on_commit(lambda job=job: job_finished.send(sender=Job, job=job))
+        if job.vm_id is not None:
+            dispatch_next(vm_id=job.vm_id)
+        reaped.append(job.pk)
+    lost = timezone.now() - timedelta(seconds=settings.CORRAL_JOB_DISPATCH_RETRY)
+    for vm_id in (
+        Job.objects.filter(state=JobState.PENDING, vm__isnull=False)
+        .exclude(dispatched_at__gt=lost)
+        .values_list("vm_id", flat=True)
+        .distinct()
+    ):
+        dispatch_next(vm_id=vm_id)
+    return reaped
+
+
+__all__ = ["JobKind", "JobState", "submit", "run", "request_cancel", "reap", "dispatch_next"]

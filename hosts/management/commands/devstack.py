@@ -1,0 +1,60 @@
+"""Run Corral for development: simulated hosts, a task cluster and the web server.
+
+Ctrl-C stops all of it: the web server, the task cluster, and the daemons it started.
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Start simulated hosts, a qcluster and runserver; Ctrl-C stops them all."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--hosts", type=int, default=3)
+        parser.add_argument("--cluster", default="demo")
+        parser.add_argument("--addr", default="127.0.0.1:8000")
+
+    def handle(self, *args, hosts: int, cluster: str, addr: str, **options):
+        call_command("simhosts", "start", str(hosts), "--cluster", cluster)
+        call_command("seed_demo", "--cluster", cluster)
+        manage = [sys.executable, "manage.py"]
+        # Each child leads its own process group, so stopping it stops its workers too.
+        children = [
+            subprocess.Popen([*manage, "qcluster"], start_new_session=True),
+            subprocess.Popen([*manage, "runserver", "--noreload", addr], start_new_session=True),
+        ]
+        self.stdout.write(
+            f"Corral runs: http://{addr}/admin/ (console), http://{addr}/api/docs/ (API). "
+            "Ctrl-C stops everything."
+        )
+        stopping = False
+
+        def stop(*_):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(child.poll() is None for child in children):
+                time.sleep(0.5)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGINT)
+            deadline = time.monotonic() + 30
+            for child in children:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(max(0.1, deadline - time.monotonic()))
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+            call_command("simhosts", "stop")
+        self.stdout.write("Stopped.")

@@ -1,0 +1,31 @@
+"""The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
+
+from hosts.models.inventory import (
+    STATIONARY_STATUSES,
+    Cluster,
+    Host,
+    HostStatus,
+    OsType,
+    PowerState,
+    Template,
+    VirtualMachine,
+    VmStatus,
+)
+from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
+
+__all__ = [
+    "STATIONARY_STATUSES",
+    "Cluster",
+    "ExternalDomain",
+    "Host",
+    "HostStatus",
+    "Job",
+    "JobJournal",
+    "JobKind",
+    "JobState",
+    "OsType",
+    "PowerState",
+    "Template",
+    "VirtualMachine",
+    "VmStatus",
+]

@@ -1,0 +1,335 @@
+"""The inventory: clusters of libvirt hosts, VM templates and the VMs made from them."""
+
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from hosts.validators import validate_libvirt_uri, validate_network_names
+from project.names import validate_object_name
+
+
+class Cluster(models.Model):
+    """Hosts that share a scheduling policy; VMs and pools live in one cluster."""
+
+    name = models.CharField(max_length=64, unique=True, validators=[validate_object_name])
+    description = models.TextField(blank=True, max_length=2000)
+    policy = models.ForeignKey(
+        "scheduling.Policy",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="clusters",
+        help_text="Scheduling policy; empty means the default policy.",
+    )
+    policy_properties = models.JSONField(
+        default=dict, blank=True, help_text="Overrides of the policy's property values."
+    )
+    memory_overcommit_percent = models.PositiveIntegerField(
+        default=100,
+        validators=[MinValueValidator(100), MaxValueValidator(400)],
+        help_text="How much of a host's memory VMs may be given: 100 = none overcommitted.",
+    )
+    cpu_overcommit_ratio = models.FloatField(
+        default=4.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(64.0)],
+        help_text="How many vCPUs VMs may have per host CPU.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {"cluster": "pk"}
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class HostStatus(models.TextChoices):
+    CONNECTING = "connecting", "Connecting"
+    UP = "up", "Up"
+    MAINTENANCE = "maintenance", "Maintenance"
+    NON_RESPONSIVE = "non_responsive", "NonResponsive"
+    ERROR = "error", "Error"
+
+
+class Host(models.Model):
+    """A libvirt host, reached by its URI. Capacity and usage are read from the host itself."""
+
+    name = models.CharField(max_length=64, validators=[validate_object_name])
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="hosts")
+    uri = models.CharField(
+        "libvirt URI", max_length=512, unique=True, validators=[validate_libvirt_uri]
+    )
+    description = models.TextField(blank=True, max_length=2000)
+    status = models.CharField(
+        max_length=20, choices=HostStatus.choices, default=HostStatus.CONNECTING
+    )
+    status_detail = models.CharField(max_length=500, blank=True)
+    reservable = models.BooleanField(
+        default=False, help_text="Reserved for leases: only VMs of an active reservation run here."
+    )
+    networks = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_network_names],
+        help_text="Networks the host offers, by name.",
+    )
+    # Capacity and usage, as the host last reported them (null until it has).
+    cpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    memory_mb = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    cpu_usage_percent = models.FloatField(null=True, blank=True, editable=False)
+    memory_used_mb = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    capabilities = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='What the host offers, for leases that ask for it: {"gpu": "a100", "ssd": true}.',
+    )
+    reported_networks = models.JSONField(
+        default=list, blank=True, editable=False, help_text="Networks libvirt reports on the host."
+    )
+    last_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
+    overloaded_since = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Since when its CPU load is too high."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {"cluster": "cluster_id"}
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="host_name_unique_in_cluster",
+                violation_error_message="A host with this name exists in the cluster already.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class OsType(models.TextChoices):
+    LINUX = "linux", "Linux"
+    WINDOWS = "windows", "Windows"
+    BSD = "bsd", "BSD"
+    OTHER = "other", "Other"
+
+
+class Template(models.Model):
+    """What a VM is made of: CPUs, memory, disk, networks and OS. Shared by all clusters
+    unless it names one."""
+
+    name = models.CharField(max_length=64, unique=True, validators=[validate_object_name])
+    description = models.TextField(blank=True, max_length=2000)
+    cluster = models.ForeignKey(
+        Cluster,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="templates",
+        help_text="Leave empty to offer the template in every cluster.",
+    )
+    vcpus = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(512)]
+    )
+    memory_mb = models.PositiveIntegerField(
+        default=1024, validators=[MinValueValidator(16), MaxValueValidator(16 * 1024 * 1024)]
+    )
+    disk_gb = models.PositiveIntegerField(
+        default=10, validators=[MinValueValidator(1), MaxValueValidator(64 * 1024)]
+    )
+    networks = models.JSONField(default=list, blank=True, validators=[validate_network_names])
+    os_type = models.CharField(max_length=16, choices=OsType.choices, default=OsType.LINUX)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {"cluster": "cluster_id"}
+    # A template without a cluster is offered in every cluster: whoever may use templates in
+    # some cluster may use it.
+    grant_shared_scopes = {"cluster"}
+    grant_shared_actions = {"hosts.view_template"}
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        # Binding a template to one cluster must not strand the VMs and pools of other
+        # clusters on a template that is no longer offered there.
+        if self.pk is None or self.cluster_id is None:
+            return
+        elsewhere = [
+            *self.vms.exclude(cluster_id=self.cluster_id).values_list("name", flat=True)[:5],
+            *self.pools.exclude(cluster_id=self.cluster_id).values_list("name", flat=True)[:5],
+        ]
+        if elsewhere:
+            raise ValidationError(
+                {
+                    "cluster": "VMs or pools in other clusters use this template: "
+                    f"{', '.join(elsewhere)}."
+                }
+            )
+
+
+class VmStatus(models.TextChoices):
+    """Lifecycle status. Stationary: down, up, paused, unknown. The others are transitional
+    and only last while a job on the VM runs."""
+
+    DOWN = "down", "Down"
+    STARTING = "starting", "Starting"
+    UP = "up", "Up"
+    PAUSED = "paused", "Paused"
+    SUSPENDING = "suspending", "Suspending"
+    RESUMING = "resuming", "Resuming"
+    STOPPING = "stopping", "Stopping"
+    MIGRATING = "migrating", "Migrating"
+    UNKNOWN = "unknown", "Unknown"
+
+
+STATIONARY_STATUSES = {VmStatus.DOWN, VmStatus.UP, VmStatus.PAUSED, VmStatus.UNKNOWN}
+
+
+class PowerState(models.TextChoices):
+    """The raw power state a host reports for a domain (libvirt's names), or why none came."""
+
+    RUNNING = "running", "Running"
+    BLOCKED = "blocked", "Blocked"
+    PAUSED = "paused", "Paused"
+    SHUTDOWN = "shutdown", "Shutting down"
+    SHUTOFF = "shutoff", "Shut off"
+    CRASHED = "crashed", "Crashed"
+    PMSUSPENDED = "pmsuspended", "Suspended by guest"
+    NOSTATE = "nostate", "No state"
+    REPORT_MISSING = "report_missing", "PowerReportMissing"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class VirtualMachine(models.Model):
+    """A virtual machine made from a template, in a cluster, running on a host when it runs.
+
+    ``status`` is Corral's lifecycle view; ``power_state`` is what the host last reported,
+    with when, how often in a row, and which host reported it.
+    """
+
+    name = models.CharField(max_length=64, validators=[validate_object_name])
+    description = models.TextField(blank=True, max_length=2000)
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="vms")
+    host = models.ForeignKey(
+        Host, on_delete=models.PROTECT, null=True, blank=True, related_name="vms"
+    )
+    template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="vms")
+    pool = models.ForeignKey(
+        "pools.VmPool", on_delete=models.PROTECT, null=True, blank=True, related_name="vms"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="vms",
+    )
+    reservation = models.ForeignKey(
+        "leases.Reservation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="vms",
+        help_text="The lease reservation the VM was launched into.",
+    )
+    pool_index = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="The VM's number in its pool."
+    )
+    admin_hold = models.BooleanField(
+        default=False,
+        help_text="Held by an admin: a pool neither hands it out nor prestarts it.",
+    )
+    prestart_failures = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Prestarts that failed in a row."
+    )
+    vcpus = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(512)])
+    memory_mb = models.PositiveIntegerField(
+        validators=[MinValueValidator(16), MaxValueValidator(16 * 1024 * 1024)]
+    )
+    disk_gb = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(64 * 1024)]
+    )
+    status = models.CharField(max_length=16, choices=VmStatus.choices, default=VmStatus.DOWN)
+    power_state = models.CharField(max_length=16, choices=PowerState.choices, blank=True)
+    power_state_updated_at = models.DateTimeField(null=True, blank=True)
+    power_state_update_count = models.PositiveIntegerField(default=0)
+    power_host = models.ForeignKey(
+        Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    pinned_host = models.ForeignKey(
+        Host,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="pinned_vms",
+        help_text="Run only on this host.",
+    )
+    migrating_to = models.ForeignKey(
+        Host,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The destination while a migration runs (its resources are held there).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {
+        "vm": "pk",
+        "cluster": "cluster_id",
+        "pool": "pool_id",
+        "lease": "reservation__lease_id",
+    }
+    # Pool users take VMs from a pool; only pool managers reach every VM in it.
+    grant_scope_requires = {"pool": "pools.change_vmpool"}
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="vm_name_unique_in_cluster",
+                violation_error_message="A VM with this name exists in the cluster already.",
+            )
+        ]
+        permissions = [
+            ("operate_virtualmachine", "Can start, shut down, power off, suspend and resume"),
+            ("migrate_virtualmachine", "Can migrate to another host"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors = {}
+        if self.template_id and self.cluster_id:
+            template_cluster = (
+                Template.objects.filter(pk=self.template_id)
+                .values_list("cluster_id", flat=True)
+                .first()
+            )
+            if template_cluster is not None and template_cluster != self.cluster_id:
+                errors["template"] = "This template belongs to another cluster."
+        if self.host_id and self.cluster_id:
+            host_cluster = (
+                Host.objects.filter(pk=self.host_id).values_list("cluster_id", flat=True).first()
+            )
+            if host_cluster is not None and host_cluster != self.cluster_id:
+                errors["host"] = "This host is in another cluster."
+        if errors:
+            raise ValidationError(errors)

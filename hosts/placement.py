@@ -1,0 +1,92 @@
+"""Where VMs run: one scheduling decision per cluster at a time, through the cluster's policy.
+
+``decision(cluster_id)`` is a transaction holding the cluster's row lock — the scheduling lock,
+which works across processes and machines. Inside it a caller asks ``place()`` for hosts and
+records its choice (the VM Starting on its host, or ``migrating_to`` a destination), so every
+later decision counts that VM as a pending resource of the host. Acquiring the lock gives up
+after ``CORRAL_SCHEDULER_LOCK_TIMEOUT`` seconds on PostgreSQL, and a holder that hangs loses
+it after ``CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT``; nothing slow (libvirt, hooks) ever runs while
+it is held.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+
+from hosts.models import Cluster, Host, HostStatus, VirtualMachine, VmStatus
+from scheduling.scheduler import Decision, NoHostAvailable, schedule
+
+__all__ = ["Decision", "NoHostAvailable", "decision", "place", "wait_for_pending"]
+
+
+class SchedulerBusy(NoHostAvailable):
+    pass
+
+
+class decision:  # noqa: N801 (used as a context manager)
+    """A transaction holding the cluster's scheduling lock."""
+
+    def __init__(self, cluster_id: int):
+        self._atomic = transaction.atomic()
+        self._cluster_id = cluster_id
+
+    def __enter__(self):
+        self._atomic.__enter__()
+        postgres = connection.vendor == "postgresql"
+        try:
+            if postgres:
+                acquire_ms = int(settings.CORRAL_SCHEDULER_LOCK_TIMEOUT * 1000)
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL lock_timeout = {acquire_ms}")
+            Cluster.objects.select_for_update().filter(pk=self._cluster_id).first()
+            if postgres:
+                # Only once the lock is ours (a shorter statement timeout would cut the wait
+                # for it short): a holder that hangs, idle in its transaction or stuck in a
+                # statement, loses its session and with it the lock.
+                hold_ms = int(settings.CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT * 1000)
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {hold_ms}")
+                    cursor.execute(f"SET LOCAL statement_timeout = {hold_ms}")
+        except OperationalError as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise SchedulerBusy(
+                "The cluster's scheduler stayed busy; try again in a moment.", {}
+            ) from exc
+        return self
+
+    def __exit__(self, *exc):
+        return self._atomic.__exit__(*exc)
+
+
+def place(
+    vm: VirtualMachine, *, purpose: str = "start", hosts: list[Host] | None = None
+) -> Decision:
+    """Hosts for ``vm``, best first (call inside ``decision()``)."""
+    return schedule(vm, hosts=hosts, purpose=purpose)
+
+
+def wait_for_pending(vm: VirtualMachine) -> bool:
+    """Wait (bounded) until the cluster settles; False if there was nothing to wait for.
+
+    When filtering left no host, resources promised to VMs still starting may soon be known
+    better (a start that fails frees its host), and hosts still Connecting (just added, not
+    yet read) may soon be Up; the scheduler spec retries once after that.
+    """
+    pending = VirtualMachine.objects.filter(
+        cluster_id=vm.cluster_id, status=VmStatus.STARTING
+    ).exclude(pk=vm.pk)
+    connecting = Host.objects.filter(cluster_id=vm.cluster_id, status=HostStatus.CONNECTING)
+    if not pending.exists() and not connecting.exists():
+        return False
+    for host_id in connecting.values_list("pk", flat=True):
+        # Read new hosts now rather than wait for the ticker (whose worker may be busy).
+        from hosts.sync import sync_host
+
+        sync_host(host_id)
+    deadline = time.monotonic() + settings.CORRAL_PENDING_WAIT
+    while (pending.exists() or connecting.exists()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return True

@@ -1,0 +1,68 @@
+"""Use cases that change the inventory. Each runs in one transaction."""
+
+from django.db import transaction
+
+from hosts import jobs
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.models.jobs import ACTIVE_JOB_STATES
+from project.api.errors import Conflict
+from project.grants import grant_role
+from project.models import Role
+from project.permissions import holds
+
+
+@transaction.atomic
+def create_vm(vm: VirtualMachine, *, created_by) -> VirtualMachine:
+    """Save a new (validated) VM owned by its creator, who becomes its UserVmManager unless
+    their grants already let them manage it."""
+    vm.owner = created_by
+    vm.save()
+    if not holds(created_by, "hosts.delete_virtualmachine", vm):
+        grant_role(Role.objects.get(name="UserVmManager"), vm, user=created_by)
+    return vm
+
+
+@transaction.atomic
+def delete_vm(vm: VirtualMachine, *, requested_by=None) -> Job | None:
+    """Delete a VM that is down: at once if no host holds it, else by a job that removes its
+    domain from the host first (returned). A running VM is refused: shut it down first."""
+    vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
+    if vm.status != VmStatus.DOWN:
+        raise Conflict(
+            f"VM {vm.name} is {vm.get_status_display()}; shut it down before deleting it."
+        )
+    busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
+    if vm.host_id is None and not busy:
+        vm.delete()
+        return None
+    return jobs.submit(JobKind.DELETE, vm=vm, requested_by=requested_by)
+
+
+# What each operation needs the VM to be, when no other job on it is queued or running.
+ALLOWED_FROM = {
+    JobKind.START: {VmStatus.DOWN, VmStatus.PAUSED},
+    JobKind.SHUTDOWN: {VmStatus.UP, VmStatus.PAUSED},
+    JobKind.POWEROFF: {VmStatus.UP, VmStatus.PAUSED},
+    JobKind.SUSPEND: {VmStatus.UP},
+    JobKind.RESUME: {VmStatus.PAUSED},
+    JobKind.MIGRATE: {VmStatus.UP, VmStatus.PAUSED},
+}
+
+
+def request_operation(
+    vm: VirtualMachine, kind: str, *, requested_by, params: dict | None = None
+) -> Job:
+    """Queue an operation on a VM as a job (coalesced into an identical pending one).
+
+    Refused (409) when the VM is idle in a state the operation cannot start from; when other
+    jobs are queued on the VM, the queue decides in order.
+    """
+    busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
+    if not busy and vm.status not in ALLOWED_FROM[kind]:
+        if vm.status == VmStatus.UNKNOWN:
+            raise Conflict(f"The host of VM {vm.name} is not responding; its state is unknown.")
+        raise Conflict(
+            f"VM {vm.name} is {vm.get_status_display()}; "
+            f"it cannot {JobKind(kind).label.lower()} from there."
+        )
+    return jobs.submit(kind, vm=vm, params=params or {}, requested_by=requested_by)

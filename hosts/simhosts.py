@@ -1,0 +1,167 @@
+"""Simulated hosts: one libvirt daemon per host, serving libvirt's test driver.
+
+Every process (web server, task workers, tests) reaches a simulated host over libvirt's real
+RPC, so they all see the same domains. Each daemon runs in session mode as an unprivileged
+user in its own directory (two system-mode daemons would collide on /run/libvirt):
+
+    <base>/<name>/run/libvirt/libvirt-sock    the socket (URI: test+unix:///default?socket=...)
+    <base>/<name>/corral-libvirtd.pid         the pid Corral started, the only one it stops
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+UNPRIVILEGED_USER = "nobody"
+LIBVIRTD = shutil.which("libvirtd") or "/usr/sbin/libvirtd"
+PID_FILE = "corral-libvirtd.pid"
+
+
+class SimHostError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class SimHost:
+    name: str
+    directory: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "run" / "libvirt" / "libvirt-sock"
+
+    @property
+    def uri(self) -> str:
+        return f"test+unix:///default?socket={self.socket}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.directory / PID_FILE
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a running libvirtd (not gone, not a zombie, not a reused pid)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own exited child
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state != "Z" and b"libvirtd" in command
+
+
+def start(host: SimHost, timeout: float = 15.0) -> int:
+    """Start the daemon for ``host`` unless it runs already; returns its pid."""
+    running = host.pid()
+    if running is not None and host.socket.exists():
+        return running
+    if not Path(LIBVIRTD).exists():
+        raise SimHostError(
+            "libvirtd is not installed: apt-get install --no-install-recommends libvirt-daemon"
+        )
+    host.directory.mkdir(parents=True, exist_ok=True)
+    if host.socket.exists():
+        host.socket.unlink()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+        "HOME": str(host.directory),
+        "XDG_RUNTIME_DIR": str(host.directory / "run"),
+        "XDG_CONFIG_HOME": str(host.directory / "cfg"),
+        "XDG_CACHE_HOME": str(host.directory / "cache"),
+    }
+    extra = {}
+    if os.geteuid() == 0:
+        # As root, a session daemon must run as an ordinary user (see docs/architecture.md).
+        account = pwd.getpwnam(UNPRIVILEGED_USER)
+        os.chown(host.directory, account.pw_uid, account.pw_gid)
+        os.chmod(host.directory, 0o755)
+        for parent in host.directory.parents:
+            if not parent.stat().st_mode & 0o001:
+                raise SimHostError(
+                    f"{parent} is not reachable by the user {UNPRIVILEGED_USER!r} that runs the "
+                    "simulated host; set CORRAL_SIMHOSTS_DIR to a folder under /tmp."
+                )
+        extra = {"user": account.pw_uid, "group": account.pw_gid}
+    log = open(host.directory / "libvirtd.log", "ab")  # noqa: SIM115 (owned by the daemon)
+    process = subprocess.Popen(
+        [LIBVIRTD],
+        env=env,
+        cwd=host.directory,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        **extra,
+    )
+    log.close()
+    host.pid_file.write_text(f"{process.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if host.socket.exists():
+            return process.pid
+        if process.poll() is not None:
+            raise SimHostError(
+                f"libvirtd for {host.name} exited with {process.returncode}; "
+                f"see {host.directory / 'libvirtd.log'}"
+            )
+        time.sleep(0.05)
+    raise SimHostError(f"libvirtd for {host.name} did not open its socket within {timeout:.0f} s")
+
+
+def stop(host: SimHost, timeout: float = 10.0) -> bool:
+    """Stop the daemon Corral started for ``host`` (by its recorded pid); True if it ran."""
+    pid = host.pid()
+    if pid is None:
+        host.pid_file.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    if _alive(pid):
+        _kill_and_wait(pid)
+    host.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _kill_and_wait(pid: int, timeout: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def kill(host: SimHost) -> None:
+    """Kill the daemon at once (SIGKILL), as a crashed host would vanish."""
+    pid = host.pid()
+    if pid is not None:
+        _kill_and_wait(pid)
+
+
+def discover(base: Path) -> list[SimHost]:
+    """Every simulated host folder under ``base`` (running or not)."""
+    if not base.exists():
+        return []
+    return [
+        SimHost(name=path.name, directory=path)
+        for path in sorted(base.iterdir())
+        if path.is_dir() and (path / PID_FILE).exists()
+    ]

@@ -1,0 +1,345 @@
+"""Power-state sync (CloudStack's design): hosts report raw power states; the DB follows.
+
+``sync_host`` reads one host's report (one libvirt call) and writes only what changed: a
+repeated identical report is written at most three times in a row (``power_state_update_count``)
+and then not at all. When no job runs on a VM, its lifecycle status follows the host and a
+change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
+its host's report for two sync intervals is PowerReportMissing. An unreachable host goes
+NonResponsive and its VMs Unknown — never Down, never restarted because of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from hosts import driver
+from hosts.models import (
+    ExternalDomain,
+    Host,
+    HostStatus,
+    Job,
+    PowerState,
+    VirtualMachine,
+    VmStatus,
+)
+from hosts.models.jobs import RUNNING_JOB_STATES
+from hosts.signals import vm_stopped
+from project import events
+from project.models import EventKind
+
+logger = logging.getLogger(__name__)
+
+REPEAT_WRITE_CAP = 3
+
+# Statuses of a VM that runs (or is on its way down): reaching Down from one is a stop.
+RUNNING_STATUSES = {
+    VmStatus.UP,
+    VmStatus.PAUSED,
+    VmStatus.STOPPING,
+    VmStatus.SUSPENDING,
+    VmStatus.RESUMING,
+    VmStatus.MIGRATING,
+}
+
+STATUS_FOR_POWER = {
+    PowerState.RUNNING: VmStatus.UP,
+    PowerState.BLOCKED: VmStatus.UP,
+    PowerState.SHUTDOWN: VmStatus.UP,  # shutting down, still running until it is off
+    PowerState.PAUSED: VmStatus.PAUSED,
+    PowerState.PMSUSPENDED: VmStatus.PAUSED,
+    PowerState.SHUTOFF: VmStatus.DOWN,
+    PowerState.CRASHED: VmStatus.DOWN,
+    PowerState.NOSTATE: VmStatus.DOWN,
+    PowerState.REPORT_MISSING: VmStatus.DOWN,
+    PowerState.UNKNOWN: VmStatus.UNKNOWN,
+}
+ACTIVE_POWER_STATES = {
+    PowerState.RUNNING,
+    PowerState.BLOCKED,
+    PowerState.SHUTDOWN,
+    PowerState.PAUSED,
+    PowerState.PMSUSPENDED,
+}
+
+
+def status_for(power_state: str | None) -> str:
+    if power_state is None:
+        return VmStatus.DOWN
+    return STATUS_FOR_POWER.get(power_state, VmStatus.UNKNOWN)
+
+
+@dataclass
+class SyncResult:
+    host_status: str
+    vms_written: int = 0
+    alerts: list[str] = field(default_factory=list)
+
+
+def _vm_scope(vm: VirtualMachine) -> dict:
+    return {"vm_id": vm.pk, "cluster_id": vm.cluster_id, "pool_id": vm.pool_id}
+
+
+def vm_changed(vm: VirtualMachine, message: str) -> None:
+    events.emit(
+        EventKind.CHANGED,
+        "vm",
+        vm.pk,
+        message,
+        {"status": vm.status, "power_state": vm.power_state, "host": vm.host_id},
+        **_vm_scope(vm),
+    )
+
+
+def _record_power(vm: VirtualMachine, state: str, host: Host, now) -> set[str]:
+    """Apply one report to ``vm`` in memory; the fields to write (none for a capped repeat)."""
+    if vm.power_state == state and vm.power_host_id == host.pk:
+        if vm.power_state_update_count >= REPEAT_WRITE_CAP:
+            return set()
+        vm.power_state_update_count += 1
+        vm.power_state_updated_at = now
+        return {"power_state_update_count", "power_state_updated_at"}
+    vm.power_state, vm.power_host = state, host
+    vm.power_state_update_count, vm.power_state_updated_at = 1, now
+    return {"power_state", "power_host", "power_state_update_count", "power_state_updated_at"}
+
+
+def _note_missing(vm: VirtualMachine, now) -> set[str]:
+    """The first report without a VM its host reported before: remember since when.
+
+    An update count of 0 marks "missing since ``power_state_updated_at``". The time of the
+    last write would not do: repeated identical reports stop being written, so for a VM that
+    ran unchanged for a while it is long past, and one missed report would count as two
+    sync intervals.
+    """
+    vm.power_state_update_count, vm.power_state_updated_at = 0, now
+    return {"power_state_update_count", "power_state_updated_at"}
+
+
+def _follow_host(vm: VirtualMachine, host: Host, state: str, busy: bool) -> tuple[set[str], str]:
+    """Make the DB follow the host (where the VM runs; its status when no job decides).
+
+    Returns the fields changed and an alert message ("" for none).
+    """
+    changed: set[str] = set()
+    alert = ""
+    if state in ACTIVE_POWER_STATES and vm.host_id != host.pk:
+        previous = vm.host.name if vm.host_id else "no host"
+        alert = f"VM {vm.name} is running on {host.name}, not {previous}: moved outside Corral"
+        vm.host = host
+        changed.add("host")
+    if busy:
+        return changed, alert
+    wanted = status_for(state)
+    if wanted != vm.status:
+        before = vm.status
+        vm.status = wanted
+        changed.add("status")
+        if state == PowerState.REPORT_MISSING:
+            alert = alert or f"VM {vm.name} disappeared from host {host.name}"
+            vm.host = None
+            changed.add("host")
+        elif before in (VmStatus.UP, VmStatus.DOWN, VmStatus.PAUSED):
+            verb = {VmStatus.DOWN: "stopped", VmStatus.UP: "started", VmStatus.PAUSED: "paused"}
+            alert = alert or f"VM {vm.name} {verb.get(wanted, wanted)} outside Corral"
+        if wanted == VmStatus.DOWN and before in RUNNING_STATUSES:
+            _announce_stop(vm.pk)
+    return changed, alert
+
+
+def _announce_stop(vm_id: int) -> None:
+    transaction.on_commit(lambda: vm_stopped.send(sender=VirtualMachine, vm_id=vm_id))
+
+
+def sync_host(host_id: int) -> SyncResult:
+    """Read one host's report and bring the DB in step with it."""
+    host = Host.objects.get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
+    try:
+        report = driver.host_report(host.uri)
+    except driver.DriverError as exc:
+        return mark_unreachable(host_id, exc.message)
+    return apply_report(host_id, report)
+
+
+@transaction.atomic
+def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
+    """Write what a host report changes (the host row is locked: one sync per host at a time)."""
+    host = Host.objects.select_for_update().get(pk=host_id)
+    now = timezone.now()
+    result = SyncResult(host_status=HostStatus.UP)
+    reported = {d.uuid: d for d in report.domains}
+    vms = list(
+        VirtualMachine.objects.filter(Q(host=host) | Q(uuid__in=list(reported))).select_related(
+            "host"
+        )
+    )
+    busy = set(
+        Job.objects.filter(vm__in=vms, state__in=RUNNING_JOB_STATES).values_list("vm_id", flat=True)
+    )
+    grace = now - timedelta(seconds=2 * settings.CORRAL_SYNC_INTERVAL)
+    to_write: dict[int, tuple[VirtualMachine, set[str]]] = {}
+    managed = set()
+    used_memory = 0
+    for vm in vms:
+        domain = reported.get(str(vm.uuid))
+        managed.add(str(vm.uuid))
+        if domain is None:
+            if vm.host_id != host.pk or vm.power_state == PowerState.REPORT_MISSING:
+                continue
+            if vm.power_host_id == host.pk:
+                if vm.power_state_update_count > 0:
+                    to_write[vm.pk] = (vm, _note_missing(vm, now))
+                    continue
+                if vm.power_state_updated_at and vm.power_state_updated_at > grace:
+                    continue  # missing for under two intervals: reports can miss a domain
+            state = PowerState.REPORT_MISSING
+        else:
+            state = domain.power_state
+            if state in ACTIVE_POWER_STATES:
+                used_memory += vm.memory_mb
+        fields = _record_power(vm, state, host, now)
+        moved, alert = _follow_host(vm, host, state, vm.pk in busy)
+        fields |= moved
+        if fields:
+            to_write[vm.pk] = (vm, fields)
+        if alert:
+            result.alerts.append(alert)
+            events.alert("vm", vm.pk, alert, **_vm_scope(vm))
+        elif "status" in moved:
+            vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
+    _write(to_write)
+    result.vms_written = len(to_write)
+    _sync_external(host, [d for u, d in reported.items() if u not in managed])
+    _update_host(host, report, used_memory, now)
+    return result
+
+
+def _write(to_write: dict[int, tuple[VirtualMachine, set[str]]]) -> None:
+    by_fields: dict[frozenset, list[VirtualMachine]] = {}
+    for vm, fields in to_write.values():
+        by_fields.setdefault(frozenset(fields | {"updated_at"}), []).append(vm)
+    now = timezone.now()
+    for fields, vms in by_fields.items():
+        for vm in vms:
+            vm.updated_at = now
+        VirtualMachine.objects.bulk_update(vms, sorted(fields), batch_size=500)
+
+
+def _sync_external(host: Host, domains: list[driver.DomainReport]) -> None:
+    """Keep the list of domains Corral does not manage; write only differences."""
+    known = {str(e.uuid): e for e in ExternalDomain.objects.filter(host=host)}
+    seen = {d.uuid for d in domains}
+    gone = [e.pk for u, e in known.items() if u not in seen]
+    if gone:
+        ExternalDomain.objects.filter(pk__in=gone).delete()
+    for domain in domains:
+        current = known.get(domain.uuid)
+        if current is None:
+            ExternalDomain.objects.create(
+                host=host, uuid=domain.uuid, name=domain.name, power_state=domain.power_state
+            )
+        elif (current.name, current.power_state) != (domain.name, domain.power_state):
+            current.name, current.power_state = domain.name, domain.power_state
+            current.save(update_fields=["name", "power_state", "updated_at"])
+
+
+def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -> None:
+    came_back = host.status != HostStatus.UP
+    values = {
+        "status": HostStatus.UP,
+        "status_detail": "",
+        "cpus": report.cpus,
+        "memory_mb": report.memory_mb,
+        "memory_used_mb": used_memory,
+        "reported_networks": report.networks,
+    }
+    changed = {k: v for k, v in values.items() if getattr(host, k) != v}
+    stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
+    if changed or stale:
+        changed["last_seen_at"] = now
+        Host.objects.filter(pk=host.pk).update(**changed, updated_at=now)
+    if came_back:
+        events.emit(
+            EventKind.CHANGED,
+            "host",
+            host.pk,
+            f"Host {host.name} is Up",
+            cluster_id=host.cluster_id,
+        )
+
+
+@transaction.atomic
+def mark_unreachable(host_id: int, detail: str) -> SyncResult:
+    """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
+    host = Host.objects.select_for_update().get(pk=host_id)
+    result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)
+    if host.status != HostStatus.NON_RESPONSIVE:
+        Host.objects.filter(pk=host.pk).update(
+            status=HostStatus.NON_RESPONSIVE, status_detail=detail[:500], updated_at=timezone.now()
+        )
+        message = f"Host {host.name} is not responding: {detail}"
+        result.alerts.append(message)
+        events.alert("host", host.pk, message, cluster_id=host.cluster_id)
+        if host.reservable:
+            transaction.on_commit(lambda: _reallocate_leases(host.pk))
+    busy = Job.objects.filter(vm__host=host, state__in=RUNNING_JOB_STATES).values("vm_id")
+    stale = VirtualMachine.objects.filter(host=host).exclude(pk__in=busy)
+    stale = stale.exclude(status=VmStatus.UNKNOWN, power_state=PowerState.UNKNOWN)
+    now = timezone.now()
+    result.vms_written = stale.update(
+        status=VmStatus.UNKNOWN,
+        power_state=PowerState.UNKNOWN,
+        power_state_update_count=1,
+        power_state_updated_at=now,
+        updated_at=now,
+    )
+    return result
+
+
+def _reallocate_leases(host_id: int) -> None:
+    from leases.services import reallocate_from
+
+    try:
+        reallocate_from(host_id)
+    except Exception:
+        logger.exception("moving lease capacity off host %s failed", host_id)
+
+
+def reconcile_vm(vm_id: int) -> VirtualMachine:
+    """Ask the VM's host what state it is in, and set the VM's stationary status from that."""
+    with transaction.atomic():
+        vm = (
+            VirtualMachine.objects.select_for_update(of=("self",))
+            .select_related("host")
+            .get(pk=vm_id)
+        )
+        host = vm.host
+        if host is None:
+            state = None
+        else:
+            try:
+                state = driver.domain_power_state(host.uri, str(vm.uuid))
+            except driver.DriverError:
+                state = PowerState.UNKNOWN
+        now = timezone.now()
+        before = vm.status
+        vm.status = status_for(state)
+        if host is not None:
+            vm.power_state = state or PowerState.REPORT_MISSING
+            vm.power_host, vm.power_state_update_count, vm.power_state_updated_at = host, 1, now
+            if state is None:
+                vm.host = None  # no domain on the host: it is defined again when started
+        vm.save()
+        if vm.status != before:
+            vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
+            if vm.status == VmStatus.DOWN and before in RUNNING_STATUSES:
+                _announce_stop(vm.pk)
+    return vm

@@ -1,0 +1,1 @@
+"""Leases: capacity reserved for a time window."""

@@ -1,0 +1,296 @@
+"""Does a lease fit? Free reservable capacity over its whole window, honouring affinity.
+
+A reservation fits when, at every instant of its window, the reservable hosts have room for
+every accepted overlapping reservation plus the new one. Usage only changes where an
+allocation begins or ends, so the peak over the window is found by sweeping those instants:
+it is the *peak*, not the sum of everything that overlaps (two back-to-back leases do not add
+up). Whole-host reservations exclude everything else on their hosts for their window, and
+instance reservations exclude whole-host ones: a host is never counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hosts.models import Host, HostStatus
+from leases.models import Allocation, LeaseStatus, ReservationStatus, ResourceType
+
+LIVE_LEASES = [
+    LeaseStatus.PENDING,
+    LeaseStatus.STARTING,
+    LeaseStatus.ACTIVE,
+    LeaseStatus.UPDATING,
+]
+
+
+class DoesNotFit(Exception):
+    """The request does not fit; the message says what is short."""
+
+
+@dataclass
+class Slot:
+    start: datetime
+    end: datetime
+    vcpus: int
+    memory_mb: int
+    whole_host: bool
+
+
+@dataclass
+class HostRoom:
+    host: Host
+    cpus: int
+    memory_mb: int
+    usage: list[Slot] = field(default_factory=list)
+
+    def peak(self, start: datetime, end: datetime) -> tuple[int, int, bool]:
+        """Most vCPUs and memory in use at any instant of [start, end), and whether the whole
+        host is reserved at some instant of it.
+
+        One sorted sweep over the instants where use changes (n log n in the host's
+        allocations): where an allocation ends as another begins, the end is counted first,
+        so back-to-back windows never add up.
+        """
+        changes = []
+        for slot in self.usage:
+            if slot.start < end and slot.end > start:
+                changes.append((max(slot.start, start), 1, slot))
+                changes.append((slot.end, 0, slot))
+        changes.sort(key=lambda change: change[:2])
+        cpu = memory = most_cpu = most_memory = 0
+        whole = False
+        for _, begins, slot in changes:
+            sign = 1 if begins else -1
+            cpu += sign * slot.vcpus
+            memory += sign * slot.memory_mb
+            most_cpu, most_memory = max(most_cpu, cpu), max(most_memory, memory)
+            whole = whole or slot.whole_host
+        return most_cpu, most_memory, whole
+
+    def free_slots(self, start, end, vcpus: int, memory_mb: int) -> int:
+        used_cpu, used_mem, whole = self.peak(start, end)
+        if whole:
+            return 0
+        return max(
+            0, min((self.cpus - used_cpu) // vcpus, (self.memory_mb - used_mem) // memory_mb)
+        )
+
+    def entirely_free(self, start, end) -> bool:
+        return not any(s.start < end and s.end > start for s in self.usage)
+
+
+def matches(host: Host, properties: dict) -> bool:
+    """Whether a host offers what a reservation asks: at least ``cpus``/``memory_mb``, and
+    every other key equal to the host's capability of that name."""
+    for key, wanted in (properties or {}).items():
+        if key == "cpus":
+            if (host.cpus or 0) < int(wanted):
+                return False
+        elif key == "memory_mb":
+            if (host.memory_mb or 0) < int(wanted):
+                return False
+        elif (host.capabilities or {}).get(key) != wanted:
+            return False
+    return True
+
+
+def reservable_rooms(start: datetime, end: datetime, *, lock: bool, exclude_lease=None):
+    """Every reservable host with what accepted reservations use of it around the window.
+
+    With ``lock``, the reservable hosts' rows are locked (in id order) for the transaction:
+    capacity checks that could compete take turns, across processes and machines.
+    """
+    hosts = Host.objects.filter(reservable=True).select_related("cluster").order_by("pk")
+    if lock:
+        hosts = hosts.select_for_update(of=("self",))
+    rooms = {}
+    for host in hosts:
+        ratio = host.cluster.cpu_overcommit_ratio
+        overcommit = host.cluster.memory_overcommit_percent / 100.0
+        rooms[host.pk] = HostRoom(
+            host=host,
+            cpus=int((host.cpus or 0) * ratio),
+            memory_mb=int((host.memory_mb or 0) * overcommit),
+        )
+    allocations = Allocation.objects.filter(
+        host_id__in=list(rooms),
+        reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
+        reservation__lease__status__in=LIVE_LEASES,
+        reservation__lease__start_date__lt=end,
+        reservation__lease__end_date__gt=start,
+    )
+    if exclude_lease is not None:
+        allocations = allocations.exclude(reservation__lease=exclude_lease)
+    # Plain values: a year of reservations overlaps a long window by a thousand rows, and
+    # making three model instances of each would cost more than the whole plan.
+    rows = allocations.values_list(
+        "host_id",
+        "slots",
+        "whole_host",
+        "reservation__vcpus",
+        "reservation__memory_mb",
+        "reservation__lease__start_date",
+        "reservation__lease__end_date",
+    )
+    for host_id, slots, whole, vcpus, memory_mb, lease_start, lease_end in rows:
+        rooms[host_id].usage.append(
+            Slot(
+                start=lease_start,
+                end=lease_end,
+                vcpus=(vcpus or 0) * slots,
+                memory_mb=(memory_mb or 0) * slots,
+                whole_host=whole,
+            )
+        )
+    return rooms
+
+
+def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> list[tuple[int, int]]:
+    """Where ``amount`` instances go: [(host id, slots)], or DoesNotFit saying what is short.
+
+    ``request["keep"]`` ({host id: instances}) names hosts where the reservation's VMs run
+    already: their slots stay there when the host can still hold them, and only the rest is
+    planned anew (a change never moves capacity away from running VMs).
+    """
+    amount, affinity = request["amount"], request.get("affinity")
+    usable = [
+        room
+        for room in rooms.values()
+        if room.host.status == HostStatus.UP and matches(room.host, request.get("host_properties"))
+    ]
+    free = {
+        room.host.pk: room.free_slots(start, end, request["vcpus"], request["memory_mb"])
+        for room in usable
+    }
+    kept = {
+        host: min(count, free[host], amount)
+        for host, count in (request.get("keep") or {}).items()
+        if free.get(host, 0) > 0 and count > 0
+    }
+    if kept and affinity is not True:
+        held = sum(kept.values())
+        if held > amount:
+            kept, held = _trim(kept, amount), amount
+        rest = {**request, "amount": amount - held, "keep": None}
+        others = {h: r for h, r in rooms.items() if h not in kept or affinity is None}
+        for host, count in kept.items():
+            if host in others:
+                free[host] -= count
+        if rest["amount"] == 0:
+            return sorted(kept.items())
+        if affinity is None:
+            ranked = sorted(
+                ((h, s) for h, s in free.items() if s > 0), key=lambda item: (-item[1], item[0])
+            )
+            return _merge(kept, _fill(ranked, rest["amount"], amount - held, start, end))
+        return _merge(kept, plan_instances(others, start, end, rest))
+    if kept and affinity is True and len(kept) == 1:
+        ((host, _),) = kept.items()
+        if free[host] >= amount:
+            return [(host, amount)]
+    ranked = sorted(free.items(), key=lambda item: (-item[1], item[0]))
+    if affinity is True:
+        best = ranked[0][1] if ranked else 0
+        if best < amount:
+            raise DoesNotFit(
+                f"only {best} of {amount} instances fit on one host between {start:%Y-%m-%d %H:%M}"
+                f" and {end:%Y-%m-%d %H:%M}"
+            )
+        return [(ranked[0][0], amount)]
+    if affinity is False:
+        hosts = [host for host, slots in ranked if slots >= 1]
+        if len(hosts) < amount:
+            raise DoesNotFit(
+                f"only {len(hosts)} of {amount} instances fit on distinct hosts between "
+                f"{start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}"
+            )
+        return [(host, 1) for host in hosts[:amount]]
+    return _fill(ranked, amount, amount, start, end)
+
+
+def _fill(ranked, needed: int, total: int, start, end) -> list[tuple[int, int]]:
+    """Take ``needed`` slots from hosts in order; DoesNotFit names the shortage of ``total``."""
+    chosen, left = [], needed
+    for host, slots in ranked:
+        if left == 0:
+            break
+        take = min(slots, left)
+        if take:
+            chosen.append((host, take))
+            left -= take
+    if left:
+        raise DoesNotFit(
+            f"only {total - left} of {total} instances fit between {start:%Y-%m-%d %H:%M} "
+            f"and {end:%Y-%m-%d %H:%M}"
+        )
+    return chosen
+
+
+def _trim(kept: dict[int, int], amount: int) -> dict[int, int]:
+    trimmed, left = {}, amount
+    for host, count in sorted(kept.items(), key=lambda item: (-item[1], item[0])):
+        take = min(count, left)
+        if take:
+            trimmed[host] = take
+            left -= take
+    return trimmed
+
+
+def _merge(kept: dict[int, int], more: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged = dict(kept)
+    for host, count in more:
+        merged[host] = merged.get(host, 0) + count
+    return sorted(merged.items())
+
+
+def plan_hosts(rooms: dict[int, HostRoom], start, end, request: dict) -> list[int]:
+    """Which whole hosts to reserve (between ``min`` and ``max``), or DoesNotFit."""
+    keep = request.get("keep") or {}
+    candidates = sorted(
+        (
+            room.host.pk
+            for room in rooms.values()
+            if room.host.status == HostStatus.UP
+            and matches(room.host, request.get("host_properties"))
+            and room.entirely_free(start, end)
+        ),
+        key=lambda host: (host not in keep, host),  # hosts running the lease's VMs first
+    )
+    if len(candidates) < request["min"]:
+        raise DoesNotFit(
+            f"only {len(candidates)} of {request['min']} hosts with those properties are free "
+            f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}"
+        )
+    return candidates[: request["max"]]
+
+
+def plan(start, end, requests: list[dict], *, lock: bool, exclude_lease=None):
+    """Allocations for every reservation of a lease, in order, each counting the previous
+    ones: [(request, [(host id, slots, whole_host)])]. DoesNotFit if any does not fit."""
+    rooms = reservable_rooms(start, end, lock=lock, exclude_lease=exclude_lease)
+    planned = []
+    for index, request in enumerate(requests):
+        try:
+            if request["resource_type"] == ResourceType.HOST:
+                chosen = [(host, 0, True) for host in plan_hosts(rooms, start, end, request)]
+            else:
+                chosen = [
+                    (host, slots, False)
+                    for host, slots in plan_instances(rooms, start, end, request)
+                ]
+        except DoesNotFit as exc:
+            prefix = f"reservation {index + 1}: " if len(requests) > 1 else ""
+            raise DoesNotFit(prefix + str(exc)) from None
+        for host, slots, whole in chosen:
+            rooms[host].usage.append(
+                Slot(
+                    start=start,
+                    end=end,
+                    vcpus=(request.get("vcpus") or 0) * slots,
+                    memory_mb=(request.get("memory_mb") or 0) * slots,
+                    whole_host=whole,
+                )
+            )
+        planned.append((request, chosen))
+    return planned

@@ -1,0 +1,175 @@
+"""Leases (OpenStack Blazar's design): capacity reserved for a user over a time window.
+
+A lease holds one or more reservations: ``virtual:instance`` (N instances of a size, with an
+affinity rule) or ``physical:host`` (whole hosts with given properties). Accepted
+reservations hold capacity on reservable hosts through allocations; lease events start and
+end them on time.
+"""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+class LeaseStatus(models.TextChoices):
+    PENDING = "PENDING", "Pending"
+    STARTING = "STARTING", "Starting"
+    ACTIVE = "ACTIVE", "Active"
+    UPDATING = "UPDATING", "Updating"
+    TERMINATING = "TERMINATING", "Terminating"
+    TERMINATED = "TERMINATED", "Terminated"
+    ERROR = "ERROR", "Error"
+
+
+class EndAction(models.TextChoices):
+    STOP = "stop", "Stop the lease's VMs"
+    DELETE = "delete", "Delete the lease's VMs"
+
+
+class Lease(models.Model):
+    """A time window of reserved capacity, owned by a user (and their group, if given)."""
+
+    name = models.CharField(max_length=80)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="leases"
+    )
+    group = models.ForeignKey(
+        "auth.Group", on_delete=models.SET_NULL, null=True, blank=True, related_name="leases"
+    )
+    start_date = models.DateTimeField()
+    end_date = models.DateTimeField()
+    before_end_date = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=LeaseStatus.choices, default=LeaseStatus.PENDING
+    )
+    degraded = models.BooleanField(default=False)
+    end_action = models.CharField(max_length=8, choices=EndAction.choices, default=EndAction.STOP)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {"lease": "pk"}
+
+    class Meta:
+        ordering = ["start_date", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors = {}
+        if self.start_date and self.end_date and self.end_date <= self.start_date:
+            errors["end_date"] = "The lease must end after it starts."
+        window = self.before_end_date and self.start_date and self.end_date
+        if window and not self.start_date <= self.before_end_date <= self.end_date:
+            errors["before_end_date"] = "Between the start and the end of the lease."
+        if errors:
+            raise ValidationError(errors)
+
+
+class EventType(models.TextChoices):
+    START = "start_lease", "Start"
+    BEFORE_END = "before_end_lease", "Before end"
+    END = "end_lease", "End"
+
+
+class EventStatus(models.TextChoices):
+    UNDONE = "UNDONE", "Not done"
+    IN_PROGRESS = "IN_PROGRESS", "In progress"
+    DONE = "DONE", "Done"
+    ERROR = "ERROR", "Error"
+
+
+class LeaseEvent(models.Model):
+    """A moment in a lease's life, carried out by the ticker when its time comes."""
+
+    lease = models.ForeignKey(Lease, on_delete=models.CASCADE, related_name="events")
+    event_type = models.CharField(max_length=20, choices=EventType.choices)
+    time = models.DateTimeField(db_index=True)
+    status = models.CharField(
+        max_length=12, choices=EventStatus.choices, default=EventStatus.UNDONE
+    )
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["time", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["lease", "event_type"], name="one_event_of_a_type")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} of {self.lease} at {self.time}"
+
+
+class ResourceType(models.TextChoices):
+    INSTANCE = "virtual:instance", "Instances"
+    HOST = "physical:host", "Whole hosts"
+
+
+class ReservationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACTIVE = "active", "Active"
+    DELETED = "deleted", "Deleted"
+    ERROR = "error", "Error"
+
+
+class Reservation(models.Model):
+    """What a lease reserves: instances of a size, or whole hosts."""
+
+    lease = models.ForeignKey(Lease, on_delete=models.CASCADE, related_name="reservations")
+    resource_type = models.CharField(max_length=20, choices=ResourceType.choices)
+    status = models.CharField(
+        max_length=10, choices=ReservationStatus.choices, default=ReservationStatus.PENDING
+    )
+    # virtual:instance
+    vcpus = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(512)]
+    )
+    memory_mb = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(16), MaxValueValidator(16 * 1024**2)]
+    )
+    disk_gb = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(64 * 1024)]
+    )
+    amount = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(10_000)]
+    )
+    affinity = models.BooleanField(
+        null=True, blank=True, help_text="True: one host; false: distinct hosts; null: any."
+    )
+    # physical:host
+    min = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    max = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    # Both: what the hosts must offer, e.g. {"cpus": 16, "memory_mb": 65536}.
+    host_properties = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {"lease": "lease_id"}
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.resource_type} of {self.lease}"
+
+
+class Allocation(models.Model):
+    """Capacity a reservation holds on one host: ``slots`` instances, or the whole host."""
+
+    reservation = models.ForeignKey(
+        Reservation, on_delete=models.CASCADE, related_name="allocations"
+    )
+    host = models.ForeignKey("hosts.Host", on_delete=models.CASCADE, related_name="allocations")
+    slots = models.PositiveIntegerField(default=0)
+    whole_host = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["reservation", "host"], name="allocation_per_host")
+        ]
+
+    def __str__(self) -> str:
+        what = "whole host" if self.whole_host else f"{self.slots} slots"
+        return f"{what} on {self.host} for {self.reservation}"

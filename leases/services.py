@@ -1,0 +1,439 @@
+"""Lease use cases: create, update and delete leases atomically; carry out their events.
+
+Creating or changing a lease plans its allocations under a lock on every reservable host's
+row, so two users racing for the last capacity cannot both win; a change that does not fit
+leaves the lease exactly as it was (the transaction rolls back).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from hosts import jobs
+from hosts.models import JobKind, VirtualMachine, VmStatus
+from leases.capacity import (
+    DoesNotFit,
+    Slot,
+    plan,
+    plan_hosts,
+    plan_instances,
+    reservable_rooms,
+)
+from leases.models import (
+    Allocation,
+    EventStatus,
+    EventType,
+    Lease,
+    LeaseEvent,
+    LeaseStatus,
+    Reservation,
+    ReservationStatus,
+    ResourceType,
+)
+from project import events
+from project.api.errors import Conflict
+from project.grants import grant_role
+from project.models import EventKind, Role
+
+logger = logging.getLogger(__name__)
+
+RESERVATION_FIELDS = (
+    "resource_type",
+    "vcpus",
+    "memory_mb",
+    "disk_gb",
+    "amount",
+    "affinity",
+    "min",
+    "max",
+    "host_properties",
+)
+
+
+class LeaseRefused(Conflict):
+    default_code = "lease_refused"
+
+
+def _scope(lease: Lease) -> dict:
+    return {"lease_id": lease.pk, "user_id": lease.owner_id}
+
+
+def _check_limits(owner, start: datetime, end: datetime, requests: list[dict], exclude=None):
+    longest = timedelta(days=settings.LEASE_MAX_DURATION_DAYS)
+    if end - start > longest:
+        raise LeaseRefused(f"A lease may last at most {settings.LEASE_MAX_DURATION_DAYS:g} days.")
+    quotas = {
+        "instances": settings.LEASE_QUOTA_INSTANCES,
+        "vcpus": settings.LEASE_QUOTA_VCPUS,
+        "memory_mb": settings.LEASE_QUOTA_MEMORY_MB,
+    }
+    if not any(quotas.values()):
+        return
+    live = Reservation.objects.filter(
+        lease__owner=owner,
+        lease__status__in=[LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.STARTING],
+        resource_type=ResourceType.INSTANCE,
+        lease__start_date__lt=end,
+        lease__end_date__gt=start,
+    )
+    if exclude is not None:
+        live = live.exclude(lease=exclude)
+    held = {"instances": 0, "vcpus": 0, "memory_mb": 0}
+    for reservation in live:
+        held["instances"] += reservation.amount or 0
+        held["vcpus"] += (reservation.vcpus or 0) * (reservation.amount or 0)
+        held["memory_mb"] += (reservation.memory_mb or 0) * (reservation.amount or 0)
+    for request in requests:
+        if request["resource_type"] != ResourceType.INSTANCE:
+            continue
+        held["instances"] += request["amount"]
+        held["vcpus"] += request["vcpus"] * request["amount"]
+        held["memory_mb"] += request["memory_mb"] * request["amount"]
+    for name, limit in quotas.items():
+        if limit and held[name] > limit:
+            raise LeaseRefused(
+                f"Your leases would hold {held[name]} {name.replace('_', ' ')} at once; "
+                f"your quota is {limit}."
+            )
+
+
+def _store(lease: Lease, planned) -> None:
+    for request, chosen in planned:
+        reservation = Reservation.objects.create(
+            lease=lease,
+            **{name: request.get(name) for name in RESERVATION_FIELDS if name in request},
+            status=ReservationStatus.ACTIVE
+            if lease.status == LeaseStatus.ACTIVE
+            else ReservationStatus.PENDING,
+        )
+        Allocation.objects.bulk_create(
+            Allocation(reservation=reservation, host_id=host, slots=slots, whole_host=whole)
+            for host, slots, whole in chosen
+        )
+
+
+def _schedule_events(lease: Lease) -> None:
+    """Create or move the lease's events. A warning already given is armed again when the
+    end moves later: the owner is warned before the end that now holds."""
+    now = timezone.now()
+    times = {
+        EventType.START: lease.start_date,
+        EventType.BEFORE_END: lease.before_end_date,
+        EventType.END: lease.end_date,
+    }
+    for event_type, time in times.items():
+        if time is None:
+            LeaseEvent.objects.filter(lease=lease, event_type=event_type).delete()
+            continue
+        event, created = LeaseEvent.objects.get_or_create(
+            lease=lease, event_type=event_type, defaults={"time": time}
+        )
+        if created or event.time == time:
+            continue
+        if event.status == EventStatus.UNDONE or (event.status == EventStatus.DONE and time > now):
+            event.time, event.status, event.done_at = time, EventStatus.UNDONE, None
+            event.save(update_fields=["time", "status", "done_at"])
+
+
+def _check_reservations_of(lease: Lease, amounts: dict[int, int]) -> None:
+    """An amount for a reservation the lease does not hold is a mistake, not a no-op."""
+    held = lease.reservations.exclude(status=ReservationStatus.DELETED).values_list("pk", flat=True)
+    unknown = sorted(set(amounts) - set(held))
+    if unknown:
+        raise ValidationError(
+            {
+                "reservations": f"Lease {lease.name} has no reservation "
+                f"{', '.join(map(str, unknown))}."
+            }
+        )
+
+
+def default_before_end(start: datetime, end: datetime) -> datetime:
+    lead = timedelta(minutes=settings.LEASE_BEFORE_END_MINUTES)
+    return max(start, end - lead)
+
+
+@transaction.atomic
+def create_lease(
+    *,
+    owner,
+    name: str,
+    start: datetime,
+    end: datetime,
+    reservations: list[dict],
+    before_end: datetime | None = None,
+    group=None,
+    end_action: str = "stop",
+) -> Lease:
+    """Accept a lease if every reservation fits the reservable capacity over its window."""
+    _check_limits(owner, start, end, reservations)
+    try:
+        planned = plan(start, end, reservations, lock=True)
+    except DoesNotFit as exc:
+        raise LeaseRefused(f"The lease does not fit: {exc}.") from exc
+    lease = Lease.objects.create(
+        name=name,
+        owner=owner,
+        group=group,
+        start_date=start,
+        end_date=end,
+        before_end_date=before_end or default_before_end(start, end),
+        end_action=end_action,
+    )
+    _store(lease, planned)
+    _schedule_events(lease)
+    grant_role(Role.objects.get(name="LeaseOwner"), lease, user=owner)
+    if group is not None:
+        grant_role(Role.objects.get(name="LeaseOwner"), lease, group=group)
+    events.emit(
+        EventKind.CHANGED, "lease", lease.pk, f"Lease {lease.name} accepted", **_scope(lease)
+    )
+    return lease
+
+
+@transaction.atomic
+def update_lease(lease: Lease, changes: dict) -> Lease:
+    """Change the window, the amounts or the name; re-planned atomically, all or nothing.
+
+    A lease that has started can be extended or shortened but not moved; ``amount`` may grow
+    at any time capacity allows and shrink while the reservation's VMs still fit.
+    """
+    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    if lease.status in (LeaseStatus.TERMINATED, LeaseStatus.TERMINATING, LeaseStatus.ERROR):
+        raise LeaseRefused(f"Lease {lease.name} has ended; it cannot change.")
+    start = changes.get("start", lease.start_date)
+    end = changes.get("end", lease.end_date)
+    started = lease.status == LeaseStatus.ACTIVE
+    if started and start != lease.start_date:
+        raise LeaseRefused("The lease has started; its start cannot move (extend its end).")
+    if end <= start:
+        raise ValidationError({"end_date": "The lease must end after it starts."})
+    if started and end <= timezone.now():
+        raise LeaseRefused("A running lease cannot end in the past; delete it to end it now.")
+    amounts = changes.get("amounts", {})
+    _check_reservations_of(lease, amounts)
+    requests = []
+    for reservation in lease.reservations.exclude(status=ReservationStatus.DELETED):
+        request = {name: getattr(reservation, name) for name in RESERVATION_FIELDS}
+        request["keep"] = launched_on(reservation)
+        request["id"] = reservation.pk
+        if reservation.pk in amounts:
+            in_use = reservation.vms.count()
+            if amounts[reservation.pk] < in_use:
+                raise LeaseRefused(
+                    f"Reservation {reservation.pk} runs {in_use} VMs; its amount cannot go "
+                    "below that."
+                )
+            request["amount"] = amounts[reservation.pk]
+        requests.append(request)
+    _check_limits(lease.owner, start, end, requests, exclude=lease)
+    try:
+        planned = plan(start, end, requests, lock=True, exclude_lease=lease)
+    except DoesNotFit as exc:
+        raise LeaseRefused(f"The change does not fit: {exc}.") from exc
+    for request, chosen in planned:
+        reservation = Reservation.objects.get(pk=request["id"])
+        reservation.amount = request.get("amount")
+        reservation.save(update_fields=["amount", "updated_at"])
+        reservation.allocations.all().delete()
+        Allocation.objects.bulk_create(
+            Allocation(reservation=reservation, host_id=host, slots=slots, whole_host=whole)
+            for host, slots, whole in chosen
+        )
+    if "name" in changes:
+        lease.name = changes["name"]
+    if start != lease.start_date or end != lease.end_date:
+        lease.before_end_date = changes.get("before_end") or default_before_end(start, end)
+    lease.start_date, lease.end_date = start, end
+    lease.save()
+    _schedule_events(lease)
+    events.emit(
+        EventKind.CHANGED, "lease", lease.pk, f"Lease {lease.name} updated", **_scope(lease)
+    )
+    return lease
+
+
+def delete_lease(lease: Lease) -> None:
+    """Delete a lease; an active one is ended first (its VMs stopped or deleted)."""
+    if lease.status == LeaseStatus.ACTIVE:
+        end_lease(lease)
+    with transaction.atomic():
+        VirtualMachine.objects.filter(reservation__lease=lease).update(reservation=None)
+        Lease.objects.filter(pk=lease.pk).delete()
+
+
+# -- lifecycle ------------------------------------------------------------------------------
+
+
+def start_lease(lease: Lease) -> None:
+    with transaction.atomic():
+        Lease.objects.filter(pk=lease.pk).update(status=LeaseStatus.ACTIVE)
+        lease.reservations.filter(status=ReservationStatus.PENDING).update(
+            status=ReservationStatus.ACTIVE
+        )
+        events.emit(
+            EventKind.CHANGED, "lease", lease.pk, f"Lease {lease.name} started", **_scope(lease)
+        )
+
+
+def warn_before_end(lease: Lease) -> None:
+    events.alert(
+        "lease",
+        lease.pk,
+        f"Lease {lease.name} ends at {lease.end_date:%Y-%m-%d %H:%M}; its VMs will be "
+        f"{'deleted' if lease.end_action == 'delete' else 'stopped'} then.",
+        **_scope(lease),
+    )
+
+
+def end_lease(lease: Lease) -> None:
+    """Stop (or delete) the lease's VMs; its capacity goes back to the free pool."""
+    with transaction.atomic():
+        Lease.objects.filter(pk=lease.pk).update(status=LeaseStatus.TERMINATING)
+        for vm in VirtualMachine.objects.filter(reservation__lease=lease):
+            if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):
+                jobs.submit(JobKind.POWEROFF, vm=vm)
+            if lease.end_action == "delete":
+                jobs.submit(JobKind.DELETE, vm=vm)
+        lease.reservations.exclude(status=ReservationStatus.DELETED).update(
+            status=ReservationStatus.DELETED
+        )
+        Lease.objects.filter(pk=lease.pk).update(status=LeaseStatus.TERMINATED)
+        events.emit(
+            EventKind.CHANGED, "lease", lease.pk, f"Lease {lease.name} ended", **_scope(lease)
+        )
+
+
+HANDLERS = {
+    EventType.END: end_lease,
+    EventType.START: start_lease,
+    EventType.BEFORE_END: warn_before_end,
+}
+# At the same instant an ending lease finishes before the next one starts on its capacity.
+ORDER = {EventType.END: 0, EventType.BEFORE_END: 1, EventType.START: 2}
+
+
+def run_due_events(now: datetime | None = None) -> int:
+    """Carry out every lease event whose time has come (missed ones too); how many ran."""
+    now = now or timezone.now()
+    due = list(
+        LeaseEvent.objects.filter(status=EventStatus.UNDONE, time__lte=now).select_related("lease")
+    )
+    due.sort(key=lambda e: (e.time, ORDER[e.event_type], e.pk))
+    ran = 0
+    for event in due:
+        with transaction.atomic():
+            claimed = LeaseEvent.objects.filter(pk=event.pk, status=EventStatus.UNDONE).update(
+                status=EventStatus.IN_PROGRESS
+            )
+        if not claimed:
+            continue  # another ticker took it
+        try:
+            lease = Lease.objects.get(pk=event.lease_id)
+            if event.event_type == EventType.START and lease.status != LeaseStatus.PENDING:
+                outcome = EventStatus.DONE
+            else:
+                HANDLERS[event.event_type](lease)
+                outcome = EventStatus.DONE
+        except Exception:
+            logger.exception("lease event %s failed", event.pk)
+            outcome = EventStatus.ERROR
+            Lease.objects.filter(pk=event.lease_id).update(status=LeaseStatus.ERROR)
+        LeaseEvent.objects.filter(pk=event.pk).update(status=outcome, done_at=timezone.now())
+        ran += 1
+    return ran
+
+
+def launched_on(reservation: Reservation) -> dict[int, int]:
+    """Host id -> VMs of the reservation defined there (their capacity must stay put)."""
+    return dict(
+        reservation.vms.exclude(host__isnull=True)
+        .values("host_id")
+        .annotate(n=Count("id"))
+        .values_list("host_id", "n")
+    )
+
+
+def reserved_slots(reservation: Reservation, exclude_vm: int | None = None) -> dict[int, int]:
+    """Host id -> instances the reservation may still place there (whole hosts: no limit)."""
+    used = dict(
+        reservation.vms.exclude(host__isnull=True)
+        .exclude(pk=exclude_vm)
+        .values("host_id")
+        .annotate(n=Count("id"))
+        .values_list("host_id", "n")
+    )
+    return {
+        allocation.host_id: (
+            10**6 if allocation.whole_host else allocation.slots - used.get(allocation.host_id, 0)
+        )
+        for allocation in reservation.allocations.all()
+    }
+
+
+def reallocate_from(host_id: int) -> list[str]:
+    """A reservable host failed: move the capacity its live reservations held to other
+    reservable hosts; a lease whose reservation cannot move is marked degraded (an alert
+    says so). Returns what happened, per reservation."""
+    outcomes = []
+    affected = Reservation.objects.filter(
+        allocations__host_id=host_id,
+        status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
+        lease__status__in=[LeaseStatus.PENDING, LeaseStatus.ACTIVE],
+    ).distinct()
+    for reservation in affected.select_related("lease"):
+        lease = reservation.lease
+        start = max(lease.start_date, timezone.now())
+        with transaction.atomic():
+            rooms = reservable_rooms(start, lease.end_date, lock=True, exclude_lease=lease)
+            rooms.pop(host_id, None)
+            for other in Allocation.objects.filter(reservation__lease=lease).exclude(
+                reservation=reservation
+            ):
+                if other.host_id in rooms:
+                    rooms[other.host_id].usage.append(
+                        Slot(
+                            start=lease.start_date,
+                            end=lease.end_date,
+                            vcpus=(other.reservation.vcpus or 0) * other.slots,
+                            memory_mb=(other.reservation.memory_mb or 0) * other.slots,
+                            whole_host=other.whole_host,
+                        )
+                    )
+            request = {name: getattr(reservation, name) for name in RESERVATION_FIELDS}
+            request["keep"] = launched_on(reservation)
+            try:
+                if reservation.resource_type == ResourceType.HOST:
+                    chosen = [
+                        (h, 0, True) for h in plan_hosts(rooms, start, lease.end_date, request)
+                    ]
+                else:
+                    chosen = [
+                        (h, slots, False)
+                        for h, slots in plan_instances(rooms, start, lease.end_date, request)
+                    ]
+            except DoesNotFit as exc:
+                Lease.objects.filter(pk=lease.pk).update(degraded=True)
+                message = (
+                    f"Lease {lease.name} is degraded: a reserved host failed and its capacity "
+                    f"cannot move ({exc})."
+                )
+                events.alert("lease", lease.pk, message, **_scope(lease))
+                outcomes.append(message)
+                continue
+            reservation.allocations.all().delete()
+            Allocation.objects.bulk_create(
+                Allocation(reservation=reservation, host_id=h, slots=s, whole_host=w)
+                for h, s, w in chosen
+            )
+            message = f"Lease {lease.name}: capacity moved off the failed host."
+            events.emit(EventKind.CHANGED, "lease", lease.pk, message, **_scope(lease))
+            outcomes.append(message)
+    return outcomes

@@ -1,0 +1,1 @@
+"""VM pools: identical VMs from one template, handed to users on request."""

@@ -1,0 +1,68 @@
+"""API representation of VM pools, with their counts."""
+
+from rest_framework import serializers
+
+from hosts.api.serializers import JobSerializer, VirtualMachineSerializer
+from pools.models import VmPool
+from project.api.serializers import ModelCleanSerializer
+
+
+class PoolCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    running_unassigned = serializers.IntegerField()
+    assigned = serializers.IntegerField()
+    starting = serializers.IntegerField()
+
+
+class VmPoolSerializer(ModelCleanSerializer):
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = VmPool
+        fields = [
+            "id",
+            "name",
+            "description",
+            "cluster",
+            "template",
+            "type",
+            "size",
+            "prestarted_vms",
+            "max_user_vms",
+            "stateless",
+            "name_pattern",
+            "counts",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_fields(self):
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list):
+            # The pool's VMs were made in this cluster from this template.
+            fields["cluster"].read_only = True
+            fields["template"].read_only = True
+        return fields
+
+    def get_counts(self, pool) -> dict:
+        return {
+            "total": getattr(pool, "total_vms", 0),
+            "running_unassigned": getattr(pool, "running_unassigned", 0),
+            "assigned": getattr(pool, "assigned_vms", 0),
+            "starting": getattr(pool, "starting_vms", 0),
+        }
+
+
+class PoolUpdateResultSerializer(VmPoolSerializer):
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta(VmPoolSerializer.Meta):
+        fields = [*VmPoolSerializer.Meta.fields, "warnings"]
+
+
+class AllocationSerializer(serializers.Serializer):
+    vm = VirtualMachineSerializer()
+    job = JobSerializer(allow_null=True)
+    instant = serializers.BooleanField(
+        help_text="True when a prestarted VM was handed out (no start needed)."
+    )

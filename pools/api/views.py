@@ -1,0 +1,80 @@
+"""VM pools API: CRUD with counts, and taking a VM from a pool."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from hosts.models import VirtualMachine
+from pools import services
+from pools.api.serializers import AllocationSerializer, VmPoolSerializer
+from pools.models import VmPool
+from project.api.viewsets import ScopedModelViewSet
+from project.permissions import restrict
+
+
+class VmPoolViewSet(ScopedModelViewSet):
+    """VM pools: identical VMs from one template, some kept running for instant use."""
+
+    queryset = VmPool.objects.with_counts()
+    serializer_class = VmPoolSerializer
+    filterset_fields = ["cluster", "template", "type", "stateless"]
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "id", "size", "created_at"]
+    action_permissions = {"allocatevm": "pools.allocate_vmpool"}
+
+    def get_queryset(self):
+        if self.action != "allocatevm":
+            return super().get_queryset()
+        # Taking a VM needs the pool, not its counts (sub-selects over all its VMs).
+        return restrict(VmPool.objects.all(), self.request.user, "pools.view_vmpool")
+
+    def filter_queryset(self, queryset):
+        if self.action == "allocatevm":
+            return queryset  # the URL names the pool; the list's filters have nothing to do
+        return super().filter_queryset(queryset)
+
+    def perform_create(self, serializer):
+        pool = serializer.unsaved_instance()
+        self.check_create_permission(pool)
+        services.create_pool(pool)
+        serializer.instance = self.queryset.all().get(pk=pool.pk)
+
+    def update(self, request, *args, **kwargs):
+        partial = kwargs.pop("partial", False)
+        pool = self.get_object()
+        serializer = self.get_serializer(pool, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        warnings = services.update_pool(pool, dict(serializer.validated_data))
+        data = self.get_serializer(self.queryset.all().get(pk=pool.pk)).data
+        data["warnings"] = warnings
+        return Response(data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "force", OpenApiTypes.BOOL, description="Also stop and remove VMs users hold."
+            )
+        ]
+    )
+    def destroy(self, request, *args, **kwargs):
+        """Delete the pool and its VMs; refused while users hold VMs unless ``force=true``."""
+        pool = self.get_object()
+        force = request.query_params.get("force", "").lower() in {"1", "true", "yes"}
+        services.delete_pool(pool, force=force)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={200: AllocationSerializer})
+    @action(detail=True, methods=["post"])
+    def allocatevm(self, request, pk=None):
+        """Take a VM: a prestarted one at once, or one that is being started (see its job)."""
+        pool = self.get_object()
+        allocation = services.allocate_vm(pool, request.user)
+        vm = VirtualMachine.objects.select_related("owner").get(pk=allocation.vm.pk)
+        return Response(
+            AllocationSerializer(
+                {"vm": vm, "job": allocation.job, "instant": allocation.instant},
+                context=self.get_serializer_context(),
+            ).data
+        )

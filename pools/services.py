@@ -1,0 +1,387 @@
+"""VM pool use cases: create and resize pools, allocate a VM, return it, keep VMs prestarted.
+
+Allocation is one transaction that locks only what it takes: the caller's user row (so one
+user's concurrent requests cannot exceed ``max_user_vms``) and the VM it hands out, chosen
+with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing. A VM is
+never handed to two users: it is assigned under its row lock, and only while unassigned.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, F, Max, OuterRef, Q
+
+from hosts import jobs
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.models.jobs import ACTIVE_JOB_STATES
+from pools.models import PoolType, VmPool
+from project import events
+from project.api.errors import Conflict
+from project.db import count_of
+from project.grants import grant_role, revoke_role
+from project.models import EventKind, Role
+
+logger = logging.getLogger(__name__)
+User = get_user_model()
+PRESTART = "prestart"
+
+
+class PoolExhausted(Conflict):
+    default_code = "pool_exhausted"
+
+
+class UserLimitReached(Conflict):
+    default_code = "user_limit"
+
+
+@dataclass
+class Allocation:
+    vm: VirtualMachine
+    job: Job | None  # the start job when the VM was not up yet
+    instant: bool
+
+
+def _active_job(kind: str | None = None):
+    jobs_on_vm = Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES)
+    if kind is not None:
+        jobs_on_vm = jobs_on_vm.filter(kind=kind)
+    return Exists(jobs_on_vm)
+
+
+def unassigned(pool: VmPool):
+    """The pool's VMs that no user holds and no admin holds back."""
+    return VirtualMachine.objects.filter(pool=pool, owner__isnull=True, admin_hold=False)
+
+
+# -- pools and their VMs ---------------------------------------------------------------------
+
+
+def _add_vms(pool: VmPool, count: int) -> list[VirtualMachine]:
+    """Create ``count`` VMs for the pool and queue the jobs that prepare them on hosts."""
+    if count <= 0:
+        return []
+    template = pool.template
+    start = (VirtualMachine.objects.filter(pool=pool).aggregate(n=Max("pool_index"))["n"] or 0) + 1
+    taken = set(VirtualMachine.objects.filter(cluster=pool.cluster).values_list("name", flat=True))
+    made = []
+    number = start
+    while len(made) < count:
+        name = pool.vm_name(number)
+        if name in taken:
+            raise Conflict(
+                f"The pool would name a VM {name}, but cluster {pool.cluster} has a VM of that "
+                "name already; choose another name pattern."
+            )
+        made.append(
+            VirtualMachine(
+                name=name,
+                cluster=pool.cluster,
+                template=template,
+                pool=pool,
+                pool_index=number,
+                vcpus=template.vcpus,
+                memory_mb=template.memory_mb,
+                disk_gb=template.disk_gb,
+            )
+        )
+        number += 1
+    try:
+        with transaction.atomic():
+            VirtualMachine.objects.bulk_create(made)
+    except IntegrityError as exc:
+        raise Conflict(f"Could not create the pool's VMs: {exc}") from exc
+    created = list(VirtualMachine.objects.filter(pool=pool, pool_index__gte=start))
+    for vm in created:
+        jobs.submit(JobKind.PREPARE, vm=vm)
+    return created
+
+
+@transaction.atomic
+def create_pool(pool: VmPool) -> VmPool:
+    """Save a validated pool and create its VMs (each defined on a host, base snapshot taken)."""
+    pool.save()
+    _add_vms(pool, pool.size)
+    transaction.on_commit(lambda: nudge_monitor(pool.pk))
+    return pool
+
+
+@transaction.atomic
+def update_pool(pool: VmPool, changes: dict) -> list[str]:
+    """Apply validated changes; grow or shrink to a new size. Returns warnings for the caller."""
+    pool = VmPool.objects.select_for_update().get(pk=pool.pk)
+    warnings = []
+    old_size, old_prestarted = pool.size, pool.prestarted_vms
+    for name, value in changes.items():
+        setattr(pool, name, value)
+    if pool.size < old_size:
+        _shrink(pool, old_size - pool.size)
+    pool.save()
+    if pool.size > old_size:
+        _add_vms(pool, pool.size - old_size)
+    if pool.prestarted_vms < old_prestarted:
+        warnings.append("prestarted VMs are not shut down automatically")
+    transaction.on_commit(lambda: nudge_monitor(pool.pk))
+    return warnings
+
+
+def _shrink(pool: VmPool, count: int) -> None:
+    """Remove ``count`` unassigned VMs, stopped ones first; refuse if there are not enough."""
+    idle = unassigned(pool).annotate(busy=_active_job())
+    stopped = list(idle.filter(status=VmStatus.DOWN, busy=False).order_by("-pool_index"))
+    running = list(
+        idle.filter(status__in=[VmStatus.UP, VmStatus.PAUSED], busy=False).order_by("-pool_index")
+    )
+    chosen = (stopped + running)[:count]
+    if len(chosen) < count:
+        raise Conflict(
+            f"Cannot shrink {pool.name} by {count}: only {len(stopped)} unassigned stopped and "
+            f"{len(running)} unassigned running VMs can go (the others are assigned or busy)."
+        )
+    for vm in chosen:
+        _remove_vm(vm)
+
+
+def _remove_vm(vm: VirtualMachine) -> None:
+    """Take a VM out of its pool and queue its removal (stopping it first if it runs)."""
+    VirtualMachine.objects.filter(pk=vm.pk).update(pool=None, admin_hold=True)
+    if vm.status in (VmStatus.UP, VmStatus.PAUSED):
+        jobs.submit(JobKind.POWEROFF, vm=vm)
+    if vm.host_id is None and vm.status == VmStatus.DOWN:
+        VirtualMachine.objects.filter(pk=vm.pk).delete()
+    else:
+        jobs.submit(JobKind.DELETE, vm=vm)
+
+
+@transaction.atomic
+def delete_pool(pool: VmPool, *, force: bool = False) -> None:
+    """Delete a pool and its VMs. Refused while users hold VMs, unless ``force``."""
+    pool = VmPool.objects.select_for_update().get(pk=pool.pk)
+    held = VirtualMachine.objects.filter(pool=pool, owner__isnull=False)
+    if held.exists() and not force:
+        names = ", ".join(held.values_list("name", flat=True)[:5])
+        raise Conflict(
+            f"Users hold VMs of {pool.name} ({names}); return them first, or delete with force."
+        )
+    for vm in VirtualMachine.objects.filter(pool=pool):
+        if vm.owner_id:
+            revoke_role(_user_role(), vm, user=vm.owner)
+        _remove_vm(vm)
+    pool.delete()
+
+
+# -- allocation and return ---------------------------------------------------------------------
+
+
+def _user_role() -> Role:
+    return Role.objects.get(name="UserRole")
+
+
+def allocate_vm(pool: VmPool, user) -> Allocation:
+    """Hand ``user`` a VM of the pool: an Up one if any (instant), else one being started,
+    else a stopped one (started now, placed by the scheduler). Never the same VM twice, never
+    more than ``max_user_vms`` per user; PoolExhausted when none is left."""
+    with transaction.atomic():
+        User.objects.select_for_update().filter(pk=user.pk).first()
+        pool = VmPool.objects.get(pk=pool.pk)
+        held = VirtualMachine.objects.filter(pool=pool, owner=user).count()
+        if held >= pool.max_user_vms:
+            raise UserLimitReached(
+                f"You hold {held} VM(s) of {pool.name}, its limit per user; "
+                "return one before taking another."
+            )
+        free = unassigned(pool).select_for_update(skip_locked=True, of=("self",))
+        starting = Exists(
+            Job.objects.filter(vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES)
+        )
+        other_job = Exists(
+            Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES).exclude(
+                kind=JobKind.START
+            )
+        )
+        choices = (
+            ("up", free.filter(status=VmStatus.UP).filter(~_active_job())),
+            ("starting", free.filter(starting).filter(~other_job)),
+            ("down", free.filter(status=VmStatus.DOWN).filter(~_active_job())),
+        )
+        vm, kind = None, None
+        for choice, candidates in choices:
+            vm = candidates.order_by("pool_index", "pk").first()
+            if vm is not None:
+                kind = choice
+                break
+        if vm is None:
+            raise PoolExhausted(f"Pool {pool.name} has no free VM left; try again later.")
+        VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
+        vm.owner = user
+        grant_role(_user_role(), vm, user=user)
+        job = None
+        if kind == "starting":
+            job = Job.objects.filter(vm=vm, kind=JobKind.START, state__in=ACTIVE_JOB_STATES).first()
+        elif kind == "down":
+            job = jobs.submit(JobKind.START, vm=vm, requested_by=user)
+        events.emit(
+            EventKind.CHANGED,
+            "vm",
+            vm.pk,
+            f"VM {vm.name} of pool {pool.name} given to {user.username}",
+            {"owner": user.username},
+            vm_id=vm.pk,
+            cluster_id=vm.cluster_id,
+            pool_id=pool.pk,
+            user_id=user.pk,
+        )
+        transaction.on_commit(lambda: nudge_monitor(pool.pk))
+    return Allocation(vm=vm, job=job, instant=kind == "up")
+
+
+def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
+    """Give a VM back to its pool: its user loses it; a stateless pool reverts it to its base
+    snapshot (stopping it first if it runs). Returns the jobs that do that."""
+    with transaction.atomic():
+        # Lock the VM row only: PostgreSQL cannot lock the nullable side of the pool join.
+        vm = (
+            VirtualMachine.objects.select_for_update(of=("self",))
+            .select_related("pool")
+            .get(pk=vm.pk)
+        )
+        if vm.pool is None:
+            raise Conflict(f"VM {vm.name} is not in a pool.")
+        if vm.owner_id is not None:
+            revoke_role(_user_role(), vm, user=vm.owner)
+            VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
+        queued = []
+        if vm.pool.stateless:
+            if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):
+                queued.append(jobs.submit(JobKind.POWEROFF, vm=vm, requested_by=requested_by))
+            queued.append(jobs.submit(JobKind.REVERT, vm=vm, requested_by=requested_by))
+        events.emit(
+            EventKind.CHANGED,
+            "vm",
+            vm.pk,
+            f"VM {vm.name} returned to pool {vm.pool.name}",
+            vm_id=vm.pk,
+            cluster_id=vm.cluster_id,
+            pool_id=vm.pool_id,
+        )
+        pool_id = vm.pool_id
+        transaction.on_commit(lambda: nudge_monitor(pool_id))
+    return queued
+
+
+def on_vm_stopped(sender=None, vm_id: int | None = None, **kwargs) -> None:
+    """An automatic pool takes a VM back when it stops (its user shut it down)."""
+    vm = VirtualMachine.objects.select_related("pool").filter(pk=vm_id).first()
+    if vm is None or vm.pool is None or vm.pool.type != PoolType.AUTOMATIC:
+        return
+    if vm.owner_id is None and not vm.pool.stateless:
+        return
+    if (
+        vm.owner_id is None
+        and Job.objects.filter(vm=vm, kind=JobKind.REVERT, state__in=ACTIVE_JOB_STATES).exists()
+    ):
+        return  # returned already (an admin's return stopped it): the revert is queued
+    return_vm(vm)
+
+
+# -- the prestart monitor ---------------------------------------------------------------------
+
+
+def _prestarted():
+    """Unassigned VMs that are Up, or on their way up (a start job pending or running)."""
+    return VirtualMachine.objects.filter(owner__isnull=True, admin_hold=False).filter(
+        Q(status__in=[VmStatus.UP, VmStatus.STARTING]) | Q(_active_job(JobKind.START))
+    )
+
+
+def prestarted_count(pool: VmPool) -> int:
+    """The pool's VMs that are prestarted or being prestarted."""
+    return _prestarted().filter(pool=pool).count()
+
+
+def monitor_pool(pool_id: int) -> int:
+    """Start up to a batch of the VMs the pool misses to reach ``prestarted_vms``; how many.
+
+    The pool's row is locked while counting and queueing, so two monitors at once (two task
+    clusters, or a tick and a nudge) never start more than needed; VMs already starting count.
+    """
+    batch = settings.VMPOOL_MONITOR_BATCH_SIZE
+    attempts = settings.VMPOOL_MONITOR_MAX_ATTEMPTS
+    with transaction.atomic():
+        pool = VmPool.objects.select_for_update().filter(pk=pool_id).first()
+        if pool is None or pool.prestarted_vms == 0:
+            return 0
+        missing = pool.prestarted_vms - prestarted_count(pool)
+        if missing <= 0:
+            return 0
+        candidates = list(
+            unassigned(pool)
+            .filter(status=VmStatus.DOWN, prestart_failures__lt=attempts)
+            .filter(~_active_job())
+            .order_by("pool_index", "pk")[: min(missing, batch)]
+        )
+        for vm in candidates:
+            jobs.submit(JobKind.START, vm=vm, params={"reason": PRESTART})
+    return len(candidates)
+
+
+def monitor_all() -> dict[int, int]:
+    """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
+
+    The pools short of VMs are found in one query, so a run over pools at their level costs
+    that query alone and locks nothing; each short pool is then counted again under its lock.
+    """
+    short = (
+        VmPool.objects.filter(prestarted_vms__gt=0)
+        .annotate(prestarted=count_of(_prestarted(), "pool"))
+        .filter(prestarted__lt=F("prestarted_vms"))
+        .values_list("pk", flat=True)
+    )
+    return {pool_id: monitor_pool(pool_id) for pool_id in short}
+
+
+def nudge_monitor(pool_id: int) -> None:
+    """Run the pool's monitor now, on a task worker (after an allocation or a pool change)."""
+    from django_q.tasks import async_task
+
+    async_task("pools.tasks.monitor_pool", pool_id, task_name=f"prestart-{pool_id}")
+
+
+def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
+    """Count failed prestarts per VM (giving up after the limit, with an alert).
+
+    A VM that became ready to start (prepared, or reverted after a return) nudges its pool's
+    monitor: a monitor run while the VM was busy could not start it.
+    """
+    if job is None or job.vm_id is None:
+        return
+    if job.kind in (JobKind.PREPARE, JobKind.REVERT) and job.state == "succeeded":
+        pool_id = VirtualMachine.objects.filter(pk=job.vm_id).values_list("pool_id", flat=True)
+        if pool_id and pool_id[0]:
+            nudge_monitor(pool_id[0])
+        return
+    if job.kind != JobKind.START or (job.params or {}).get("reason") != PRESTART:
+        return
+    vm = VirtualMachine.objects.filter(pk=job.vm_id).first()
+    if vm is None:
+        return
+    if job.state == "succeeded":
+        if vm.prestart_failures:
+            VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=0)
+        return
+    failures = vm.prestart_failures + 1
+    VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=failures)
+    if failures >= settings.VMPOOL_MONITOR_MAX_ATTEMPTS:
+        events.alert(
+            "vm",
+            vm.pk,
+            f"VM {vm.name} failed to prestart {failures} times in a row; the pool skips it "
+            f"until an admin looks at it ({job.error_message})",
+            vm_id=vm.pk,
+            cluster_id=vm.cluster_id,
+            pool_id=vm.pool_id,
+        )

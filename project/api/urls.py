@@ -1,0 +1,26 @@
+"""Everything under /api/: each app's routes, access control, token login and the schema."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.routers import SimpleRouter
+
+from project.api import access_views
+
+router = SimpleRouter()
+router.register("roles", access_views.RoleViewSet)
+router.register("permissions", access_views.GrantViewSet, basename="grant")
+router.register("users", access_views.UserViewSet)
+router.register("groups", access_views.GroupViewSet)
+
+urlpatterns = [
+    path("", include("hosts.api.urls")),
+    path("", include("scheduling.api.urls")),
+    path("", include("pools.api.urls")),
+    path("", include("leases.api.urls")),
+    path("", include(router.urls)),
+    path("me/", access_views.MeView.as_view(), name="me"),
+    path("auth/token/", ObtainAuthToken.as_view(), name="auth-token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]

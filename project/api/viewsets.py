@@ -1,0 +1,98 @@
+"""The base API viewset: every queryset restricted to what the caller may see, every write checked.
+
+Objects the caller may not see do not exist for them (404); objects they may see but not act on
+answer 403. Writes are atomic. Subclasses name their model, serializer and filters, and map
+extra actions to permissions in ``action_permissions``.
+"""
+
+from django.db import transaction
+from rest_framework import viewsets
+from rest_framework.exceptions import PermissionDenied
+
+from project.permissions import default_action, holds, restrict
+
+# DRF action -> default verb of the Django permission it needs.
+DEFAULT_VERBS = {
+    "list": "view",
+    "retrieve": "view",
+    "create": "add",
+    "update": "change",
+    "partial_update": "change",
+    "destroy": "delete",
+}
+
+
+class ScopedViewSetMixin:
+    """Restricts the queryset to viewable rows and checks the action on each object."""
+
+    # Extra actions: DRF action name -> permission ("hosts.operate_virtualmachine").
+    action_permissions: dict[str, str] = {}
+
+    def required_permission(self, action: str | None = None) -> str:
+        action = action or self.action
+        if action in self.action_permissions:
+            return self.action_permissions[action]
+        return default_action(self.queryset.model, DEFAULT_VERBS.get(action, "view"))
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        view = default_action(queryset.model, "view")
+        return restrict(queryset, self.request.user, view)
+
+    def check_object_permissions(self, request, obj) -> None:
+        super().check_object_permissions(request, obj)
+        needed = self.required_permission()
+        if not needed.endswith(f".view_{obj._meta.model_name}") and not holds(
+            request.user, needed, obj
+        ):
+            raise PermissionDenied(f"You may not {self._verb()} this {obj._meta.verbose_name}.")
+
+    def _verb(self) -> str:
+        return {
+            "update": "change",
+            "partial_update": "change",
+            "destroy": "delete",
+        }.get(self.action, self.action.replace("_", " "))
+
+    def check_create_permission(self, instance) -> None:
+        """Refuse to create ``instance`` (unsaved) unless the caller holds the add action on it."""
+        needed = self.required_permission("create")
+        if not holds(self.request.user, needed, instance):
+            where = ", ".join(
+                f"{name} {getattr(instance, name)}"
+                for name in ("cluster", "pool")
+                if getattr(instance, f"{name}_id", None)
+            )
+            raise PermissionDenied(
+                f"You may not create a {instance._meta.verbose_name}"
+                + (f" in {where}." if where else ".")
+            )
+
+    def perform_create(self, serializer) -> None:
+        with transaction.atomic():
+            self.check_create_permission(serializer.unsaved_instance())
+            serializer.save()
+        self.reload(serializer)
+
+    def perform_update(self, serializer) -> None:
+        with transaction.atomic():
+            serializer.save()
+        self.reload(serializer)
+
+    def reload(self, serializer) -> None:
+        """Answer a write with the object as a list shows it (annotations included)."""
+        serializer.instance = self.queryset.all().get(pk=serializer.instance.pk)
+
+    def perform_destroy(self, instance) -> None:
+        with transaction.atomic():
+            instance.delete()
+
+
+class ScopedModelViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
+    """List, retrieve, create, update and delete, each through the role grants."""
+
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+
+class ScopedReadOnlyViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
+    """List and retrieve through the role grants."""

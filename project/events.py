@@ -1,0 +1,171 @@
+"""The event feed (XAPI's event.from): append an event, read what changed since a token.
+
+Readers wait up to a timeout when nothing new has happened. On PostgreSQL a committed event
+sends NOTIFY and one LISTEN thread per process wakes every waiting reader at once; on SQLite
+readers poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from project.models import Event, EventKind
+from project.permissions import grant_condition
+
+logger = logging.getLogger(__name__)
+CHANNEL = "corral_events"
+POLL_INTERVAL_S = 0.25
+
+# Which action lets a user see events about each kind of object.
+VIEW_ACTIONS = {
+    "vm": "hosts.view_virtualmachine",
+    "job": "hosts.view_job",
+    "host": "hosts.view_host",
+    "cluster": "hosts.view_cluster",
+    "pool": "pools.view_vmpool",
+    "lease": "leases.view_lease",
+}
+
+
+def emit(
+    kind: str,
+    object_type: str,
+    object_id: int | None,
+    message: str = "",
+    data: dict | None = None,
+    **scope,
+) -> Event:
+    """Append an event (inside the caller's transaction; readers see it when it commits).
+
+    ``scope`` names what the event belongs to: vm_id, cluster_id, pool_id, lease_id, user_id.
+    """
+    event = Event.objects.create(
+        kind=kind,
+        object_type=object_type,
+        object_id=object_id,
+        message=message[:500],
+        data=data or {},
+        **scope,
+    )
+    if connection.vendor == "postgresql":
+        transaction.on_commit(_notify)
+    return event
+
+
+def alert(object_type: str, object_id: int | None, message: str, **scope) -> Event:
+    logger.warning("alert: %s", message)
+    return emit(EventKind.ALERT, object_type, object_id, message, **scope)
+
+
+def _notify() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"NOTIFY {CHANNEL}")
+
+
+def visible_events(user) -> QuerySet:
+    """Events about objects ``user`` may see, plus those that concern the user directly."""
+    if user.is_superuser:
+        return Event.objects.all()
+    condition = Q(user_id=user.pk)
+    for object_type, action in VIEW_ACTIONS.items():
+        condition |= Q(object_type=object_type) & grant_condition(Event, user, action)
+    return Event.objects.filter(condition)
+
+
+def latest_token() -> int:
+    return Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def read_since(user, since: int, timeout: float, limit: int = 500) -> list[Event]:
+    """Events after ``since`` that ``user`` may see, waiting up to ``timeout`` seconds for one."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    listener = _listener() if connection.vendor == "postgresql" else None
+    while True:
+        generation = listener.generation if listener else 0
+        events = list(visible_events(user).filter(id__gt=since).order_by("id")[:limit])
+        remaining = deadline - time.monotonic()
+        if events or remaining <= 0:
+            return events
+        if listener is not None:
+            listener.wait(generation, min(remaining, 5.0))
+        else:
+            time.sleep(min(remaining, POLL_INTERVAL_S))
+
+
+def prune(older_than: timedelta | None = None) -> int:
+    """Delete events older than the retention (settings.CORRAL_EVENT_RETENTION_HOURS)."""
+    older_than = older_than or timedelta(hours=settings.CORRAL_EVENT_RETENTION_HOURS)
+    deleted, _ = Event.objects.filter(created_at__lt=timezone.now() - older_than).delete()
+    return deleted
+
+
+class _Listener:
+    """One LISTEN connection per process; every NOTIFY bumps ``generation`` and wakes waiters."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self._condition = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="corral-event-listener", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+
+    def wait(self, generation: int, timeout: float) -> None:
+        with self._condition:
+            if self.generation == generation:
+                self._condition.wait(timeout)
+
+    def _bump(self) -> None:
+        with self._condition:
+            self.generation += 1
+            self._condition.notify_all()
+
+    def _run(self) -> None:
+        import psycopg
+
+        params = connection.get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(**params, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self._bump()  # anything may have been missed while (re)connecting
+                    while not self._stopping.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self._bump()
+            except Exception:
+                logger.exception("event listener lost its connection; reconnecting")
+                self._stopping.wait(1)
+
+
+_listener_lock = threading.Lock()
+_listener_instance: _Listener | None = None
+
+
+def stop_listener() -> None:
+    """Close this process's LISTEN connection (before dropping a database, at shutdown)."""
+    global _listener_instance
+    with _listener_lock:
+        listener, _listener_instance = _listener_instance, None
+    if listener is not None:
+        listener.stop()
+
+
+def _listener() -> _Listener:
+    global _listener_instance
+    with _listener_lock:
+        if _listener_instance is None:
+            _listener_instance = _Listener()
+        return _listener_instance

@@ -1,0 +1,146 @@
+"""Roles (named sets of actions) and the System object that system-wide grants attach to."""
+
+from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from guardian.models import GroupObjectPermission, UserObjectPermission
+
+
+class System(models.Model):
+    """The whole installation, as one row: the scope of system-wide grants (oVirt's "System")."""
+
+    name = models.CharField(max_length=64, default="Corral")
+
+    class Meta:
+        default_permissions = ()
+        permissions = [
+            ("manage_grants", "Can grant and revoke roles"),
+            ("manage_roles", "Can create, change and delete roles"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def get(cls) -> "System":
+        system, _ = cls.objects.get_or_create(pk=1)
+        return system
+
+
+role_name_validator = RegexValidator(
+    r"^[A-Za-z][A-Za-z0-9_]{0,49}$",
+    "A role name starts with a letter and has only letters, digits and underscores (at most 50).",
+)
+
+
+class Role(models.Model):
+    """A named set of actions; granting it to a user or group at a scope allows those actions there.
+
+    Built-in roles are locked: their name and actions come from code (project/roles.py).
+    A grant is stored by django-guardian as the permission ``role_<name>`` on the scope object.
+    """
+
+    name = models.CharField(max_length=50, unique=True, validators=[role_name_validator])
+    description = models.TextField(blank=True)
+    builtin = models.BooleanField(default=False, editable=False)
+    actions = models.ManyToManyField(Permission, blank=True, related_name="corral_roles")
+    grant_codename = models.CharField(max_length=100, unique=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        self.grant_codename = grant_codename_for(self.name)
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        self.grant_codename = grant_codename_for(self.name)
+        clash = Role.objects.filter(grant_codename=self.grant_codename).exclude(pk=self.pk)
+        if self.name and clash.exists():
+            raise ValidationError({"name": f"A role named {clash.get().name!r} exists already."})
+
+
+def grant_codename_for(role_name: str) -> str:
+    return f"role_{role_name.lower()}"
+
+
+class UserGrant(UserObjectPermission):
+    """A role held by one user on one object: a django-guardian row, shown in the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "grant to a user"
+        verbose_name_plural = "grants to users"
+        default_permissions = ()
+
+
+class GroupGrant(GroupObjectPermission):
+    """A role held by one group on one object: a django-guardian row, shown in the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "grant to a group"
+        verbose_name_plural = "grants to groups"
+        default_permissions = ()
+
+
+class EventKind(models.TextChoices):
+    CHANGED = "changed", "Object changed"
+    JOB = "job", "Job progressed"
+    ALERT = "alert", "Alert"
+
+
+class Event(models.Model):
+    """An append-only feed of what changed; the id is the token clients resume from.
+
+    The scope fields say which VM, cluster, pool or lease the event belongs to, so a client
+    only receives events about objects its grants cover.
+    """
+
+    kind = models.CharField(max_length=16, choices=EventKind.choices)
+    object_type = models.CharField(max_length=16)
+    object_id = models.BigIntegerField(null=True)
+    message = models.CharField(max_length=500, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    vm_id = models.BigIntegerField(null=True, blank=True)
+    cluster_id = models.BigIntegerField(null=True, blank=True)
+    pool_id = models.BigIntegerField(null=True, blank=True)
+    lease_id = models.BigIntegerField(null=True, blank=True)
+    user_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The user the event concerns (e.g. who asked for a job)."
+    )
+
+    grant_scopes = {
+        "vm": "vm_id",
+        "cluster": "cluster_id",
+        "pool": "pool_id",
+        "lease": "lease_id",
+    }
+    grant_scope_requires = {"pool": "pools.change_vmpool"}
+
+    class Meta:
+        ordering = ["id"]
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind} {self.object_type} {self.object_id}: {self.message}"
+
+
+class LoopLock(models.Model):
+    """Who runs a periodic loop now, until when: the loop runs once per tick across every
+    task cluster, and a holder that died loses it when it expires."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=200)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder} until {self.expires_at}"

@@ -1,0 +1,292 @@
+"""The one permission path: which objects a user may act on, through role grants at scopes.
+
+A grant gives a role (a set of actions such as ``hosts.start_virtualmachine``) to a user or a
+group on a scope object: the System, a cluster, a pool, a VM or a lease. A grant covers the
+scope object and everything inside it; what is inside what is declared by each model as
+``grant_scopes``, a mapping from scope name to the field that holds that scope's primary key::
+
+    class VirtualMachine(models.Model):
+        grant_scopes = {"vm": "pk", "cluster": "cluster_id", "pool": "pool_id"}
+
+Every model is inside the System. ``restrict()`` turns this into one SQL query for a list;
+``holds()`` answers for one object, saved or not (to check a create before it happens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.contrib.auth.models import AnonymousUser, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import BigIntegerField, Exists, Model, Q, QuerySet
+from django.db.models.functions import Cast
+from guardian.models import GroupObjectPermission, UserObjectPermission
+
+# Scope name -> model label. The order is from the widest to the narrowest.
+SCOPE_MODELS: dict[str, str] = {
+    "system": "project.System",
+    "cluster": "hosts.Cluster",
+    "pool": "pools.VmPool",
+    "lease": "leases.Lease",
+    "vm": "hosts.VirtualMachine",
+}
+
+
+def scope_model(scope: str) -> type[Model]:
+    return apps.get_model(SCOPE_MODELS[scope])
+
+
+def scope_of_model(model: type[Model]) -> str | None:
+    label = model._meta.label
+    for scope, model_label in SCOPE_MODELS.items():
+        if model_label == label:
+            return scope
+    return None
+
+
+def scope_content_type(scope: str) -> ContentType:
+    return ContentType.objects.get_for_model(scope_model(scope))
+
+
+def default_action(model: type[Model], verb: str) -> str:
+    """The Django permission name of a default action: ``hosts.view_cluster``."""
+    return f"{model._meta.app_label}.{verb}_{model._meta.model_name}"
+
+
+def _split(action: str) -> tuple[str, str]:
+    app_label, _, codename = action.partition(".")
+    if not codename:
+        raise ValueError(f"An action is 'app_label.codename', not {action!r}.")
+    return app_label, codename
+
+
+def _role_codenames(action: str, also: str | None = None) -> QuerySet:
+    """The guardian codenames of every role that includes ``action`` (and ``also``, if
+    given), as a subquery."""
+    from project.models import Role
+
+    roles = Role.objects.all()
+    for wanted in (action, also):
+        if wanted is not None:
+            app_label, codename = _split(wanted)
+            roles = roles.filter(
+                actions__content_type__app_label=app_label, actions__codename=codename
+            )
+    return roles.values("grant_codename")
+
+
+def scope_requirement(model: type[Model], scope: str) -> str | None:
+    """The action a role must also hold for a grant at ``scope`` to reach ``model``'s rows.
+
+    A pool grant reaches the pool's VMs only for roles that manage the pool: UserRole on a
+    pool lets a user take VMs from it, not see or use the VMs other users took.
+    """
+    return getattr(model, "grant_scope_requires", {}).get(scope)
+
+
+def _grants(
+    user, action: str, scope: str | None, also: str | None = None
+) -> tuple[QuerySet, QuerySet]:
+    """Guardian rows granting ``action`` to ``user`` (directly, and through groups) at
+    ``scope`` (None: at any scope)."""
+    where = {} if scope is None else {"content_type": scope_content_type(scope)}
+    codenames = _role_codenames(action, also)
+    direct = UserObjectPermission.objects.filter(
+        user=user, permission__codename__in=codenames, **where
+    )
+    through_groups = GroupObjectPermission.objects.filter(
+        group__user=user, permission__codename__in=codenames, **where
+    )
+    return direct, through_groups
+
+
+def _granted_pks(rows: QuerySet) -> QuerySet:
+    return rows.annotate(granted_pk=Cast("object_pk", BigIntegerField())).values("granted_pk")
+
+
+def _is_unprivileged(user) -> bool:
+    return user is None or isinstance(user, AnonymousUser) or not user.is_active
+
+
+def scope_paths(model: type[Model]) -> dict[str, tuple[str, ...]]:
+    """The model's ``grant_scopes`` with every value as a tuple of paths (one or several)."""
+    return {
+        scope: (paths,) if isinstance(paths, str) else tuple(paths)
+        for scope, paths in getattr(model, "grant_scopes", {}).items()
+    }
+
+
+def restrict(queryset: QuerySet, user, action: str) -> QuerySet:
+    """The rows of ``queryset`` on which ``user`` may perform ``action``, in one SQL query.
+
+    Superusers may do everything; inactive and anonymous users nothing.
+    """
+    if _is_unprivileged(user):
+        return queryset.none()
+    if user.is_superuser:
+        return queryset
+    return queryset.filter(grant_condition(queryset.model, user, action))
+
+
+def grant_condition(model: type[Model], user, action: str) -> Q:
+    """The filter behind ``restrict()``, to combine with others (one sub-select per scope)."""
+    if _is_unprivileged(user):
+        return Q(pk__in=[])
+    if user.is_superuser:
+        return Q()
+    direct, through_groups = _grants(user, action, "system")
+    condition = Q(Exists(direct)) | Q(Exists(through_groups))
+    shared = _shared_scopes(model, action)
+    for scope, paths in scope_paths(model).items():
+        direct, through_groups = _grants(user, action, scope, scope_requirement(model, scope))
+        for path in paths:
+            lookup = f"{path}__in"
+            condition |= Q(**{lookup: _granted_pks(direct)})
+            condition |= Q(**{lookup: _granted_pks(through_groups)})
+            if scope in shared:
+                # A row outside every object of this scope is shared by all of them: whoever
+                # holds the action anywhere may use it.
+                anywhere_direct, anywhere_groups = _grants(user, action, None)
+                condition |= Q(**{f"{path}__isnull": True}) & (
+                    Q(Exists(anywhere_direct)) | Q(Exists(anywhere_groups))
+                )
+    return condition
+
+
+def _resolve(obj: Model, path: str) -> Any:
+    value: Any = obj
+    for part in path.split("__"):
+        if value is None:
+            return None
+        value = getattr(value, part)
+    return value
+
+
+def scope_keys(obj: Model) -> dict[str, set[Any]]:
+    """The scopes that contain ``obj`` (saved or not), as scope name -> primary keys."""
+    keys: dict[str, set[Any]] = {}
+    for scope, paths in scope_paths(type(obj)).items():
+        values = {_resolve(obj, path) for path in paths} - {None}
+        if values:
+            keys[scope] = values
+    return keys
+
+
+def _shared_scopes(model: type[Model], action: str | None) -> set[str]:
+    """Scopes whose unset key means "shared by all", for the actions sharing allows.
+
+    A template without a cluster may be *used* wherever templates may be used, but changing
+    or deleting it touches every cluster, so that takes a system-wide grant.
+    """
+    if action is None or action not in getattr(model, "grant_shared_actions", set()):
+        return set()
+    return set(getattr(model, "grant_shared_scopes", set()))
+
+
+def _scope_filter(obj: Model, action: str | None = None) -> Q:
+    """Guardian rows on the System or on any scope object that contains ``obj``."""
+    where = Q(content_type=scope_content_type("system"))
+    keys = scope_keys(obj)
+    for scope, values in keys.items():
+        at_scope = Q(content_type=scope_content_type(scope), object_pk__in=[str(v) for v in values])
+        requirement = scope_requirement(type(obj), scope)
+        if requirement is not None:
+            at_scope &= Q(permission__codename__in=_role_codenames(requirement))
+        where |= at_scope
+    if _shared_scopes(type(obj), action) - keys.keys():
+        where = Q()  # shared by all: a grant of the action anywhere will do
+    return where
+
+
+def holds(user, action: str, obj: Model | None = None) -> bool:
+    """Whether ``user`` may perform ``action`` on ``obj`` (anywhere, when ``obj`` is None)."""
+    if _is_unprivileged(user):
+        return False
+    if user.is_superuser:
+        return True
+    codenames = _role_codenames(action)
+    where = Q() if obj is None else _scope_filter(obj, action)
+    for rows in (
+        UserObjectPermission.objects.filter(user=user),
+        GroupObjectPermission.objects.filter(group__user=user),
+    ):
+        if rows.filter(where, permission__codename__in=codenames).exists():
+            return True
+    return False
+
+
+def holds_at_system(user, action: str) -> bool:
+    """Whether ``user`` may perform ``action`` system-wide (a grant on the System)."""
+    from project.models import System
+
+    return holds(user, action, System(pk=1))
+
+
+def held_actions(user, obj: Model) -> set[str]:
+    """Every action ``user`` holds on ``obj`` through grants on it or around it (two queries)."""
+    from project.models import Role
+
+    if _is_unprivileged(user):
+        return set()
+    where = _scope_filter(obj)
+    codenames = (
+        UserObjectPermission.objects.filter(where, user=user)
+        .values("permission__codename")
+        .union(
+            GroupObjectPermission.objects.filter(where, group__user=user).values(
+                "permission__codename"
+            )
+        )
+    )
+    roles = Role.objects.filter(
+        grant_codename__in=[row["permission__codename"] for row in codenames]
+    )
+    return {
+        f"{app_label}.{codename}"
+        for app_label, codename in roles.values_list(
+            "actions__content_type__app_label", "actions__codename"
+        )
+        if codename
+    }
+
+
+class RoleBackend:
+    """Django authentication backend answering ``user.has_perm(action, obj)`` from role grants.
+
+    Without an object, it answers whether the user may perform the action anywhere, which is
+    what the admin asks before showing a list (the list itself is restricted).
+    """
+
+    def authenticate(self, request, **credentials):
+        return None
+
+    def has_perm(self, user_obj, perm: str, obj: Model | None = None) -> bool:
+        return holds(user_obj, perm, obj)
+
+    def has_module_perms(self, user_obj, app_label: str) -> bool:
+        if _is_unprivileged(user_obj):
+            return False
+        if user_obj.is_superuser:
+            return True
+        from project.models import Role
+
+        roles = Role.objects.filter(actions__content_type__app_label=app_label).values(
+            "grant_codename"
+        )
+        return (
+            UserObjectPermission.objects.filter(
+                user=user_obj, permission__codename__in=roles
+            ).exists()
+            or GroupObjectPermission.objects.filter(
+                group__user=user_obj, permission__codename__in=roles
+            ).exists()
+        )
+
+    def get_all_permissions(self, user_obj, obj=None) -> set[str]:
+        return set()
+
+
+def permission_for(action: str) -> Permission:
+    app_label, codename = _split(action)
+    return Permission.objects.get(content_type__app_label=app_label, codename=codename)

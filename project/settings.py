@@ -1,0 +1,249 @@
+"""Django settings for Corral, read from the environment.
+
+Development defaults apply only when DEBUG is on; with DEBUG off, SECRET_KEY and
+ALLOWED_HOSTS must come from the environment.
+"""
+
+import hashlib
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CORRAL_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+DEBUG = env_flag("DEBUG")
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set in the environment when DEBUG is off.")
+    SECRET_KEY = "corral-development-only-not-secret"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "guardian",
+    "django_q",
+    "project",
+    "hosts",
+    "scheduling",
+    "pools",
+    "leases",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+WSGI_APPLICATION = "project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: PostgreSQL (psycopg 3) from DATABASE_URL; otherwise an SQLite file under var/,
+# in WAL mode with immediate transactions so the web server and the task cluster can share it.
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("SQLITE_PATH") or VAR_DIR / "corral.sqlite3",
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTHENTICATION_BACKENDS = [
+    # Plain authentication (passwords) plus model permissions for superusers.
+    "django.contrib.auth.backends.ModelBackend",
+    # Role grants at a scope, with inheritance: the one permission path (project/permissions.py).
+    "project.permissions.RoleBackend",
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))
+
+LOGIN_URL = "/admin/login/"
+
+# django-guardian stores role grants; Corral resolves them itself (project/permissions.py),
+# so guardian's own backend and anonymous user are not used.
+ANONYMOUS_USER_NAME = None
+GUARDIAN_RAISE_403 = False
+SILENCED_SYSTEM_CHECKS = ["guardian.W001"]
+
+REST_FRAMEWORK = {
+    # Token first: an unauthenticated request gets 401 with "WWW-Authenticate: Token".
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "project.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "project.filters.ScopedFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+        "rest_framework.filters.SearchFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "project.api.errors.exception_handler",
+    "SEARCH_PARAM": "q",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Corral API",
+    "DESCRIPTION": "Virtual machines on a fleet of libvirt hosts: inventory, pools, leases, jobs.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# django-q2: the ORM broker by default (no extra service), Redis when REDIS_URL is set.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+Q_CLUSTER = {
+    "name": os.environ.get("Q_CLUSTER_NAME", "corral"),
+    "workers": int(os.environ.get("Q_WORKERS", "4")),
+    "timeout": 300,
+    "retry": 360,
+    "max_attempts": 1,
+    "catch_up": False,
+    "ack_failures": True,
+    "label": "Tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+    Q_CLUSTER["poll"] = float(os.environ.get("Q_POLL", "0.5"))
+
+# Simulated hosts (manage.py simhosts): one folder per libvirt daemon. Under /tmp by default,
+# since the daemons run as an unprivileged user who must be able to reach the folder.
+CORRAL_SIMHOSTS_DIR = Path(
+    os.environ.get(
+        "CORRAL_SIMHOSTS_DIR",
+        f"/tmp/corral-simhosts/{hashlib.sha1(str(BASE_DIR).encode()).hexdigest()[:8]}",
+    )
+)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_flag("SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = env_flag("SECURE_COOKIES", True)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Timing of Corral's background loops (seconds unless named otherwise).
+CORRAL_SYNC_INTERVAL = float(os.environ.get("CORRAL_SYNC_INTERVAL", "5"))
+CORRAL_TICK_SECONDS = float(os.environ.get("CORRAL_TICK_SECONDS", "1"))
+CORRAL_TICKER_RUN_SECONDS = float(os.environ.get("CORRAL_TICKER_RUN_SECONDS", "15"))
+CORRAL_JOB_HEARTBEAT_INTERVAL = float(os.environ.get("CORRAL_JOB_HEARTBEAT_INTERVAL", "2"))
+CORRAL_JOB_HEARTBEAT_TIMEOUT = float(os.environ.get("CORRAL_JOB_HEARTBEAT_TIMEOUT", "20"))
+CORRAL_TRANSITION_TIMEOUT = float(os.environ.get("CORRAL_TRANSITION_TIMEOUT", "120"))
+CORRAL_JOB_DISPATCH_RETRY = float(os.environ.get("CORRAL_JOB_DISPATCH_RETRY", "30"))
+CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOURS", "24"))
+CORRAL_HOOKS_DIR = Path(os.environ.get("CORRAL_HOOKS_DIR", BASE_DIR / "var" / "hooks"))
+CORRAL_HOOK_TIMEOUT = float(os.environ.get("CORRAL_HOOK_TIMEOUT", "60"))
+
+# Scheduling: user-written policy units (dotted paths of PolicyUnitBase subclasses), the
+# balancer's interval and cool-down, and how long a start waits for pending VMs to settle.
+CORRAL_SCHEDULING_UNITS = env_list("CORRAL_SCHEDULING_UNITS", [])
+CORRAL_BALANCE_INTERVAL = float(os.environ.get("CORRAL_BALANCE_INTERVAL", "60"))
+CORRAL_BALANCE_COOLDOWN = float(os.environ.get("CORRAL_BALANCE_COOLDOWN", "600"))
+CORRAL_PENDING_WAIT = float(os.environ.get("CORRAL_PENDING_WAIT", "30"))
+CORRAL_SCHEDULER_LOCK_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULER_LOCK_TIMEOUT", "10"))
+CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT = float(
+    os.environ.get("CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT", "30")
+)
+
+# VM pools: the prestart monitor (oVirt's VmPoolMonitor settings).
+VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))
+VMPOOL_MONITOR_BATCH_SIZE = int(os.environ.get("VMPOOL_MONITOR_BATCH_SIZE", "5"))
+VMPOOL_MONITOR_MAX_ATTEMPTS = int(os.environ.get("VMPOOL_MONITOR_MAX_ATTEMPTS", "3"))
+
+# Leases: how long before its end a lease is warned, the longest lease, and per-user quotas
+# (0 = no limit) on what one user's live leases may hold at once.
+LEASE_BEFORE_END_MINUTES = float(os.environ.get("LEASE_BEFORE_END_MINUTES", "60"))
+LEASE_MAX_DURATION_DAYS = float(os.environ.get("LEASE_MAX_DURATION_DAYS", "31"))
+LEASE_QUOTA_INSTANCES = int(os.environ.get("LEASE_QUOTA_INSTANCES", "0"))
+LEASE_QUOTA_VCPUS = int(os.environ.get("LEASE_QUOTA_VCPUS", "0"))
+LEASE_QUOTA_MEMORY_MB = int(os.environ.get("LEASE_QUOTA_MEMORY_MB", "0"))

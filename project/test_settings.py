@@ -1,0 +1,21 @@
+"""Settings for the test suite: the real settings, with a throwaway secret key.
+
+On SQLite the test database is a file (one per test run), so that task clusters started by
+the tests in other processes can open it too.
+"""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "corral-tests-only-not-secret")
+
+from project.settings import *  # noqa: E402,F401,F403
+from project.settings import DATABASES, VAR_DIR  # noqa: E402
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("CORRAL_TEST_DB_NAME")
+        or str(VAR_DIR / f"test-corral-{os.getpid()}.sqlite3")
+    }
+
+# Tests create many users; a fast hash keeps them quick (never use this outside tests).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

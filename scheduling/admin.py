@@ -1,0 +1,123 @@
+"""Admin console screens for scheduling policies, policy units and affinity groups."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+
+from project.admin_base import ScopedAdmin
+from project.permissions import holds
+from scheduling import services
+from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
+
+
+@admin.register(PolicyUnit)
+class PolicyUnitAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind_list", "internal", "enabled", "error"]
+    list_filter = ["internal", "enabled", "is_filter", "is_weight", "is_balance"]
+    search_fields = ["name", "description"]
+    readonly_fields = [
+        "name",
+        "description",
+        "implementation",
+        "is_filter",
+        "is_weight",
+        "is_balance",
+        "internal",
+        "properties",
+        "error",
+    ]
+
+    @admin.display(description="kinds")
+    def kind_list(self, obj):
+        return ", ".join(obj.kinds)
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return holds(request.user, "scheduling.change_policyunit")
+
+    def has_delete_permission(self, request, obj=None):
+        return (
+            obj is not None
+            and not obj.internal
+            and holds(request.user, "scheduling.delete_policyunit")
+        )
+
+
+class PolicyFilterInline(admin.TabularInline):
+    model = PolicyFilter
+    extra = 0
+
+
+class PolicyWeightInline(admin.TabularInline):
+    model = PolicyWeight
+    extra = 0
+
+
+@admin.register(Policy)
+class PolicyAdmin(admin.ModelAdmin):
+    """Policies with their filters, weights and balancer; built-in ones are read-only."""
+
+    list_display = ["name", "locked", "is_default", "balance", "description"]
+    list_filter = ["locked", "is_default"]
+    search_fields = ["name", "description"]
+    inlines = [PolicyFilterInline, PolicyWeightInline]
+    actions = ["clone_policies"]
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request):
+        return holds(request.user, "scheduling.add_policy")
+
+    def has_change_permission(self, request, obj=None):
+        if obj is None:
+            return holds(request.user, "scheduling.change_policy")
+        return not obj.locked and services.may_change(request.user, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self.has_change_permission(request, obj) and (obj is None or not obj.is_default)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        policy = form.instance
+        try:
+            policy.properties = services.validate_properties(
+                services.policy_units(policy), policy.properties or {}
+            )
+        except ValidationError as exc:
+            self.message_user(
+                request, f"Properties not saved: {' '.join(exc.messages)}", messages.ERROR
+            )
+            policy.properties = {}
+        policy.save(update_fields=["properties"])
+
+    @admin.action(description="Clone the selected policies")
+    def clone_policies(self, request, queryset):
+        if not holds(request.user, "scheduling.add_policy"):
+            self.message_user(request, "You may not create policies.", messages.ERROR)
+            return
+        for policy in queryset:
+            name = f"{policy.name}-copy"
+            suffix = 2
+            while Policy.objects.filter(name=name).exists():
+                name, suffix = f"{policy.name}-copy{suffix}", suffix + 1
+            services.clone(policy, name)
+        self.message_user(request, f"Cloned {queryset.count()} policies.")
+
+
+@admin.register(AffinityGroup)
+class AffinityGroupAdmin(ScopedAdmin):
+    list_display = ["name", "cluster", "vm_rule", "vm_enforcing", "host_rule", "host_enforcing"]
+    list_filter = ["cluster", "vm_rule", "host_rule"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["vms", "hosts"]

@@ -1,0 +1,158 @@
+"""API representations of policy units, policies (with filters, weights, balancer), affinity."""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from project.api.serializers import ModelCleanSerializer
+from scheduling import services
+from scheduling.models import (
+    AffinityGroup,
+    FilterPosition,
+    Policy,
+    PolicyFilter,
+    PolicyUnit,
+    PolicyWeight,
+)
+
+
+class PolicyUnitSerializer(serializers.ModelSerializer):
+    kinds = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = PolicyUnit
+        fields = [
+            "id",
+            "name",
+            "description",
+            "kinds",
+            "internal",
+            "enabled",
+            "properties",
+            "implementation",
+            "error",
+        ]
+        read_only_fields = fields
+
+
+POSITIONS = {
+    "first": FilterPosition.FIRST,
+    "no_order": FilterPosition.NO_ORDER,
+    "last": FilterPosition.LAST,
+}
+
+
+class PolicyFilterSerializer(serializers.ModelSerializer):
+    unit = serializers.SlugRelatedField(
+        slug_field="name", queryset=PolicyUnit.objects.filter(is_filter=True)
+    )
+    position = serializers.ChoiceField(choices=list(POSITIONS), default="no_order")
+
+    class Meta:
+        model = PolicyFilter
+        fields = ["id", "unit", "position"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["position"] = {v: k for k, v in POSITIONS.items()}[instance.position]
+        return data
+
+    def validate_position(self, value):
+        return POSITIONS[value]
+
+
+class PolicyWeightSerializer(serializers.ModelSerializer):
+    unit = serializers.SlugRelatedField(
+        slug_field="name", queryset=PolicyUnit.objects.filter(is_weight=True)
+    )
+    factor = serializers.IntegerField(min_value=1, max_value=1000, default=1)
+
+    class Meta:
+        model = PolicyWeight
+        fields = ["id", "unit", "factor"]
+
+
+class PolicyBalanceSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    unit = serializers.SlugRelatedField(
+        slug_field="name", queryset=PolicyUnit.objects.filter(is_balance=True)
+    )
+
+    def to_representation(self, policy):
+        return {"id": policy.balance_id, "unit": policy.balance.name}
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    filters = PolicyFilterSerializer(many=True, read_only=True)
+    weights = PolicyWeightSerializer(many=True, read_only=True)
+    balance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    clusters = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Policy
+        fields = [
+            "id",
+            "name",
+            "description",
+            "locked",
+            "is_default",
+            "properties",
+            "filters",
+            "weights",
+            "balance",
+            "clusters",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["locked", "is_default", "created_at", "updated_at"]
+
+    def validate_properties(self, value):
+        units = (
+            services.policy_units(self.instance)
+            if self.instance
+            else list(PolicyUnit.objects.all())
+        )
+        try:
+            return services.validate_properties(units, value)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from exc
+
+
+class ClonePolicySerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+    description = serializers.CharField(required=False, allow_blank=True)
+
+
+class AffinityGroupSerializer(ModelCleanSerializer):
+    class Meta:
+        model = AffinityGroup
+        fields = [
+            "id",
+            "cluster",
+            "name",
+            "description",
+            "vms",
+            "hosts",
+            "vm_rule",
+            "vm_enforcing",
+            "host_rule",
+            "host_enforcing",
+        ]
+
+    def get_fields(self):
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list):
+            # A group lives in one cluster: moving it would strand its VMs and hosts there.
+            fields["cluster"].read_only = True
+        return fields
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        cluster = attrs.get("cluster") or getattr(self.instance, "cluster", None)
+        errors = {}
+        for field in ("vms", "hosts"):
+            outside = [o.name for o in attrs.get(field, []) if o.cluster_id != cluster.pk]
+            if outside:
+                errors[field] = f"Not in cluster {cluster.name}: {', '.join(outside)}."
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs

@@ -1,0 +1,96 @@
+"""The balancer loop: per cluster, the policy's balancer picks at most one VM to move.
+
+The chosen VM becomes a migrate job whose candidates are the balancer's under-utilized hosts
+plus the VM's own host, so the full scheduler may decide it should stay. Anti-bounce: the
+balancers only offer destinations whose predicted load stays under the threshold, and a VM
+migrated within ``CORRAL_BALANCE_COOLDOWN`` seconds is not moved again.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from hosts.models import Cluster, Host, JobKind, VirtualMachine
+from scheduling import registry
+from scheduling.scheduler import (
+    build_context,
+    effective_properties,
+    policy_of,
+    running_vms,
+)
+
+
+def _track_overload(hosts, states, high: float) -> None:
+    """Remember since when each host is over HighUtilization (the duration rule needs it)."""
+    now = timezone.now()
+    for host, state in zip(hosts, states, strict=True):
+        over = state.cpu_load_percent > high
+        if over and host.overloaded_since is None:
+            Host.objects.filter(pk=host.pk).update(overloaded_since=now)
+            host.overloaded_since = state.overloaded_since = now
+        elif not over and host.overloaded_since is not None:
+            Host.objects.filter(pk=host.pk).update(overloaded_since=None)
+            host.overloaded_since = state.overloaded_since = None
+
+
+def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:
+    """Run the cluster's balancer once: what it chose and why, and the job if it queued one."""
+    from hosts import jobs
+
+    cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
+    policy = policy_of(cluster)
+    if policy.balance_id is None or policy.balance.name == "None":
+        return {
+            "cluster": cluster.name,
+            "policy": policy.name,
+            "action": "none",
+            "reason": "the policy has no balancer",
+        }
+    hosts = list(Host.objects.filter(cluster=cluster).order_by("pk"))
+    properties = effective_properties(policy, cluster)
+    ctx = build_context(cluster, None, "balance", hosts, properties)
+    if not dry_run:
+        _track_overload(hosts, ctx.hosts, properties.get("HighUtilization", 80))
+    ctx.running_vms = running_vms(hosts)
+    try:
+        choice = registry.load(policy.balance).balance(ctx.hosts, ctx)
+    except Exception as exc:
+        return {
+            "cluster": cluster.name,
+            "policy": policy.name,
+            "action": "none",
+            "reason": f"balancer {policy.balance.name} failed: {exc}",
+        }
+    loads = {s.name: round(s.cpu_load_percent, 1) for s in ctx.hosts}
+    if choice is None:
+        return {
+            "cluster": cluster.name,
+            "policy": policy.name,
+            "action": "none",
+            "reason": "no host needs relief",
+            "loads": loads,
+        }
+    vm = VirtualMachine.objects.get(pk=choice.vm_id)
+    names = dict(Host.objects.filter(pk__in=choice.candidate_host_ids).values_list("pk", "name"))
+    answer = {
+        "cluster": cluster.name,
+        "policy": policy.name,
+        "action": "migrate",
+        "vm": vm.pk,
+        "vm_name": vm.name,
+        "from": next(s.name for s in ctx.hosts if s.id == choice.source_host_id),
+        "candidates": [names[i] for i in choice.candidate_host_ids if i in names],
+        "reason": choice.reason,
+        "loads": loads,
+    }
+    if dry_run:
+        return answer
+    with transaction.atomic():
+        job = jobs.submit(
+            JobKind.MIGRATE,
+            vm=vm,
+            params={"candidates": choice.candidate_host_ids, "reason": "balance"},
+        )
+    answer["job"] = job.pk
+    return answer

@@ -1,0 +1,395 @@
+"""The scheduler: a cluster's policy chooses the host for a VM, and says why.
+
+``schedule()`` builds one snapshot of the cluster (hosts, what each has given or promised,
+affinity, load) with a constant number of queries, runs the policy's filters in order, then
+its weights. Weights are combined by **rank**, not by raw score: each weight orders the
+remaining hosts (ties share a rank) and a host's total is the sum of factor x rank; the lowest
+total wins, ties going to the lower host id. Raw scores live on unrelated scales (a CPU
+percentage, MiB of memory, a VM count), so adding them would let one unit swamp the others —
+the reason oVirt moved to rank-based selection. Factors still say which unit matters more.
+
+Callers hold the cluster's scheduling lock (``hosts.placement.decision``) while they decide
+and record the decision, so decisions in a cluster never race.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from numbers import Real
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from hosts.models import Cluster, Host, Job, JobKind, JobState, VirtualMachine, VmStatus
+from scheduling import registry
+from scheduling.models import AffinityGroup, Policy, PolicyUnit
+from scheduling.units.base import (
+    AffinityState,
+    HostState,
+    RunningVm,
+    SchedulingContext,
+    VmRequest,
+)
+
+logger = logging.getLogger(__name__)
+
+# VMs in these states hold their host's resources (pending ones included: Starting).
+HOLDING = [
+    VmStatus.UP,
+    VmStatus.PAUSED,
+    VmStatus.STARTING,
+    VmStatus.STOPPING,
+    VmStatus.SUSPENDING,
+    VmStatus.RESUMING,
+    VmStatus.MIGRATING,
+    VmStatus.UNKNOWN,
+]
+
+
+class NoHostAvailable(Exception):
+    def __init__(self, message: str, explanation: dict):
+        super().__init__(message)
+        self.message = message
+        self.explanation = explanation
+
+
+@dataclass
+class Decision:
+    """The hosts able to run the VM, best first, and why.
+
+    Host rows are loaded when first asked for: most callers want only the best one.
+    """
+
+    host_ids: list[int]
+    explanation: dict[str, Any] = field(default_factory=dict)
+    loaded: dict[int, Host] = field(default_factory=dict, repr=False)
+
+    @property
+    def host(self) -> Host:
+        return self._load(self.host_ids[:1])[0]
+
+    @property
+    def hosts(self) -> list[Host]:
+        return self._load(self.host_ids)
+
+    def _load(self, ids: list[int]) -> list[Host]:
+        missing = [pk for pk in ids if pk not in self.loaded]
+        if missing:
+            self.loaded.update(Host.objects.in_bulk(missing))
+        return [self.loaded[pk] for pk in ids]
+
+
+def policy_of(cluster: Cluster) -> Policy:
+    if cluster.policy_id is not None:
+        return cluster.policy
+    policy = Policy.objects.filter(is_default=True).first()
+    if policy is None:
+        raise RuntimeError("No default scheduling policy exists; run manage.py migrate.")
+    return policy
+
+
+def _units_of(policy: Policy):
+    filters = list(policy.filters.select_related("unit").order_by("position", "id"))
+    weights = list(policy.weights.select_related("unit"))
+    return filters, weights
+
+
+def effective_properties(policy: Policy, cluster: Cluster | None, units=None) -> dict[str, Any]:
+    """Unit defaults, then the policy's values, then the cluster's overrides."""
+    if units is None:
+        filters, weights = _units_of(policy)
+        units = [f.unit for f in filters] + [w.unit for w in weights]
+        if policy.balance_id:
+            units.append(policy.balance)
+    values: dict[str, Any] = {}
+    for unit in units:
+        for name, spec in unit.properties.items():
+            values.setdefault(name, spec.get("default"))
+    values.update(policy.properties or {})
+    if cluster is not None:
+        values.update(cluster.policy_properties or {})
+    return values
+
+
+# The host fields scheduling reads.
+SNAPSHOT_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "reservable",
+    "cpus",
+    "memory_mb",
+    "networks",
+    "reported_networks",
+    "overloaded_since",
+    "cpu_usage_percent",
+)
+
+
+def _host_rows(cluster: Cluster, hosts: list[Host] | None) -> list[dict]:
+    """The given hosts' fields, or the cluster's host rows as plain values: making a model
+    instance of each of a thousand hosts would cost more than the rest of the decision."""
+    if hosts is None:
+        return list(Host.objects.filter(cluster=cluster).order_by("pk").values(*SNAPSHOT_FIELDS))
+    return [{name: getattr(host, name) for name in SNAPSHOT_FIELDS} for host in hosts]
+
+
+def host_states(
+    cluster: Cluster, hosts: list[Host] | None = None, exclude_vm: int | None = None
+) -> list[HostState]:
+    """What each host (the cluster's, unless given) has given or promised, in three queries
+    whatever the number of hosts and VMs.
+
+    The sums run over the cluster's VMs (a VM's host is always in its cluster), unordered, so
+    the database neither joins nor sorts them nor parses a list of host ids.
+    """
+    rows = _host_rows(cluster, hosts)
+    vms = VirtualMachine.objects.filter(cluster_id=cluster.pk).exclude(pk=exclude_vm).order_by()
+    sums = {"memory": Sum("memory_mb"), "vcpus": Sum("vcpus"), "count": Count("id")}
+    holding = vms.filter(host__isnull=False, status__in=HOLDING).values("host_id").annotate(**sums)
+    arriving = vms.filter(migrating_to__isnull=False).values("migrating_to_id").annotate(**sums)
+    used = {row["host_id"]: dict(row) for row in holding}
+    for row in arriving:
+        slot = used.setdefault(row["migrating_to_id"], {"memory": 0, "vcpus": 0, "count": 0})
+        for key in ("memory", "vcpus", "count"):
+            slot[key] += row[key]
+    overcommit = cluster.memory_overcommit_percent / 100.0
+    states = []
+    for host in rows:
+        slot = used.get(host["id"], {"memory": 0, "vcpus": 0, "count": 0})
+        states.append(
+            HostState(
+                id=host["id"],
+                name=host["name"],
+                status=host["status"],
+                reservable=host["reservable"],
+                cpus=host["cpus"] or 0,
+                memory_capacity_mb=int((host["memory_mb"] or 0) * overcommit),
+                committed_memory_mb=slot["memory"] or 0,
+                committed_vcpus=slot["vcpus"] or 0,
+                vm_count=slot["count"] or 0,
+                networks=set(host["reported_networks"] or []) | set(host["networks"] or []),
+                overloaded_since=host["overloaded_since"],
+                measured_cpu_percent=host["cpu_usage_percent"],
+            )
+        )
+    return states
+
+
+def _affinity(vm: VirtualMachine | None, cluster: Cluster) -> list[AffinityState]:
+    if vm is None or vm.pk is None:
+        return []
+    groups = list(
+        AffinityGroup.objects.filter(cluster=cluster, vms=vm).prefetch_related("vms", "hosts")
+    )
+    states = []
+    for group in groups:
+        others = [
+            other.host_id
+            for other in group.vms.all()
+            if other.pk != vm.pk and other.host_id and other.status in HOLDING
+        ]
+        states.append(
+            AffinityState(
+                name=group.name,
+                vm_rule=group.vm_rule,
+                vm_enforcing=group.vm_enforcing,
+                host_rule=group.host_rule,
+                host_enforcing=group.host_enforcing,
+                member_hosts=set(others),
+                hosts={h.pk for h in group.hosts.all()},
+            )
+        )
+    return states
+
+
+def build_context(
+    cluster: Cluster,
+    vm: VirtualMachine | None,
+    purpose: str,
+    hosts: list[Host] | None = None,
+    properties: dict | None = None,
+) -> SchedulingContext:
+    if vm is not None:
+        request = VmRequest(
+            id=vm.pk,
+            name=vm.name,
+            vcpus=vm.vcpus,
+            memory_mb=vm.memory_mb,
+            networks=set(vm.template.networks or []),
+            current_host_id=vm.host_id,
+            pinned_host_id=vm.pinned_host_id,
+        )
+    else:
+        request = VmRequest(None, "", 0, 0, set(), None, None)
+    return SchedulingContext(
+        vm=request,
+        hosts=host_states(cluster, hosts, exclude_vm=vm.pk if vm is not None else None),
+        properties=properties or {},
+        purpose=purpose,
+        cpu_overcommit_ratio=cluster.cpu_overcommit_ratio,
+        affinity=_affinity(vm, cluster),
+        reservation_hosts=_reservation_hosts(vm),
+        now=timezone.now(),
+    )
+
+
+def _reservation_hosts(vm: VirtualMachine | None) -> set[int] | None:
+    """For a VM launched into a lease's reservation: the hosts with a slot left for it."""
+    if vm is None or vm.reservation_id is None:
+        return None
+    from leases.models import LeaseStatus
+    from leases.services import reserved_slots
+
+    reservation = vm.reservation
+    if reservation.lease.status != LeaseStatus.ACTIVE:
+        return set()
+    return {
+        host for host, left in reserved_slots(reservation, exclude_vm=vm.pk).items() if left > 0
+    }
+
+
+def _check_answer(method: str, answer) -> None:
+    """A unit answers {host id: reason} (filter) or {host id: number} (score), or None."""
+    if answer is None:
+        return
+    if not isinstance(answer, dict):
+        raise TypeError(f"{method}() returned {type(answer).__name__}, not a dict")
+    if method == "score":
+        for value in answer.values():
+            if isinstance(value, bool) or not isinstance(value, Real):
+                raise TypeError(f"score() returned {type(value).__name__} for a host, not a number")
+
+
+def _run_unit(unit: PolicyUnit, method: str, hosts, ctx, skipped: list) -> dict | None:
+    if not unit.enabled:
+        return None
+    try:
+        answer = getattr(registry.load(unit), method)(hosts, ctx)
+        _check_answer(method, answer)
+        return answer
+    except Exception as exc:  # a broken unit is reported and skipped, never fatal
+        logger.exception("scheduling unit %s failed", unit.name)
+        skipped.append({"unit": unit.name, "error": str(exc) or type(exc).__name__})
+        return None
+
+
+def schedule(
+    vm: VirtualMachine,
+    cluster: Cluster | None = None,
+    *,
+    hosts: list[Host] | None = None,
+    purpose: str = "start",
+) -> Decision:
+    """Hosts able to run ``vm``, best first, by its cluster's policy (NoHostAvailable if none)."""
+    cluster = cluster or vm.cluster
+    policy = policy_of(cluster)
+    filters, weights = _units_of(policy)
+    properties = effective_properties(
+        policy, cluster, [f.unit for f in filters] + [w.unit for w in weights]
+    )
+    ctx = build_context(cluster, vm, purpose, hosts, properties)
+    by_id = {state.id: state for state in ctx.hosts}
+    remaining = list(ctx.hosts)
+    skipped: list[dict] = []
+    removed_by: list[dict] = []
+    for policy_filter in filters:
+        removed = _run_unit(policy_filter.unit, "filter", remaining, ctx, skipped) or {}
+        if removed:
+            removed_by.append(
+                {
+                    "unit": policy_filter.unit.name,
+                    "removed": {by_id[h].name: why for h, why in removed.items() if h in by_id},
+                }
+            )
+            remaining = [h for h in remaining if h.id not in removed]
+    explanation: dict[str, Any] = {
+        "policy": policy.name,
+        "filters": removed_by,
+        "skipped_units": skipped,
+    }
+    if not remaining:
+        reasons = "; ".join(
+            f"{name}: {why} ({step['unit']})"
+            for step in removed_by
+            for name, why in step["removed"].items()
+        )
+        explanation["order"] = []
+        raise NoHostAvailable(
+            f"No host can run {vm.name} in cluster {cluster.name}: {reasons or 'it has no hosts'}.",
+            explanation,
+        )
+    totals = {h.id: 0.0 for h in remaining}
+    table: dict[str, dict] = {h.name: {"units": {}, "total": 0.0} for h in remaining}
+    for weight in weights:
+        scores = _run_unit(weight.unit, "score", remaining, ctx, skipped)
+        if not scores:
+            continue
+        rank_of = {
+            score: rank
+            for rank, score in enumerate(sorted({scores.get(h.id, 0.0) for h in remaining}))
+        }
+        name = weight.unit.name
+        for h in remaining:
+            score = scores.get(h.id, 0.0)
+            rank = rank_of[score]
+            totals[h.id] += weight.factor * rank
+            table[h.name]["units"][name] = {
+                "score": round(score, 3),
+                "rank": rank,
+                "factor": weight.factor,
+            }
+    for h in remaining:
+        table[h.name]["total"] = totals[h.id]
+    ordered = sorted(remaining, key=lambda h: (totals[h.id], h.id))
+    explanation["scores"] = table
+    explanation["order"] = [h.name for h in ordered]
+    return Decision(
+        host_ids=[h.id for h in ordered],
+        explanation=explanation,
+        loaded={h.pk: h for h in hosts or ()},
+    )
+
+
+def recently_migrated(vm_ids: list[int]) -> set[int]:
+    since = timezone.now() - timedelta(seconds=settings.CORRAL_BALANCE_COOLDOWN)
+    return set(
+        Job.objects.filter(
+            vm_id__in=vm_ids,
+            kind=JobKind.MIGRATE,
+            state=JobState.SUCCEEDED,
+            finished_at__gte=since,
+        ).values_list("vm_id", flat=True)
+    )
+
+
+def running_vms(hosts: list[Host]) -> list[RunningVm]:
+    rows = list(
+        VirtualMachine.objects.filter(host__in=hosts, status=VmStatus.UP).values_list(
+            "pk", "name", "host_id", "vcpus", "memory_mb"
+        )
+    )
+    recent = recently_migrated([row[0] for row in rows])
+    pinned = set(
+        VirtualMachine.objects.filter(
+            pk__in=[row[0] for row in rows], pinned_host__isnull=False
+        ).values_list("pk", flat=True)
+    )
+    return [
+        RunningVm(
+            id=pk,
+            name=name,
+            host_id=host,
+            vcpus=vcpus,
+            memory_mb=memory,
+            recently_migrated=pk in recent or pk in pinned,
+        )
+        for pk, name, host, vcpus, memory in rows
+    ]
+
+
+__all__ = ["Decision", "NoHostAvailable", "effective_properties", "policy_of", "schedule"]

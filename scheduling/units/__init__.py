@@ -1,0 +1,1 @@
+"""Policy units: the Python classes behind filters, weights and balancers."""

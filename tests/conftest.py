@@ -1,0 +1,258 @@
+"""Shared fixtures: users, grants and inventory objects made through the real models."""
+
+import itertools
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
+
+from hosts.models import Cluster, Host, Template, VirtualMachine
+from pools.models import VmPool
+from project.grants import grant_role, scope_object
+from project.models import Role
+
+User = get_user_model()
+_serial = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_serial)}"
+
+
+@pytest.fixture
+def make_user(db):
+    def make(username: str | None = None, *, superuser: bool = False, **extra) -> User:
+        username = username or unique("user")
+        if superuser:
+            return User.objects.create_superuser(username, f"{username}@example.org", "pw-Corral-1")
+        return User.objects.create_user(username, f"{username}@example.org", "pw-Corral-1", **extra)
+
+    return make
+
+
+@pytest.fixture
+def admin_user(make_user):
+    return make_user("root-admin", superuser=True)
+
+
+@pytest.fixture
+def grant(db):
+    """grant(user_or_group, "PowerUser", obj_or_None) -> the Grant (None obj = system)."""
+
+    def give(principal, role_name: str, obj=None):
+        role = Role.objects.get(name=role_name)
+        target = obj if obj is not None else scope_object("system", None)
+        if isinstance(principal, Group):
+            return grant_role(role, target, group=principal)[0]
+        return grant_role(role, target, user=principal)[0]
+
+    return give
+
+
+@pytest.fixture
+def client_for():
+    """client_for(user) -> an APIClient authenticated as that user (None: anonymous)."""
+
+    def make(user=None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def make_cluster(db):
+    def make(name: str | None = None, **extra) -> Cluster:
+        return Cluster.objects.create(name=name or unique("cluster"), **extra)
+
+    return make
+
+
+@pytest.fixture
+def make_host(db, make_cluster):
+    def make(cluster: Cluster | None = None, name: str | None = None, **extra) -> Host:
+        name = name or unique("host")
+        cluster = cluster or make_cluster()
+        extra.setdefault("uri", f"qemu+ssh://root@{name}.example.org/system")
+        return Host.objects.create(cluster=cluster, name=name, **extra)
+
+    return make
+
+
+@pytest.fixture
+def make_template(db):
+    def make(name: str | None = None, **extra) -> Template:
+        return Template.objects.create(name=name or unique("tmpl"), **extra)
+
+    return make
+
+
+@pytest.fixture
+def make_vm(db, make_cluster, make_template):
+    def make(cluster: Cluster | None = None, template: Template | None = None, **extra):
+        cluster = cluster or make_cluster()
+        template = template or make_template()
+        extra.setdefault("name", unique("vm"))
+        for field in ("vcpus", "memory_mb", "disk_gb"):
+            extra.setdefault(field, getattr(template, field))
+        return VirtualMachine.objects.create(cluster=cluster, template=template, **extra)
+
+    return make
+
+
+@pytest.fixture
+def make_pool(db, make_cluster, make_template):
+    def make(cluster: Cluster | None = None, template: Template | None = None, **extra):
+        return VmPool.objects.create(
+            name=extra.pop("name", unique("pool")),
+            cluster=cluster or make_cluster(),
+            template=template or make_template(),
+            **extra,
+        )
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sim_daemons(tmp_path_factory):
+    """Three simulated hosts (real libvirt daemons serving the test driver) for the session.
+
+    Their state is shared by every process, like real hosts; tests must clean up the domains
+    they create (or use fresh UUIDs).
+    """
+    import tempfile
+    from pathlib import Path
+
+    from hosts import simhosts
+
+    base = Path(tempfile.mkdtemp(prefix="corral-sim-", dir="/tmp"))
+    base.chmod(0o755)
+    daemons = [simhosts.SimHost(name=f"sim-{i}", directory=base / f"sim-{i}") for i in (1, 2, 3)]
+    for daemon in daemons:
+        simhosts.start(daemon)
+    yield daemons
+    for daemon in daemons:
+        simhosts.stop(daemon)
+
+
+class TaskCluster:
+    """A real ``manage.py qcluster`` in its own process group, on the test database."""
+
+    def __init__(self, log_path, **env):
+        import os
+        import sys
+
+        from django.db import connection
+
+        self.log_path = log_path
+        self.env = dict(os.environ)
+        self.env.update(
+            DJANGO_SETTINGS_MODULE="project.test_settings",
+            Q_WORKERS="3",
+            Q_POLL="0.1",
+            CORRAL_SYNC_INTERVAL="1",
+            CORRAL_TICK_SECONDS="0.2",
+            CORRAL_JOB_HEARTBEAT_INTERVAL="0.5",
+            CORRAL_JOB_HEARTBEAT_TIMEOUT="3",
+            CORRAL_JOB_DISPATCH_RETRY="5",
+        )
+        settings_dict = connection.settings_dict
+        if connection.vendor == "sqlite":
+            self.env["SQLITE_PATH"] = str(settings_dict["NAME"])
+            self.env.pop("DATABASE_URL", None)
+        else:
+            user = settings_dict.get("USER") or ""
+            password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+            host = settings_dict.get("HOST") or "127.0.0.1"
+            port = settings_dict.get("PORT") or "5432"
+            self.env["DATABASE_URL"] = (
+                f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+            )
+        self.env.update({k: str(v) for k, v in env.items()})
+        self.command = [sys.executable, "manage.py", "qcluster"]
+        self.process = None
+
+    def start(self) -> "TaskCluster":
+        import subprocess
+        from pathlib import Path
+
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            self.command,
+            cwd=Path(__file__).resolve().parent.parent,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        """kill -9 the whole cluster (sentinel and workers), as a crash would."""
+        import os
+        import signal
+
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, timeout: float = 20) -> None:
+        import contextlib
+        import os
+        import signal
+        import subprocess
+
+        if not self.process:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def log(self) -> str:
+        return open(self.log_path).read()
+
+
+@pytest.fixture
+def task_cluster(transactional_db, tmp_path):
+    """start(**env) -> a running TaskCluster on the test database; all stopped afterwards."""
+    started = []
+
+    def start(**env) -> TaskCluster:
+        cluster = TaskCluster(tmp_path / f"qcluster-{len(started)}.log", **env).start()
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = ""):
+    """Poll ``predicate`` until it returns something truthy; fail with ``message`` on timeout."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(message or f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_event_listener(django_db_setup):
+    """The event feed's LISTEN connection must close before the test database is dropped."""
+    yield
+    from project.events import stop_listener
+
+    stop_listener()

@@ -1,0 +1,57 @@
+"""Re-planning a lease never moves capacity away from the hosts where its VMs run."""
+
+from hosts.models import VirtualMachine
+from hosts.sync import mark_unreachable
+from leases import services
+from leases.models import Allocation
+from tests.leases.conftest import at, instances
+
+
+def _vm_on(reservation, host, make_template):
+    template = make_template(memory_mb=1024)
+    return VirtualMachine.objects.create(
+        name=f"r{reservation.pk}-{host.pk}",
+        cluster=host.cluster,
+        template=template,
+        host=host,
+        reservation=reservation,
+        vcpus=1,
+        memory_mb=1024,
+        disk_gb=1,
+    )
+
+
+def _slots(reservation) -> dict[int, int]:
+    return dict(Allocation.objects.filter(reservation=reservation).values_list("host_id", "slots"))
+
+
+def test_lowering_the_amount_keeps_the_slot_of_a_running_vm(
+    reservable_hosts, make_lease, make_template
+):
+    first, second = reservable_hosts(2)
+    lease = make_lease(at(9), at(17), instances(4))
+    reservation = lease.reservations.get()
+    light = min(_slots(reservation), key=_slots(reservation).get)
+    _vm_on(reservation, first if light == first.pk else second, make_template)
+
+    services.update_lease(lease, {"amounts": {reservation.pk: 3}})
+
+    assert _slots(reservation).get(light, 0) >= 1
+    assert sum(_slots(reservation).values()) == 3
+
+
+def test_a_failed_host_moves_only_what_it_held(reservable_hosts, make_lease, make_template):
+    hosts = reservable_hosts(3)
+    lease = make_lease(at(9), at(17), instances(2, affinity=False))
+    reservation = lease.reservations.get()
+    held = list(_slots(reservation))
+    survivor = next(h for h in hosts if h.pk == held[0])
+    _vm_on(reservation, survivor, make_template)
+
+    mark_unreachable(held[1], "gone")
+    services.reallocate_from(held[1])
+
+    slots = _slots(reservation)
+    assert survivor.pk in slots
+    assert held[1] not in slots
+    assert sum(slots.values()) == 2
