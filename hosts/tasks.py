@@ -86,7 +86,13 @@ class Ticker:
                     return "its task cluster stopped"
                 if not loops.renew(TICKER_LOCK, self.holder, self.ttl):
                     return "lost the ticker lock"
-                self.tick(listener)
+                try:
+                    self.tick(listener)
+                except Exception:
+                    # One bad tick (a database hiccup, a host driver surprise) must not break
+                    # the chain: the next tick tries again.
+                    logger.exception("a tick failed")
+                    close_old_connections()
                 self.wake.wait(settings.CORRAL_TICK_SECONDS)
                 self.wake.clear()
             return "done"

@@ -235,8 +235,11 @@ def task_cluster(transactional_db, tmp_path):
         cluster.stop()
 
 
-def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = ""):
-    """Poll ``predicate`` until it returns something truthy; fail with ``message`` on timeout."""
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message=""):
+    """Poll ``predicate`` until it returns something truthy; fail with ``message`` on timeout.
+
+    ``message`` may be a callable, so that what it reports is read at the time of the failure.
+    """
     import time
 
     deadline = time.monotonic() + timeout
@@ -245,7 +248,8 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message:
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(message or f"condition not met within {timeout} s")
+            text = message() if callable(message) else message
+            raise AssertionError(text or f"condition not met within {timeout} s")
         time.sleep(interval)
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 # Short ticker runs so that stopping a cluster at the end of a test does not wait long.
 CLUSTER_ENV = {"CORRAL_TICKER_RUN_SECONDS": "1"}
-RECOVERY_S = 30
+RECOVERY_S = 60
 
 
 def _job(job_id: int) -> Job:
@@ -26,7 +26,7 @@ def _crash_while(task_cluster, hooks_dir, job: Job, step: str):
     wait_until(
         lambda: _job(job.pk).step == step and _job(job.pk).state == JobState.RUNNING,
         timeout=30,
-        message=f"job never reached {step!r}: {first.log()[-3000:]}",
+        message=lambda: f"job never reached {step!r}: {first.log()[-3000:]}",
     )
     first.kill()
     second = task_cluster(**env)
@@ -53,7 +53,7 @@ def _wait_recovered(job: Job, vm: VirtualMachine, cluster) -> Job:
     return wait_until(
         recovered,
         timeout=RECOVERY_S,
-        message=f"job {_job(job.pk).state}, VM {vm.status}: {_logs(cluster)}",
+        message=lambda: f"job {_job(job.pk).state}, VM {vm.status}: {_logs(cluster)}",
     )
 
 
@@ -105,7 +105,9 @@ def test_a_job_queued_behind_the_interrupted_one_runs_after_the_recovery(
 
     second = _crash_while(task_cluster, hooks_dir, interrupted, "Running vm-pre-start hooks")
 
-    done = wait_until(lambda: _finished(queued.pk), timeout=RECOVERY_S, message=_logs(second))
+    done = wait_until(
+        lambda: _finished(queued.pk), timeout=RECOVERY_S, message=lambda: _logs(second)
+    )
     assert done.state == JobState.SUCCEEDED
     assert _job(interrupted.pk).error_code == "worker_lost"
     assert done.started_at > _job(interrupted.pk).finished_at

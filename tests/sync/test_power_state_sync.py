@@ -400,7 +400,7 @@ def test_with_a_task_cluster_running_a_vm_destroyed_outside_is_seen_down_within_
     wait_until(
         lambda: VirtualMachine.objects.get(pk=vm.pk).power_state_update_count > 1,
         timeout=15,
-        message=f"the ticker never synced the host: {cluster.log()[-3000:]}",
+        message=lambda: f"the ticker never synced the host: {cluster.log()[-3000:]}",
     )
 
     with outside(host) as conn:
