@@ -132,7 +132,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "portal:login"
+LOGIN_REDIRECT_URL = "portal:home"
+LOGOUT_REDIRECT_URL = "portal:login"
 
 # django-guardian stores role grants; Corral resolves them itself (project/permissions.py),
 # so guardian's own backend and anonymous user are not used.
@@ -221,6 +223,8 @@ CORRAL_JOB_HEARTBEAT_TIMEOUT = float(os.environ.get("CORRAL_JOB_HEARTBEAT_TIMEOU
 CORRAL_TRANSITION_TIMEOUT = float(os.environ.get("CORRAL_TRANSITION_TIMEOUT", "120"))
 CORRAL_JOB_DISPATCH_RETRY = float(os.environ.get("CORRAL_JOB_DISPATCH_RETRY", "30"))
 CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOURS", "24"))
+# How long one server-sent-events response of the portal lasts before the browser reconnects.
+CORRAL_EVENT_STREAM_SECONDS = float(os.environ.get("CORRAL_EVENT_STREAM_SECONDS", "25"))
 CORRAL_HOOKS_DIR = Path(os.environ.get("CORRAL_HOOKS_DIR", BASE_DIR / "var" / "hooks"))
 CORRAL_HOOK_TIMEOUT = float(os.environ.get("CORRAL_HOOK_TIMEOUT", "60"))
 

@@ -1,8 +1,7 @@
-"""Top-level URLs: the admin console, the API and its documentation."""
+"""Top-level URLs: the admin console, the API and its documentation, and the user portal."""
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 handler404 = "project.api.errors.not_found"
 
@@ -13,5 +12,5 @@ admin.site.index_title = "Clusters, hosts, VMs and access"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("project.api.urls")),
-    path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
+    path("", include(("project.portal_urls", "portal"))),
 ]

@@ -1,0 +1,167 @@
+"""Portal: the user's VMs, their operations and the progress of the jobs that carry them out."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from hosts import services
+from hosts.models import Job, JobKind, VirtualMachine
+from hosts.models.jobs import ACTIVE_JOB_STATES
+from project.api.errors import Conflict
+from project.permissions import holds_at_system, restrict
+
+VIEW = "hosts.view_virtualmachine"
+OPERATE = "hosts.operate_virtualmachine"
+RETURN = "pools.return_vmpool"
+RECENT_JOBS = 8
+
+# The buttons a VM offers, in order: (operation, label, the statuses it applies to).
+OPERATIONS = [
+    (JobKind.START, "Start", services.ALLOWED_FROM[JobKind.START]),
+    (JobKind.SHUTDOWN, "Shut down", services.ALLOWED_FROM[JobKind.SHUTDOWN]),
+    (JobKind.POWEROFF, "Power off", services.ALLOWED_FROM[JobKind.POWEROFF]),
+    (JobKind.SUSPEND, "Suspend", services.ALLOWED_FROM[JobKind.SUSPEND]),
+    (JobKind.RESUME, "Resume", services.ALLOWED_FROM[JobKind.RESUME]),
+]
+OPERATION_KINDS = {kind.value for kind, _, _ in OPERATIONS}
+
+
+def _visible(user):
+    return restrict(VirtualMachine.objects.all(), user, VIEW)
+
+
+def _mine(user):
+    """The VMs of "My VMs": all a user may see, or only their own for those who see everything."""
+    vms = _visible(user)
+    if holds_at_system(user, VIEW):
+        vms = vms.filter(owner=user)
+    return vms
+
+
+def _with_details(vms):
+    active = Job.objects.filter(state__in=ACTIVE_JOB_STATES).order_by("id")
+    return vms.select_related("host", "pool", "cluster", "reservation__lease").prefetch_related(
+        Prefetch("jobs", queryset=active, to_attr="active_jobs")
+    )
+
+
+def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
+    """Attach what the user may do to each VM: two queries for any number of VMs."""
+    ids = [vm.pk for vm in vms]
+    operable = set(
+        restrict(VirtualMachine.objects.filter(pk__in=ids), user, OPERATE).values_list(
+            "pk", flat=True
+        )
+    )
+    returnable = set(
+        restrict(
+            VirtualMachine.objects.filter(pk__in=ids, pool__isnull=False), user, RETURN
+        ).values_list("pk", flat=True)
+    )
+    for vm in vms:
+        busy = bool(vm.active_jobs)
+        vm.offered = [
+            (kind.value, label)
+            for kind, label, allowed in OPERATIONS
+            if vm.pk in operable and (busy or vm.status in allowed)
+        ]
+        vm.can_return = vm.pool_id is not None and (vm.owner_id == user.pk or vm.pk in returnable)
+    return vms
+
+
+@require_GET
+@login_required
+def vm_list(request):
+    """My VMs, with their live status, host, pool, lease and running jobs."""
+    return render(request, "portal/vms.html", {"section": "vms", **_list_context(request.user)})
+
+
+@require_GET
+@login_required
+def vm_rows(request):
+    """The rows of My VMs alone, for live refreshes."""
+    return render(request, "portal/_vm_rows.html", _list_context(request.user))
+
+
+def _list_context(user) -> dict:
+    vms = list(_with_details(_mine(user)).order_by("name", "pk"))
+    return {"vms": _decorate(user, vms)}
+
+
+def _vm_context(user, vm_id: int) -> dict:
+    vm = get_object_or_404(_with_details(_visible(user)), pk=vm_id)
+    _decorate(user, [vm])
+    jobs = list(Job.objects.filter(vm=vm).order_by("-id")[:RECENT_JOBS])
+    return {"vm": vm, "jobs": jobs}
+
+
+@require_GET
+@login_required
+def vm_detail(request, vm_id: int):
+    """One VM: status, where it runs, what may be done with it and its recent jobs."""
+    return render(request, "portal/vm.html", {"section": "vms", **_vm_context(request.user, vm_id)})
+
+
+@require_GET
+@login_required
+def vm_panel(request, vm_id: int):
+    """The live part of a VM's page (status, actions, jobs), for refreshes."""
+    return render(request, "portal/_vm_panel.html", _vm_context(request.user, vm_id))
+
+
+@require_POST
+@login_required
+def vm_operation(request, vm_id: int, operation: str):
+    """Queue a power operation on a VM the user may operate; show its job on the VM's page."""
+    vm = get_object_or_404(_visible(request.user), pk=vm_id)
+    if operation not in OPERATION_KINDS:
+        raise Http404("No such operation.")
+    if not restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, OPERATE).exists():
+        messages.error(request, f"You may look at VM {vm.name} but not operate it.")
+        return redirect("portal:vm", vm_id=vm.pk)
+    try:
+        job = services.request_operation(vm, operation, requested_by=request.user)
+    except Conflict as refused:
+        messages.error(request, str(refused.detail))
+    else:
+        messages.info(request, f"{job.get_kind_display()} of {vm.name} queued (job {job.pk}).")
+    return redirect("portal:vm", vm_id=vm.pk)
+
+
+@require_POST
+@login_required
+def vm_return(request, vm_id: int):
+    """Give a pool VM back; a stateless pool reverts it for the next user."""
+    from pools.services import return_vm
+
+    vm = get_object_or_404(_visible(request.user), pk=vm_id)
+    may_return = vm.pool_id is not None and (
+        vm.owner_id == request.user.pk
+        or restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, RETURN).exists()
+    )
+    if not may_return:
+        messages.error(request, f"Only the user of {vm.name} or its pool's admin may return it.")
+        return redirect("portal:vm", vm_id=vm.pk)
+    try:
+        return_vm(vm, requested_by=request.user)
+    except Conflict as refused:
+        messages.error(request, str(refused.detail))
+        return redirect("portal:vm", vm_id=vm.pk)
+    messages.success(request, f"VM {vm.name} went back to pool {vm.pool.name}.")
+    return redirect("portal:vms")
+
+
+@require_GET
+@login_required
+def job_progress(request, job_id: int):
+    """One job's progress bar (its state, step, and the error in words if it failed)."""
+    visible = restrict(Job.objects.all(), request.user, "hosts.view_job") | Job.objects.filter(
+        requested_by=request.user
+    )
+    job = get_object_or_404(visible, pk=job_id)
+    return render(request, "portal/_job.html", {"job": job})

@@ -1,0 +1,33 @@
+// Live updates for the portal: follow the server's event stream and tell the page.
+//
+// Every event the signed-in user may see arrives on /events/stream/ (server-sent events built on
+// the event feed). Each one fires "corral:changed" on <body>; fragments that show live state
+// reload on it (hx-trigger="corral:changed from:body"), throttled by htmx. The browser's
+// EventSource reconnects by itself and resumes from the last event id.
+(function () {
+  "use strict";
+  var body = document.body;
+  var url = body.dataset.eventStream;
+  if (!url || !window.EventSource) {
+    return;
+  }
+  var source = new EventSource(url);
+  source.addEventListener("change", function (message) {
+    var detail = {};
+    try {
+      detail = JSON.parse(message.data);
+    } catch (error) {
+      detail = {};
+    }
+    body.dispatchEvent(new CustomEvent("corral:changed", { detail: detail }));
+  });
+  source.addEventListener("open", function () {
+    body.classList.add("live");
+  });
+  source.addEventListener("error", function () {
+    body.classList.remove("live");
+  });
+  window.addEventListener("beforeunload", function () {
+    source.close();
+  });
+})();

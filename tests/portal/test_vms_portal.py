@@ -1,0 +1,288 @@
+"""The user portal's pages for pools and VMs, through the Django test client on the real DB."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
+from project.permissions import holds
+from tests.pools.conftest import pool_vms
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+# -- logging in --------------------------------------------------------------------------------
+
+
+def test_an_anonymous_visitor_is_sent_to_the_login_page():
+    response = Client().get("/vms/")
+    assert response.status_code == 302
+    assert response.url == "/login/?next=/vms/"
+
+
+def test_a_wrong_password_is_refused_with_a_message_and_a_right_one_opens_the_portal(make_user):
+    make_user("ann")
+    client = Client(enforce_csrf_checks=True)
+    page = client.get("/login/")
+    token = page.cookies["csrftoken"].value
+
+    refused = client.post(
+        "/login/", {"username": "ann", "password": "nope", "csrfmiddlewaretoken": token}
+    )
+    assert refused.status_code == 200
+    assert "Please enter a correct username and password" in refused.content.decode()
+
+    accepted = client.post(
+        "/login/", {"username": "ann", "password": "pw-Corral-1", "csrfmiddlewaretoken": token}
+    )
+    assert (accepted.status_code, accepted.url) == (302, "/")
+    assert client.get("/").context["user"].username == "ann"
+
+
+def test_logging_out_is_a_post_with_csrf_and_ends_the_session(make_user):
+    user = make_user("ann")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert client.post("/logout/").status_code == 403  # no token: refused
+    token = client.get("/").cookies["csrftoken"].value
+    response = client.post("/logout/", {"csrfmiddlewaretoken": token})
+    assert (response.status_code, response.url) == (302, "/login/")
+    assert client.get("/").status_code == 302
+
+
+# -- taking a VM -------------------------------------------------------------------------------
+
+
+def test_the_take_page_lists_only_the_pools_the_user_may_take_from_with_ready_counts(
+    pool_of, pool_user
+):
+    mine = pool_of(up=2, down=1, name="lab-open")
+    pool_of(up=1, name="lab-closed")
+    user = pool_user(mine)
+
+    page = _client(user).get("/").content.decode()
+
+    assert 'data-pool="lab-open"' in page
+    assert "lab-closed" not in page
+    assert '<span class="figure ready-count">2</span> ready now' in page
+
+
+def test_taking_from_a_pool_with_a_running_vm_hands_it_over_at_once(pool_of, pool_user):
+    pool = pool_of(up=1, down=1)
+    up, _ = pool_vms(pool)
+    user = pool_user(pool)
+    client = _client(user)
+
+    response = client.post(f"/pools/{pool.pk}/take/", follow=True)
+
+    up.refresh_from_db()
+    assert up.owner == user
+    assert response.redirect_chain[-1][0] == f"/vms/{up.pk}/"
+    assert f"VM {up.name} is yours and already running." in _messages(response)
+    assert not Job.objects.exists()
+
+
+def test_taking_from_a_pool_with_none_running_starts_one_and_shows_its_job(pool_of, pool_user):
+    pool = pool_of(down=2)
+    user = pool_user(pool)
+
+    response = _client(user).post(f"/pools/{pool.pk}/take/", follow=True)
+
+    vm = VirtualMachine.objects.get(owner=user)
+    job = Job.objects.get(vm=vm, kind=JobKind.START)
+    page = response.content.decode()
+    assert f"VM {vm.name} is yours; it is starting now." in _messages(response)
+    assert f'data-job="{job.pk}"' in page
+    assert 'role="progressbar"' in page
+
+
+def test_the_per_user_limit_and_an_empty_pool_are_said_plainly_and_change_nothing(
+    pool_of, pool_user
+):
+    pool = pool_of(up=2, max_user_vms=1)
+    user = pool_user(pool)
+    client = _client(user)
+    client.post(f"/pools/{pool.pk}/take/", follow=True)
+
+    again = client.post(f"/pools/{pool.pk}/take/", follow=True)
+    assert VirtualMachine.objects.filter(owner=user).count() == 1
+    [message] = _messages(again)
+    assert "its limit per user" in message
+
+    empty = pool_of(up=0, down=0, size=0)
+    other = pool_user(empty)
+    exhausted = _client(other).post(f"/pools/{empty.pk}/take/", follow=True)
+    assert _messages(exhausted) == [f"Pool {empty.name} has no free VM left; try again later."]
+    assert not VirtualMachine.objects.filter(owner=other).exists()
+
+
+def test_taking_from_a_pool_the_user_has_no_grant_on_is_a_404_and_assigns_nothing(
+    pool_of, make_user
+):
+    pool = pool_of(up=1)
+    stranger = make_user()
+
+    response = _client(stranger).post(f"/pools/{pool.pk}/take/")
+
+    assert response.status_code == 404
+    assert not VirtualMachine.objects.filter(owner__isnull=False).exists()
+
+
+def test_taking_a_vm_needs_the_csrf_token(pool_of, pool_user):
+    pool = pool_of(up=1)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(pool_user(pool))
+
+    assert client.post(f"/pools/{pool.pk}/take/").status_code == 403
+    assert not VirtualMachine.objects.filter(owner__isnull=False).exists()
+
+
+# -- my VMs ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def holder(pool_of, pool_user):
+    """(user, vm): a user holding an Up VM of a pool, as after taking it."""
+    pool = pool_of(up=2)
+    user = pool_user(pool)
+    _client(user).post(f"/pools/{pool.pk}/take/", follow=True)
+    return user, VirtualMachine.objects.get(owner=user)
+
+
+def test_my_vms_lists_the_users_vms_with_status_host_pool_and_actions(holder):
+    user, vm = holder
+    page = _client(user).get("/vms/").content.decode()
+
+    assert f'data-vm="{vm.name}"' in page
+    assert 'class="status status-up">Up<' in page
+    assert vm.pool.name in page
+    for operation in ("shutdown", "poweroff", "suspend", "return"):
+        assert f'data-operation="{operation}"' in page
+    assert 'data-operation="start"' not in page  # an Up VM is not offered a start
+    others = VirtualMachine.objects.exclude(pk=vm.pk).filter(pool=vm.pool)
+    assert all(f'data-vm="{other.name}"' not in page for other in others)
+
+
+def test_another_users_vm_and_its_jobs_are_404_by_url(holder, make_user):
+    user, vm = holder
+    job = Job.objects.create(kind=JobKind.NOOP, vm=vm, requested_by=user)
+    stranger = _client(make_user())
+
+    assert stranger.get(f"/vms/{vm.pk}/").status_code == 404
+    assert stranger.get(f"/vms/{vm.pk}/panel/").status_code == 404
+    assert stranger.post(f"/vms/{vm.pk}/shutdown/").status_code == 404
+    assert stranger.post(f"/vms/{vm.pk}/return/").status_code == 404
+    assert stranger.get(f"/jobs/{job.pk}/").status_code == 404
+    vm.refresh_from_db()
+    assert vm.owner == user
+    assert Job.objects.filter(vm=vm).count() == 1
+
+
+def test_an_operation_queues_its_job_and_the_vm_page_shows_its_progress(holder):
+    user, vm = holder
+    client = _client(user)
+
+    response = client.post(f"/vms/{vm.pk}/shutdown/", follow=True)
+
+    job = Job.objects.get(vm=vm)
+    assert (job.kind, job.requested_by, job.state) == (JobKind.SHUTDOWN, user, JobState.PENDING)
+    assert response.redirect_chain[-1][0] == f"/vms/{vm.pk}/"
+    assert f"Shut down of {vm.name} queued (job {job.pk})." in _messages(response)
+    assert f'id="job-{job.pk}"' in response.content.decode()
+    assert client.get(f"/jobs/{job.pk}/").status_code == 200
+
+
+def test_an_operation_the_vm_cannot_do_now_is_refused_in_words(holder):
+    user, vm = holder
+
+    response = _client(user).post(f"/vms/{vm.pk}/resume/", follow=True)
+
+    assert _messages(response) == [f"VM {vm.name} is Up; it cannot resume from there."]
+    assert not Job.objects.filter(vm=vm).exists()
+
+
+def test_an_unknown_operation_is_a_404(holder):
+    user, vm = holder
+    assert _client(user).post(f"/vms/{vm.pk}/explode/").status_code == 404
+    assert not Job.objects.exists()
+
+
+def test_a_failed_job_shows_its_error_in_words(holder):
+    user, vm = holder
+    job = Job.objects.create(
+        kind=JobKind.START,
+        vm=vm,
+        requested_by=user,
+        state=JobState.FAILED,
+        progress=0.5,
+        error_code="no_host",
+        error_message="No host can run this VM: every host is out of memory.",
+    )
+
+    fragment = _client(user).get(f"/jobs/{job.pk}/").content.decode()
+
+    assert 'data-state="failed"' in fragment
+    assert "No host can run this VM: every host is out of memory." in fragment
+    assert 'aria-valuenow="50"' in fragment
+
+
+def test_returning_a_vm_gives_it_back_and_takes_the_users_grant_away(holder):
+    user, vm = holder
+    client = _client(user)
+
+    response = client.post(f"/vms/{vm.pk}/return/", follow=True)
+
+    vm.refresh_from_db()
+    assert vm.owner is None
+    assert f"VM {vm.name} went back to pool {vm.pool.name}." in _messages(response)
+    assert not holds(user, "hosts.view_virtualmachine", vm)
+    assert client.get(f"/vms/{vm.pk}/").status_code == 404
+    assert f'data-vm="{vm.name}"' not in client.get("/vms/").content.decode()
+
+
+def test_a_user_who_may_see_but_not_operate_a_vm_gets_no_buttons_and_no_job(
+    make_vm, make_user, grant, make_role
+):
+    vm = make_vm(status=VmStatus.UP)
+    make_role("VmViewer", ["hosts.view_virtualmachine"])
+    viewer = make_user()
+    grant(viewer, "VmViewer", vm)
+    client = _client(viewer)
+
+    page = client.get(f"/vms/{vm.pk}/").content.decode()
+    response = client.post(f"/vms/{vm.pk}/poweroff/", follow=True)
+
+    assert 'id="vm-status"' in page
+    assert "data-operation" not in page
+    assert _messages(response) == [f"You may look at VM {vm.name} but not operate it."]
+    assert not Job.objects.exists()
+
+
+def test_my_vms_rows_take_a_fixed_number_of_queries(
+    pool_of, pool_user, grant, django_assert_max_num_queries
+):
+    def rows_for(count: int):
+        pool = pool_of(up=count, max_user_vms=count)
+        user = pool_user(pool)
+        for vm in pool_vms(pool):
+            VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
+            grant(user, "UserRole", vm)
+            Job.objects.create(kind=JobKind.NOOP, vm=vm, requested_by=user)
+        return _client(user), user
+
+    for count in (2, 30):
+        client, _ = rows_for(count)
+        with django_assert_max_num_queries(9):
+            page = client.get("/vms/rows/").content.decode()
+        assert page.count("<tr data-vm=") == count
