@@ -1,13 +1,15 @@
 """Use cases that change the inventory. Each runs in one transaction."""
 
 from django.db import transaction
+from django.utils import timezone
 
 from hosts import jobs
-from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from project import events
 from project.api.errors import Conflict
 from project.grants import grant_role
-from project.models import Role
+from project.models import EventKind, Role
 from project.permissions import holds
 
 
@@ -66,3 +68,63 @@ def request_operation(
             f"it cannot {JobKind(kind).label.lower()} from there."
         )
     return jobs.submit(kind, vm=vm, params=params or {}, requested_by=requested_by)
+
+
+# What a VM on a host going into maintenance must be for a migration to move it.
+MOVABLE = {VmStatus.UP, VmStatus.PAUSED}
+
+
+@transaction.atomic
+def put_in_maintenance(host: Host, *, requested_by=None) -> list[Job]:
+    """Take a host out of service: no VM is placed on it and the sync loop leaves it alone.
+
+    Its running VMs are moved away by migrate jobs (the scheduler picks each destination;
+    a VM that fits nowhere stays and its job fails saying why); returns those jobs. Refused
+    (409) when the host is in maintenance already.
+    """
+    host = Host.objects.select_for_update().get(pk=host.pk)
+    if host.status == HostStatus.MAINTENANCE:
+        raise Conflict(f"Host {host.name} is in maintenance already.")
+    by = f" by {requested_by.get_username()}" if requested_by is not None else ""
+    Host.objects.filter(pk=host.pk).update(
+        status=HostStatus.MAINTENANCE,
+        status_detail=f"Put in maintenance{by}.",
+        updated_at=timezone.now(),
+    )
+    events.emit(
+        EventKind.CHANGED,
+        "host",
+        host.pk,
+        f"Host {host.name} is in maintenance",
+        {"status": HostStatus.MAINTENANCE},
+        cluster_id=host.cluster_id,
+        user_id=getattr(requested_by, "pk", None),
+    )
+    running = VirtualMachine.objects.filter(host=host, status__in=MOVABLE).order_by("pk")
+    return [
+        jobs.submit(
+            JobKind.MIGRATE, vm=vm, params={"reason": "maintenance"}, requested_by=requested_by
+        )
+        for vm in running
+    ]
+
+
+@transaction.atomic
+def activate_host(host: Host, *, requested_by=None) -> Host:
+    """Bring a host back from maintenance: it is Connecting until the sync loop reads it, then
+    Up (or NonResponsive). Refused (409) when the host is not in maintenance."""
+    host = Host.objects.select_for_update().get(pk=host.pk)
+    if host.status != HostStatus.MAINTENANCE:
+        raise Conflict(f"Host {host.name} is not in maintenance; nothing to activate.")
+    host.status, host.status_detail = HostStatus.CONNECTING, ""
+    host.save(update_fields=["status", "status_detail", "updated_at"])
+    events.emit(
+        EventKind.CHANGED,
+        "host",
+        host.pk,
+        f"Host {host.name} left maintenance",
+        {"status": HostStatus.CONNECTING},
+        cluster_id=host.cluster_id,
+        user_id=getattr(requested_by, "pk", None),
+    )
+    return host

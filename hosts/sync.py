@@ -173,6 +173,8 @@ def sync_host(host_id: int) -> SyncResult:
 def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     """Write what a host report changes (the host row is locked: one sync per host at a time)."""
     host = Host.objects.select_for_update().get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)  # put in maintenance while it was read
     now = timezone.now()
     result = SyncResult(host_status=HostStatus.UP)
     reported = {d.uuid: d for d in report.domains}
@@ -280,6 +282,8 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
 def mark_unreachable(host_id: int, detail: str) -> SyncResult:
     """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
     host = Host.objects.select_for_update().get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
     result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)
     if host.status != HostStatus.NON_RESPONSIVE:
         Host.objects.filter(pk=host.pk).update(

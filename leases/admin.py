@@ -1,9 +1,68 @@
-"""Admin console screens for leases and their reservations."""
+"""Admin console screens for leases and their reservations, and each cluster's capacity
+timeline."""
 
+from datetime import datetime, time, timedelta
+
+from django import forms
 from django.contrib import admin
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils import timezone
 
+from hosts.models import Cluster
+from leases.capacity_timeline import chart, cluster_timeline
 from leases.models import Allocation, Lease, LeaseEvent, Reservation
 from project.admin_base import ScopedAdmin
+from project.permissions import restrict
+
+MAX_TIMELINE_DAYS = 90
+
+
+class TimelineForm(forms.Form):
+    start = forms.DateField(
+        required=False,
+        help_text="First day shown (default: today).",
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    days = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_TIMELINE_DAYS, help_text="How many days."
+    )
+
+
+def timeline_window(data: dict) -> tuple[datetime, datetime]:
+    """The window a (cleaned) timeline form asks for: from midnight of its first day."""
+    day = data.get("start") or timezone.localdate()
+    start = timezone.make_aware(datetime.combine(day, time.min))
+    return start, start + timedelta(days=data.get("days") or 14)
+
+
+def capacity_timeline_view(model_admin, request, cluster_id: int):
+    """Reserved against free reservable capacity of one cluster, day by day (404 for a
+    cluster the user may not see)."""
+    cluster = (
+        restrict(Cluster.objects.all(), request.user, "hosts.view_cluster")
+        .filter(pk=cluster_id)
+        .first()
+    )
+    if cluster is None:
+        raise Http404("No such cluster.")
+    form = TimelineForm(request.GET or None)
+    timeline = charts = None
+    if not form.is_bound or form.is_valid():
+        start, end = timeline_window(form.cleaned_data if form.is_bound else {})
+        timeline = cluster_timeline(cluster.pk, start, end)
+        charts = [chart(timeline, "vcpus"), chart(timeline, "memory")]
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"Capacity timeline of {cluster.name}",
+        "cluster": cluster,
+        "cluster_opts": Cluster._meta,
+        "form": form,
+        "timeline": timeline,
+        "charts": charts,
+    }
+    return TemplateResponse(request, "admin/leases/capacity_timeline.html", context)
 
 
 class ReservationInline(admin.TabularInline):
@@ -51,6 +110,24 @@ class LeaseAdmin(ScopedAdmin):
         "degraded",
         "end_action",
     ]
+
+    def changelist_view(self, request, extra_context=None):
+        clusters = restrict(
+            Cluster.objects.filter(hosts__reservable=True).distinct(),
+            request.user,
+            "hosts.view_cluster",
+        )
+        extra_context = {**(extra_context or {}), "capacity_clusters": clusters[:20]}
+        return super().changelist_view(request, extra_context)
+
+    def get_urls(self):
+        timeline = self.admin_site.admin_view(
+            lambda request, cluster_id: capacity_timeline_view(self, request, cluster_id)
+        )
+        return [
+            path("capacity/<int:cluster_id>/", timeline, name="leases_capacity_timeline"),
+            *super().get_urls(),
+        ]
 
     def has_add_permission(self, request):
         return False

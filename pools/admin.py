@@ -1,11 +1,34 @@
 """Admin console screens for VM pools."""
 
 from django.contrib import admin, messages
+from django.db.models import F
 
 from pools import services
 from pools.models import VmPool
 from project.admin_base import ScopedAdmin
 from project.api.errors import Conflict
+from project.permissions import holds
+
+
+def below_prestarted(pools):
+    """Pools whose running unassigned and starting VMs fall short of ``prestarted_vms``
+    (``pools`` annotated by ``with_counts()``)."""
+    return pools.filter(prestarted_vms__gt=0).filter(
+        prestarted_vms__gt=F("running_unassigned") + F("starting_vms")
+    )
+
+
+class PrestartedFilter(admin.SimpleListFilter):
+    title = "prestarted VMs"
+    parameter_name = "prestarted"
+
+    def lookups(self, request, model_admin):
+        return [("short", "Below the prestarted level")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "short":
+            return below_prestarted(queryset)
+        return queryset
 
 
 @admin.register(VmPool)
@@ -16,12 +39,20 @@ class VmPoolAdmin(ScopedAdmin):
         "template",
         "type",
         "size",
+        "total",
         "prestarted_vms",
         "prestarted_now",
+        "starting",
+        "assigned",
         "max_user_vms",
         "stateless",
     ]
-    list_filter = ["cluster", "type", "stateless"]
+    list_filter = [
+        ("cluster", admin.RelatedOnlyFieldListFilter),
+        PrestartedFilter,
+        "type",
+        "stateless",
+    ]
     search_fields = ["name", "description"]
     list_select_related = ["cluster", "template"]
     actions = ["prestart_now"]
@@ -32,9 +63,21 @@ class VmPoolAdmin(ScopedAdmin):
     def get_readonly_fields(self, request, obj=None):
         return ["cluster", "template"] if obj is not None else []
 
-    @admin.display(description="running, unassigned")
+    @admin.display(ordering="total_vms", description="VMs")
+    def total(self, obj):
+        return obj.total_vms
+
+    @admin.display(ordering="running_unassigned", description="running, unassigned")
     def prestarted_now(self, obj):
         return obj.running_unassigned
+
+    @admin.display(ordering="starting_vms", description="starting")
+    def starting(self, obj):
+        return obj.starting_vms
+
+    @admin.display(ordering="assigned_vms", description="assigned")
+    def assigned(self, obj):
+        return obj.assigned_vms
 
     def save_model(self, request, obj, form, change):
         try:
@@ -56,7 +99,17 @@ class VmPoolAdmin(ScopedAdmin):
         except Conflict as exc:
             self.message_user(request, f"Not deleted: {exc.detail}", messages.ERROR)
 
-    @admin.action(description="Prestart now (run the monitor for the selected pools)")
+    @admin.action(
+        description="Prestart now (run the monitor for the selected pools)",
+        permissions=["change"],
+    )
     def prestart_now(self, request, queryset):
-        started = sum(services.monitor_pool(pool.pk) for pool in queryset)
+        started = 0
+        for pool in queryset:
+            if not holds(request.user, "pools.change_vmpool", pool):
+                self.message_user(
+                    request, f"You may not prestart VMs of pool {pool.name}.", messages.ERROR
+                )
+                continue
+            started += services.monitor_pool(pool.pk)
         self.message_user(request, f"Queued {started} start job(s).")

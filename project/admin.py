@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from project import events
 from project import grants as grant_service
+from project.admin_base import recent_filter
 from project.models import Event, GroupGrant, Role, UserGrant
 from project.permissions import SCOPE_MODELS, holds, holds_at_system, scope_of_model
 from project.roles import delete_grant_permissions, ensure_grant_permissions
@@ -173,7 +174,7 @@ class EventAdmin(admin.ModelAdmin):
     """The event feed and its alerts, newest first; each admin sees what their grants cover."""
 
     list_display = ["id", "created_at", "kind", "object_type", "object_id", "message"]
-    list_filter = ["kind", "object_type"]
+    list_filter = ["kind", "object_type", recent_filter("created_at", "when", "age")]
     search_fields = ["message"]
     ordering = ["-id"]
 

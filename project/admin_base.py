@@ -4,9 +4,39 @@ Django's ModelAdmin asks ``has_perm`` without the object; this one passes it, so
 ClusterAdmin of one cluster sees and changes only what is in that cluster.
 """
 
+from datetime import timedelta
+
 from django.contrib import admin
+from django.utils import timezone
 
 from project.permissions import default_action, holds, restrict
+
+RECENT_WINDOWS = {
+    "1h": ("Last hour", timedelta(hours=1)),
+    "24h": ("Last 24 hours", timedelta(hours=24)),
+    "7d": ("Last 7 days", timedelta(days=7)),
+}
+
+
+def recent_filter(field: str, title: str, parameter: str) -> type[admin.SimpleListFilter]:
+    """A list filter keeping rows whose ``field`` lies in the last hour, day or week
+    (``?<parameter>=1h``, ``24h``, ``7d``): links from the dashboard use it."""
+
+    class RecentFilter(admin.SimpleListFilter):
+        parameter_name = parameter
+
+        def lookups(self, request, model_admin):
+            return [(key, label) for key, (label, _) in RECENT_WINDOWS.items()]
+
+        def queryset(self, request, queryset):
+            window = RECENT_WINDOWS.get(self.value())
+            if window is None:
+                return queryset
+            return queryset.filter(**{f"{field}__gte": timezone.now() - window[1]})
+
+    RecentFilter.title = title
+    RecentFilter.__name__ = f"Recent{parameter.title()}Filter"
+    return RecentFilter
 
 
 class ScopedAdmin(admin.ModelAdmin):
@@ -15,7 +45,15 @@ class ScopedAdmin(admin.ModelAdmin):
         return restrict(queryset, request.user, default_action(self.model, "view"))
 
     def _allowed(self, request, verb: str, obj=None) -> bool:
-        return holds(request.user, default_action(self.model, verb), obj)
+        action = default_action(self.model, verb)
+        if obj is not None:
+            return holds(request.user, action, obj)
+        # Every page asks each screen "anywhere?" several times (the menu, the buttons, the
+        # actions): answer each action once per request.
+        answers = request.__dict__.setdefault("_corral_held_anywhere", {})
+        if action not in answers:
+            answers[action] = holds(request.user, action)
+        return answers[action]
 
     def has_view_permission(self, request, obj=None):
         return self._allowed(request, "view", obj) or self._allowed(request, "change", obj)

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 from django.db.models.signals import post_delete, post_migrate
 
 
@@ -16,3 +17,10 @@ class ProjectConfig(AppConfig):
             post_delete.connect(
                 remove_grants_on, sender=label, dispatch_uid=f"corral-remove-grants-{label}"
             )
+
+
+class CorralAdminConfig(admin_apps.AdminConfig):
+    """Django's admin, with Corral's site (the dashboard) as the default ``admin.site``."""
+
+    default = False  # "project" itself keeps ProjectConfig
+    default_site = "project.admin_site.CorralAdminSite"

@@ -118,6 +118,6 @@ class PolicyAdmin(admin.ModelAdmin):
 @admin.register(AffinityGroup)
 class AffinityGroupAdmin(ScopedAdmin):
     list_display = ["name", "cluster", "vm_rule", "vm_enforcing", "host_rule", "host_enforcing"]
-    list_filter = ["cluster", "vm_rule", "host_rule"]
+    list_filter = [("cluster", admin.RelatedOnlyFieldListFilter), "vm_rule", "host_rule"]
     search_fields = ["name", "description"]
     filter_horizontal = ["vms", "hosts"]

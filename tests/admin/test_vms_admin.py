@@ -1,0 +1,209 @@
+"""VMs in the admin console: start, shut down, power off, migrate and return to pool as
+actions, each checked per VM, and a refusal reported per VM instead of an error page."""
+
+from __future__ import annotations
+
+import pytest
+
+from hosts import driver, jobs
+from hosts.models import Job, JobKind, VirtualMachine
+from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
+
+pytestmark = pytest.mark.django_db
+LABEL = "hosts.VirtualMachine"
+
+
+@pytest.fixture
+def vm_up(make_vm, make_host, cluster_a):
+    host = make_host(cluster_a, name="kvm-1", status="up")
+    return make_vm(cluster_a, name="web-1", host=host, status="up")
+
+
+@pytest.fixture
+def vm_down(make_vm, cluster_a):
+    return make_vm(cluster_a, name="db-1", status="down")
+
+
+def test_start_queues_a_start_job_for_each_selected_vm(superuser_console, vm_down, admin_user):
+    response = run_action(superuser_console, LABEL, "start", [vm_down])
+
+    job = Job.objects.get(vm=vm_down)
+    assert (job.kind, job.state, job.requested_by) == (JobKind.START, "pending", admin_user)
+    assert (
+        "success",
+        f"Start queued for 1 VM(s): db-1 (job #{job.pk}).",
+    ) in shown_messages(response)
+
+
+@pytest.mark.parametrize(
+    ("action", "kind"),
+    [("shut_down", JobKind.SHUTDOWN), ("power_off", JobKind.POWEROFF), ("migrate", "migrate")],
+)
+def test_each_operation_queues_its_job(superuser_console, vm_up, action, kind):
+    run_action(superuser_console, LABEL, action, [vm_up])
+
+    job = Job.objects.get(vm=vm_up)
+    assert job.kind == kind
+    assert job.params == {}  # a migration without a destination: the scheduler picks it
+
+
+def test_a_refused_operation_is_an_error_message_for_that_vm_only(
+    superuser_console, vm_up, vm_down
+):
+    response = run_action(superuser_console, LABEL, "start", [vm_up, vm_down])
+
+    assert response.status_code == 200
+    messages = shown_messages(response)
+    assert ("error", "VM web-1 is Up; it cannot start from there.") in messages
+    assert any(level == "success" and "db-1" in text for level, text in messages)
+    assert not Job.objects.filter(vm=vm_up).exists()
+    assert Job.objects.filter(vm=vm_down, kind=JobKind.START).exists()
+
+
+def test_an_operation_the_user_may_not_perform_on_a_vm_is_refused_for_it(
+    staff_with_role, vm_up, cluster_a, grant
+):
+    other = VirtualMachine.objects.create(
+        name="web-2",
+        cluster=cluster_a,
+        template=vm_up.template,
+        host=vm_up.host,
+        status="up",
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+    )
+    user = staff_with_role(["hosts.view_virtualmachine"], cluster_a)
+    grant(user, "UserVmManager", other)
+
+    response = run_action(logged_in(user), LABEL, "power_off", [vm_up, other])
+
+    messages = shown_messages(response)
+    assert ("error", "You may not power off VM web-1.") in messages
+    assert not Job.objects.filter(vm=vm_up).exists()
+    assert Job.objects.filter(vm=other, kind=JobKind.POWEROFF).exists()
+
+
+def test_migrate_needs_the_migrate_action_on_the_vm(staff_with_role, vm_up, cluster_a, grant):
+    user = staff_with_role(["hosts.view_virtualmachine", "hosts.migrate_virtualmachine"], vm_up)
+    grant(user, "UserRole", cluster_a)  # operate, but not migrate, on the rest of the cluster
+    other = VirtualMachine.objects.create(
+        name="web-3",
+        cluster=cluster_a,
+        template=vm_up.template,
+        host=vm_up.host,
+        status="up",
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+    )
+
+    response = run_action(logged_in(user), LABEL, "migrate", [vm_up, other])
+
+    assert ("error", "You may not migrate VM web-3.") in shown_messages(response)
+    assert list(Job.objects.values_list("vm__name", "kind")) == [("web-1", "migrate")]
+
+
+def test_a_cluster_admin_cannot_act_on_a_vm_of_another_cluster(
+    console_of_a, make_vm, cluster_b, cluster_a
+):
+    make_vm(cluster_a, name="vm-a")
+    vm_b = make_vm(cluster_b, name="vm-b", status="down")
+
+    run_action(console_of_a, LABEL, "start", [vm_b])
+
+    assert not Job.objects.filter(vm=vm_b).exists()
+
+
+# --- return to pool -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def taken_vm(make_pool, make_vm, make_user, cluster_a, grant):
+    """An Up VM of a stateful pool, held by a user."""
+    pool = make_pool(cluster_a, name="lab", size=1, stateless=False)
+    user = make_user("alice")
+    vm = make_vm(cluster_a, template=pool.template, name="lab-1", pool=pool, owner=user)
+    grant(user, "UserRole", vm)
+    return vm
+
+
+def test_return_to_pool_takes_the_vm_from_its_user(superuser_console, taken_vm):
+    response = run_action(superuser_console, LABEL, "return_to_pool", [taken_vm])
+
+    taken_vm.refresh_from_db()
+    assert taken_vm.owner is None
+    assert ("success", "Returned 1 VM(s) to their pools: lab-1.") in shown_messages(response)
+
+
+def test_returning_a_vm_that_is_in_no_pool_is_an_error_message(superuser_console, vm_down):
+    response = run_action(superuser_console, LABEL, "return_to_pool", [vm_down])
+
+    assert response.status_code == 200
+    assert ("error", "VM db-1 is not in a pool.") in shown_messages(response)
+
+
+def test_a_pool_admin_of_another_pool_may_not_return_the_vm(
+    staff_with_role, taken_vm, cluster_a, make_pool, grant
+):
+    user = staff_with_role(["hosts.view_virtualmachine"], cluster_a)
+    grant(user, "PoolAdmin", make_pool(cluster_a, name="other-lab"))
+
+    response = run_action(logged_in(user), LABEL, "return_to_pool", [taken_vm])
+
+    taken_vm.refresh_from_db()
+    assert taken_vm.owner is not None
+    assert ("error", "You may not return VM lab-1 to its pool.") in shown_messages(response)
+
+
+# --- deleting goes through the VM service ------------------------------------------------
+
+
+def test_deleting_a_running_vm_from_its_page_is_refused(superuser_console, vm_up):
+    response = superuser_console.post(
+        admin_url(LABEL, "delete", vm_up.pk), {"post": "yes"}, follow=True
+    )
+
+    assert VirtualMachine.objects.filter(pk=vm_up.pk).exists()
+    assert (
+        "error",
+        "Not deleted: VM web-1 is Up; shut it down before deleting it.",
+    ) in shown_messages(response)
+
+
+def test_deleting_selected_vms_deletes_the_stopped_ones_and_refuses_the_running_ones(
+    superuser_console, vm_up, vm_down
+):
+    response = run_action(superuser_console, LABEL, "delete_selected", [vm_up, vm_down], post="yes")
+
+    assert list(VirtualMachine.objects.values_list("name", flat=True)) == ["web-1"]
+    messages = shown_messages(response)
+    assert ("success", "Deleted 1 VM(s): db-1.") in messages
+    assert any(level == "error" and "web-1" in text for level, text in messages)
+
+
+def test_deleting_selected_vms_first_asks_for_confirmation(superuser_console, vm_down):
+    response = run_action(superuser_console, LABEL, "delete_selected", [vm_down])
+
+    assert response.status_code == 200
+    assert "Are you sure" in response.content.decode()
+    assert VirtualMachine.objects.filter(pk=vm_down.pk).exists()
+
+
+# --- for real, on the simulated hosts ----------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_moves_a_running_vm_to_the_host_the_scheduler_picks(running_vm, admin_user):
+    vm = running_vm()
+    source = vm.host
+
+    run_action(logged_in(admin_user), LABEL, "migrate", [vm])
+    job = Job.objects.get(vm=vm, kind=JobKind.MIGRATE)
+    outcome = jobs.run(job.pk)
+
+    vm.refresh_from_db()
+    assert outcome == "succeeded", Job.objects.get(pk=job.pk).error_message
+    assert vm.host_id != source.pk
+    assert str(vm.uuid) in {d.uuid for d in driver.host_report(vm.host.uri).domains}
+    assert Job.objects.get(pk=job.pk).result["to"] == vm.host.name
