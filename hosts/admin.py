@@ -406,6 +406,18 @@ class VirtualMachineAdmin(ScopedAdmin):
         )
         return "queued"
 
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+        else:
+            # As through the API: the creator may manage the VM; its owner is the one chosen
+            # in the form, or the creator.
+            chosen = obj.owner
+            services.create_vm(obj, created_by=request.user)
+            if chosen is not None and chosen != obj.owner:
+                VirtualMachine.objects.filter(pk=obj.pk).update(owner=chosen)
+                obj.owner = chosen
+
     def delete_model(self, request, obj):
         if not self._delete(request, obj):
             request._corral_refused = True

@@ -132,14 +132,17 @@ def test_alert_messages_are_shown_escaped(superuser_console, two_clusters):
     assert "<b>overheats" not in page
 
 
-def test_the_index_polls_the_dashboard_fragment_every_three_seconds(superuser_console):
+def test_the_index_follows_the_event_feed_and_refetches_the_dashboard_fragment(
+    superuser_console,
+):
     page = superuser_console.get(reverse("admin:index")).content.decode()
 
-    fragment = reverse("admin:dashboard")
-    assert f'<div id="corral-dashboard" data-refresh-url="{fragment}">' in page
-    script = page.split('<div id="corral-dashboard"', 1)[1].split("</script>", 1)[0]
-    assert "fetch(url" in script and "setTimeout(refresh, 3000)" in script
-    assert "<script src" not in script
+    fragment, stream = reverse("admin:dashboard"), reverse("portal:event-stream")
+    assert (
+        f'<div id="corral-dashboard" data-refresh-url="{fragment}" data-event-stream="{stream}">'
+        in page
+    )
+    assert superuser_console.get(fragment).status_code == 200
 
 
 def test_the_fragment_is_the_dashboard_alone_with_current_figures(

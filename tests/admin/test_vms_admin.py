@@ -207,3 +207,36 @@ def test_migrate_moves_a_running_vm_to_the_host_the_scheduler_picks(running_vm, 
     assert vm.host_id != source.pk
     assert str(vm.uuid) in {d.uuid for d in driver.host_report(vm.host.uri).domains}
     assert Job.objects.get(pk=job.pk).result["to"] == vm.host.name
+
+
+def test_a_vm_added_in_the_admin_is_managed_by_its_creator(
+    make_cluster, make_template, make_user, grant
+):
+    from django.test import Client
+
+    from hosts.models import VirtualMachine
+    from project.permissions import holds
+
+    cluster, template = make_cluster(), make_template()
+    creator = make_user(is_staff=True)
+    grant(creator, "PowerUser", cluster)
+    client = Client()
+    client.force_login(creator)
+
+    response = client.post(
+        "/admin/hosts/virtualmachine/add/",
+        {
+            "name": "made-in-admin",
+            "cluster": cluster.pk,
+            "template": template.pk,
+            "vcpus": 1,
+            "memory_mb": 256,
+            "disk_gb": 1,
+            "description": "",
+        },
+    )
+
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    vm = VirtualMachine.objects.get(name="made-in-admin")
+    assert vm.owner == creator
+    assert holds(creator, "hosts.delete_virtualmachine", vm)
