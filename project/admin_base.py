@@ -5,11 +5,13 @@ ClusterAdmin of one cluster sees and changes only what is in that cluster.
 """
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.urls import reverse
 from django.utils import timezone
 
-from project.permissions import default_action, holds, restrict
+from project.permissions import default_action, holds, restrict, scope_of_model
 
 RECENT_WINDOWS = {
     "1h": ("Last hour", timedelta(hours=1)),
@@ -69,6 +71,16 @@ class ScopedAdmin(admin.ModelAdmin):
 
     def has_module_permission(self, request):
         return self._allowed(request, "view")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """A scope object's page links to the grant form, filled in for that object."""
+        extra_context = dict(extra_context or {})
+        scope = scope_of_model(self.model)
+        obj = self.get_object(request, object_id) if scope else None
+        if obj is not None and holds(request.user, "project.manage_grants", obj):
+            query = urlencode({"object_type": scope, "object_id": obj.pk})
+            extra_context["grant_url"] = f"{reverse('admin:project_usergrant_add')}?{query}"
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         related = db_field.remote_field.model

@@ -203,3 +203,20 @@ def test_django_q_schedules_show_in_the_console_with_the_ticker(superuser_consol
     response = superuser_console.get(schedules)
     assert response.status_code == 200
     assert "corral-ticker" in {schedule.name for schedule in response.context["cl"].result_list}
+
+
+def test_a_pool_page_links_to_the_grant_form_filled_in_for_that_pool(make_pool, make_user):
+    from django.test import Client
+
+    pool = make_pool()
+    root = make_user(superuser=True)
+    client = Client()
+    client.force_login(root)
+
+    page = client.get(f"/admin/pools/vmpool/{pool.pk}/change/").content.decode()
+    link = page.split('id="grant-access"', 1)[0].rsplit('href="', 1)[1].split('"', 1)[0]
+    form = client.get(link.replace("&amp;", "&")).content.decode()
+
+    assert link.startswith("/admin/project/usergrant/add/?")
+    assert '<option value="pool" selected>pool</option>' in form
+    assert f'name="object_id" value="{pool.pk}"' in form
