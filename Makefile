@@ -7,9 +7,11 @@ STAMP := $(VENV)/.requirements-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon
+# The browser the end-to-end tests drive (tests only; `make run` does not need it).
+BROWSER_PACKAGES := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint format bench system-packages deps migrate demo clean help
+.PHONY: run test lint format bench system-packages browser-packages deps migrate demo clean help
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
@@ -25,6 +27,16 @@ system-packages:
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	$(PYTHON) -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
 		|| missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser).
+browser-packages:
+	@missing=""; \
+	for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -60,7 +72,7 @@ format: deps
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: deps lint
+test: deps browser-packages lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: deps

@@ -5,13 +5,15 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
-from django.http import Http404
+from django.http import Http404, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from hosts import services
 from hosts.models import Job, JobKind, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from pools.models import PoolType
 from project.api.errors import Conflict
 from project.permissions import holds_at_system, restrict
 
@@ -29,6 +31,7 @@ OPERATIONS = [
     (JobKind.RESUME, "Resume", services.ALLOWED_FROM[JobKind.RESUME]),
 ]
 OPERATION_KINDS = {kind.value for kind, _, _ in OPERATIONS}
+STOPS = {JobKind.SHUTDOWN.value, JobKind.POWEROFF.value}
 
 
 def _visible(user):
@@ -110,8 +113,21 @@ def vm_detail(request, vm_id: int):
 @require_GET
 @login_required
 def vm_panel(request, vm_id: int):
-    """The live part of a VM's page (status, actions, jobs), for refreshes."""
-    return render(request, "portal/_vm_panel.html", _vm_context(request.user, vm_id))
+    """The live part of a VM's page (status, actions, jobs), for refreshes.
+
+    A VM that went out of the user's reach while its page was open (given back to its pool)
+    is still a 404, but the page's refresh is sent on to My VMs instead of polling it forever.
+    """
+    try:
+        context = _vm_context(request.user, vm_id)
+    except Http404:
+        if request.headers.get("HX-Request") != "true":
+            raise
+        messages.info(request, "The VM you were looking at is no longer yours.")
+        response = HttpResponseNotFound()
+        response["HX-Redirect"] = reverse("portal:vms")
+        return response
+    return render(request, "portal/_vm_panel.html", context)
 
 
 @require_POST
@@ -128,8 +144,12 @@ def vm_operation(request, vm_id: int, operation: str):
         job = services.request_operation(vm, operation, requested_by=request.user)
     except Conflict as refused:
         messages.error(request, str(refused.detail))
-    else:
-        messages.info(request, f"{job.get_kind_display()} of {vm.name} queued (job {job.pk}).")
+        return redirect("portal:vm", vm_id=vm.pk)
+    messages.info(request, f"{job.get_kind_display()} of {vm.name} queued (job {job.pk}).")
+    if operation in STOPS and vm.pool_id is not None and vm.pool.type == PoolType.AUTOMATIC:
+        # Once stopped it goes back to its pool, out of its user's sight (often before the
+        # browser follows this redirect): follow the job from My VMs, not from its page.
+        return redirect("portal:vms")
     return redirect("portal:vm", vm_id=vm.pk)
 
 

@@ -47,7 +47,9 @@ def event_stream(request):
 
     def stream():
         nonlocal since
-        yield "retry: 1000\n\n"
+        # The resume point first: a browser whose stream ends before any event reconnects from
+        # here (Last-Event-ID), not from whatever is latest by then.
+        yield f"retry: 1000\nid: {since}\n\n"
         ends = time.monotonic() + seconds
         try:
             while (remaining := ends - time.monotonic()) > 0:

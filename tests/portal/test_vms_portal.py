@@ -197,7 +197,8 @@ def test_an_operation_queues_its_job_and_the_vm_page_shows_its_progress(holder):
 
     job = Job.objects.get(vm=vm)
     assert (job.kind, job.requested_by, job.state) == (JobKind.SHUTDOWN, user, JobState.PENDING)
-    assert response.redirect_chain[-1][0] == f"/vms/{vm.pk}/"
+    # Stopped, a VM of an automatic pool goes back to the pool: its job is followed from My VMs.
+    assert response.redirect_chain[-1][0] == "/vms/"
     assert f"Shut down of {vm.name} queued (job {job.pk})." in _messages(response)
     assert f'id="job-{job.pk}"' in response.content.decode()
     assert client.get(f"/jobs/{job.pk}/").status_code == 200

@@ -21,8 +21,15 @@
     }
     body.dispatchEvent(new CustomEvent("corral:changed", { detail: detail }));
   });
+  var connected = false;
   source.addEventListener("open", function () {
     body.classList.add("live");
+    if (!connected) {
+      // What changed between rendering the page and opening the stream came with no event:
+      // refresh once now. Reconnections resume from the last event id and miss nothing.
+      connected = true;
+      body.dispatchEvent(new CustomEvent("corral:changed", { detail: {} }));
+    }
   });
   source.addEventListener("error", function () {
     body.classList.remove("live");
