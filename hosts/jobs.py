@@ -48,6 +48,11 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def log_extra(job: Job) -> dict:
+    """The job's ids for a log record (``extra=``): a JSON log line carries them as fields."""
+    return {"job_id": job.pk, "job_kind": job.kind, "vm_id": job.vm_id}
+
+
 def _job_event(job: Job, message: str = "") -> None:
     vm = job.vm
     events.emit(
@@ -111,7 +116,9 @@ def dispatch_next(*, vm_id: int | None = None, job_id: int | None = None) -> Job
     retry_after = timezone.now() - timedelta(seconds=settings.CORRAL_JOB_DISPATCH_RETRY)
     with transaction.atomic():
         if vm_id is not None:
-            VirtualMachine.objects.select_for_update().filter(pk=vm_id).first()
+            # of=self: the VM's default ordering joins its cluster, whose row is the
+            # scheduling lock; the queue's lock is the VM row alone.
+            VirtualMachine.objects.select_for_update(of=("self",)).filter(pk=vm_id).first()
             if Job.objects.filter(vm_id=vm_id, state__in=RUNNING_JOB_STATES).exists():
                 return None
             head = Job.objects.filter(vm_id=vm_id, state=JobState.PENDING).order_by("id").first()
@@ -135,6 +142,8 @@ class JobContext:
     def __init__(self, job: Job):
         self.job = job
         self.vm = job.vm
+        # The placement decision, once made: kept in the job's result whatever the outcome.
+        self.placement: dict | None = None
 
     def step(self, label: str, progress: float) -> None:
         """Begin a step: check for cancellation, record it, move the progress bar."""
@@ -143,10 +152,12 @@ class JobContext:
         Job.objects.filter(pk=self.job.pk).update(step=label, progress=progress, heartbeat_at=now)
         self.job.step, self.job.progress = label, progress
         JobJournal.objects.create(job=self.job, message=label)
+        logger.info("%s", label, extra=log_extra(self.job))
         _job_event(self.job, label)
 
     def log(self, message: str) -> None:
         JobJournal.objects.create(job=self.job, message=message)
+        logger.info("%s", message, extra=log_extra(self.job))
 
     def check_cancelled(self) -> None:
         state = Job.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
@@ -191,7 +202,7 @@ def _claim(job_id: int) -> Job | None:
         if job is None or job.state != JobState.PENDING:
             return None
         if job.vm_id is not None:
-            VirtualMachine.objects.select_for_update().filter(pk=job.vm_id).first()
+            VirtualMachine.objects.select_for_update(of=("self",)).filter(pk=job.vm_id).first()
             earlier = Job.objects.filter(
                 vm_id=job.vm_id, id__lt=job.pk, state__in=ACTIVE_JOB_STATES
             ).exists()
@@ -216,6 +227,8 @@ def run(job_id: int) -> str:
         return "skipped"
     operation: Callable[[JobContext], dict | None] = OPERATIONS[job.kind]
     context = JobContext(job)
+    extra = log_extra(job)
+    logger.info("job %s (%s) started", job.pk, job.kind, extra=extra)
     state, result, error_code, error_message = JobState.SUCCEEDED, None, "", ""
     with _Heartbeat(job.pk):
         try:
@@ -228,13 +241,16 @@ def run(job_id: int) -> str:
             result = exc.result
             context.log(f"Failed: {exc.message}")
         except Exception as exc:  # a bug or an unexpected libvirt answer: fail, never hang
-            logger.exception("job %s crashed", job.pk)
+            logger.exception("job %s crashed", job.pk, extra=extra)
             state, error_code, error_message = JobState.FAILED, "internal_error", str(exc)
             context.log(f"Failed: {exc}")
         finally:
             if job.vm_id is not None:
                 finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
+    if context.placement is not None and "placement" not in (result or {}):
+        result = {**(result or {}), "placement": context.placement}
     _finish(job, state, result, error_code, error_message)
+    logger.info("job %s (%s) %s", job.pk, job.kind, state, extra=extra)
     return state
 
 
@@ -304,6 +320,12 @@ def reap() -> list[int]:
             if not updated:
                 continue
             JobJournal.objects.create(job=job, message="Failed: its worker stopped responding")
+            logger.warning(
+                "job %s failed: its worker %s stopped responding",
+                job.pk,
+                job.worker,
+                extra=log_extra(job),
+            )
             job.refresh_from_db()
             _job_event(job)
             transaction.on_commit(lambda job=job: job_finished.send(sender=Job, job=job))

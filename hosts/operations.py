@@ -17,7 +17,13 @@ from hosts import driver
 from hosts.hooks import HookFailed, run_hooks
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, JobKind, VirtualMachine, VmStatus
-from hosts.placement import NoHostAvailable, decision, place, wait_for_pending
+from hosts.placement import (
+    NoHostAvailable,
+    SchedulerBusy,
+    decision,
+    place,
+    wait_for_pending,
+)
 from hosts.sync import reconcile_vm, vm_changed
 
 POLL_S = 0.1
@@ -150,15 +156,30 @@ def _place(ctx: JobContext, vm: VirtualMachine, record):
     cluster's scheduling lock. When none fits while the cluster is still settling (VMs
     starting, hosts just added), wait for it once and try again."""
     for attempt in (1, 2):
+        started = time.monotonic()
         try:
             with decision(vm.cluster_id):
                 chosen = place(vm)
                 record(chosen.host)
+            _decided(ctx, chosen.explanation, started, "placed")
             return chosen
         except NoHostAvailable as exc:
             if attempt == 2 or not wait_for_pending(vm):
+                _decided(ctx, exc.explanation, started, _refusal(exc))
                 raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
             ctx.log("No host fitted while the cluster was settling; trying once more")
+
+
+def _decided(ctx: JobContext, explanation: dict, started: float, outcome: str) -> None:
+    """Record a placement decision on the job: how it ended and how long it took (waiting for
+    the scheduling lock included), for "why this host" and the scheduler's metrics."""
+    explanation["outcome"] = outcome
+    explanation["seconds"] = round(time.monotonic() - started, 6)
+    ctx.placement = explanation
+
+
+def _refusal(exc: NoHostAvailable) -> str:
+    return "busy" if isinstance(exc, SchedulerBusy) else "no_host"
 
 
 def _move_stopped(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
@@ -239,15 +260,19 @@ def migrate(ctx: JobContext) -> dict:
         raise JobFailed("not_running", f"VM {vm.name} is not running, so it cannot migrate.")
     _hooks(ctx, "vm-pre-migrate", 0.05)
     ctx.step("Choosing the destination", 0.15)
+    started = time.monotonic()
     try:
         with decision(vm.cluster_id):
             chosen = _destinations(vm, ctx.job.params)
             destination = chosen.host
             if destination.pk == source.pk:
+                _decided(ctx, chosen.explanation, started, "stayed")
                 ctx.log(f"The policy prefers {source.name}: the VM stays")
                 return {"stayed": source.name, "placement": chosen.explanation}
             _set_status(vm, VmStatus.MIGRATING, migrating_to=destination)
+        _decided(ctx, chosen.explanation, started, "placed")
     except NoHostAvailable as exc:
+        _decided(ctx, exc.explanation, started, _refusal(exc))
         raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
     ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
     _call(driver.migrate, source.uri, destination.uri, str(vm.uuid))

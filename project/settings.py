@@ -200,11 +200,18 @@ CORRAL_SIMHOSTS_DIR = Path(
     )
 )
 
+# Logs go to stderr, as plain text or (CORRAL_LOG_FORMAT=json) one JSON object per line.
+CORRAL_LOG_FORMAT = os.environ.get("CORRAL_LOG_FORMAT", "plain")
+if CORRAL_LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured("CORRAL_LOG_FORMAT must be plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "project.logging.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CORRAL_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
@@ -227,6 +234,8 @@ CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOUR
 CORRAL_EVENT_STREAM_SECONDS = float(os.environ.get("CORRAL_EVENT_STREAM_SECONDS", "25"))
 CORRAL_HOOKS_DIR = Path(os.environ.get("CORRAL_HOOKS_DIR", BASE_DIR / "var" / "hooks"))
 CORRAL_HOOK_TIMEOUT = float(os.environ.get("CORRAL_HOOK_TIMEOUT", "60"))
+# /metrics answers a scraper sending "Authorization: Bearer <token>" (and system-wide admins).
+CORRAL_METRICS_TOKEN = os.environ.get("CORRAL_METRICS_TOKEN", "")
 
 # Scheduling: user-written policy units (dotted paths of PolicyUnitBase subclasses), the
 # balancer's interval and cool-down, and how long a start waits for pending VMs to settle.

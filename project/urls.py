@@ -3,6 +3,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from project.metrics import metrics_view
+
 handler404 = "project.api.errors.not_found"
 
 admin.site.site_header = "Corral administration"
@@ -12,5 +14,6 @@ admin.site.index_title = "Clusters, hosts, VMs and access"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("project.api.urls")),
+    path("metrics", metrics_view, name="metrics"),
     path("", include(("project.portal_urls", "portal"))),
 ]
