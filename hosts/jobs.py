@@ -109,6 +109,75 @@ def submit(
     return job
 
 
+def submit_many(
+    kind: str, vms: list[VirtualMachine], *, params: dict | None = None, requested_by=None
+) -> list[Job]:
+    """Queue one ``kind`` job on each of ``vms`` that has no queued or running job, in a few
+    queries for any number of VMs (the prestart monitor starts hundreds at once).
+
+    Each new job heads its VM's queue, so it is handed to a worker at once; VMs that already
+    have a job are skipped (their queue decides), as are VMs deleted meanwhile.
+    """
+    from django_q.tasks import async_task
+
+    params = params or {}
+    with transaction.atomic():
+        ids = list(
+            VirtualMachine.objects.select_for_update(of=("self",))
+            .filter(pk__in=[vm.pk for vm in vms])
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        busy = set(
+            Job.objects.filter(vm_id__in=ids, state__in=ACTIVE_JOB_STATES).values_list(
+                "vm_id", flat=True
+            )
+        )
+        free = [vm for vm in vms if vm.pk in set(ids) - busy]
+        now = timezone.now()
+        created = Job.objects.bulk_create(
+            Job(
+                kind=kind,
+                vm=vm,
+                params=params,
+                requested_by=requested_by,
+                target_name=str(vm),
+                dispatched_at=now,
+            )
+            for vm in free
+        )
+        if not created:
+            return []
+        if created[0].pk is None:  # a backend that returns no ids from a bulk insert
+            created = list(
+                Job.objects.filter(vm__in=free, kind=kind, dispatched_at=now).order_by("vm_id")
+            )
+        label = JobKind(kind).label
+        events.emit_many(
+            [
+                dict(
+                    kind=EventKind.JOB,
+                    object_type="job",
+                    object_id=job.pk,
+                    message=f"{label} requested",
+                    data={"state": job.state, "progress": 0.0, "step": "", "kind": kind},
+                    vm_id=job.vm_id,
+                    cluster_id=job.vm.cluster_id,
+                    pool_id=job.vm.pool_id,
+                    user_id=job.requested_by_id,
+                )
+                for job in created
+            ]
+        )
+
+        def hand_over(jobs=tuple(created)):
+            for job in jobs:
+                async_task("hosts.tasks.run_job", job.pk, task_name=f"job-{job.pk}")
+
+        transaction.on_commit(hand_over)
+    return created
+
+
 def dispatch_next(*, vm_id: int | None = None, job_id: int | None = None) -> Job | None:
     """Hand the head of a VM's queue (or a VM-less job) to a task worker, once."""
     from django_q.tasks import async_task
@@ -343,4 +412,13 @@ def reap() -> list[int]:
     return reaped
 
 
-__all__ = ["JobKind", "JobState", "submit", "run", "request_cancel", "reap", "dispatch_next"]
+__all__ = [
+    "JobKind",
+    "JobState",
+    "submit",
+    "submit_many",
+    "run",
+    "request_cancel",
+    "reap",
+    "dispatch_next",
+]

@@ -324,9 +324,8 @@ def monitor_pool(pool_id: int) -> int:
             .filter(~_active_job())
             .order_by("pool_index", "pk")[: min(missing, batch)]
         )
-        for vm in candidates:
-            jobs.submit(JobKind.START, vm=vm, params={"reason": PRESTART})
-    return len(candidates)
+        started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
+    return len(started)
 
 
 def monitor_all() -> dict[int, int]:
