@@ -171,8 +171,13 @@ def sync_host(host_id: int) -> SyncResult:
 
 @transaction.atomic
 def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
-    """Write what a host report changes (the host row is locked: one sync per host at a time)."""
-    host = Host.objects.select_for_update().get(pk=host_id)
+    """Write what a host report changes (the host row is locked: one sync per host at a time).
+
+    The lock is FOR NO KEY UPDATE: it keeps syncs of one host apart, yet lets a job that holds
+    one of the host's VMs and points it at the host (a foreign-key check at commit) finish,
+    instead of deadlocking against this sync waiting for that VM's row.
+    """
+    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)  # put in maintenance while it was read
     now = timezone.now()
@@ -281,7 +286,7 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
 @transaction.atomic
 def mark_unreachable(host_id: int, detail: str) -> SyncResult:
     """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
-    host = Host.objects.select_for_update().get(pk=host_id)
+    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
     result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)

@@ -1,0 +1,165 @@
+"""Fixtures for the reliability tests: real web processes (gunicorn) on the test database,
+API tokens, and the simulated cluster and pool fixtures of the job and pool tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from tests.conftest import wait_until
+from tests.jobs.conftest import (  # noqa: F401
+    running_vm,
+    sim_cluster,
+    sim_hosts,
+    sim_vm,
+    small_template,
+)
+from tests.pools.conftest import real_pool  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+READY_S = 60
+STOP_S = 30
+
+
+def database_env() -> dict[str, str]:
+    """What a child process needs to open the test database this test runs on."""
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"SQLITE_PATH": str(settings_dict["NAME"])}
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or "5432"
+    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class WebServer:
+    """``gunicorn project.wsgi`` (2 workers of 4 threads) in its own process group, serving
+    the test database with the settings a deployment would use (DEBUG off)."""
+
+    def __init__(self, log_path: Path, **env):
+        self.log_path = log_path
+        self.env = dict(os.environ)
+        self.env.pop("SQLITE_PATH", None)
+        self.env.pop("DATABASE_URL", None)
+        self.env.update(
+            DJANGO_SETTINGS_MODULE="project.test_settings",
+            ALLOWED_HOSTS="127.0.0.1",
+            DEBUG="0",
+            **database_env(),
+        )
+        self.env.update({k: str(v) for k, v in env.items()})
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> WebServer:
+        for _attempt in range(3):
+            port = _free_port()
+            self.url = f"http://127.0.0.1:{port}"
+            self._spawn(port)
+            if wait_until(self._ready, timeout=READY_S, message=self._why_not_ready) == "up":
+                return self
+            # Another process took the port between the probe and gunicorn's bind: again.
+            self.stop()
+        raise AssertionError(f"gunicorn could not bind a port: {self.log()[-3000:]}")
+
+    def _spawn(self, port: int) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "project.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--worker-class",
+            "gthread",
+            "--threads",
+            "4",
+            "--timeout",
+            "120",
+            "--graceful-timeout",
+            "5",
+            "--access-logfile",
+            "-",
+        ]
+        log = open(self.log_path, "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+
+    def _ready(self) -> str | None:
+        if self.process.poll() is not None:
+            if "Address already in use" in self.log():
+                return "port taken"
+            raise AssertionError(f"gunicorn exited at start: {self.log()[-3000:]}")
+        try:
+            requests.get(f"{self.url}/api/me/", timeout=5)
+        except requests.ConnectionError:
+            return None
+        return "up"
+
+    def _why_not_ready(self) -> str:
+        return f"gunicorn did not answer within {READY_S} s: {self.log()[-3000:]}"
+
+    def stop(self) -> None:
+        """Stop the master and its workers (SIGTERM to the group; SIGKILL if they linger)."""
+        if not self.process:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(STOP_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def web_server(transactional_db, tmp_path):
+    """start(**env) -> a running WebServer on the test database; all stopped afterwards."""
+    started: list[WebServer] = []
+
+    def start(**env) -> WebServer:
+        server = WebServer(tmp_path / f"gunicorn-{len(started)}.log", **env)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def token_for(user) -> dict[str, str]:
+    """The Authorization header of an API token for ``user`` (made if it has none)."""
+    token, _ = Token.objects.get_or_create(user=user)
+    return {"Authorization": f"Token {token.key}"}
