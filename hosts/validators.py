@@ -69,6 +69,20 @@ def validate_libvirt_uri(value: str) -> None:
         raise ValidationError("A libvirt URI cannot contain spaces.")
 
 
+# The user-information part of a URI holding a password: "scheme://user:password@".
+_PASSWORD_PART = re.compile(r"^(?P<scheme>[^:/?#]+://)(?P<user>[^:/?#@]*):[^/?#]*@")
+
+
+def without_password(uri: str) -> str:
+    """The URI with any password left out (``ssh://root:secret@h/`` -> ``ssh://root@h/``)."""
+
+    def keep_user(match: re.Match) -> str:
+        user = match["user"]
+        return match["scheme"] + (f"{user}@" if user else "")
+
+    return _PASSWORD_PART.sub(keep_user, uri, count=1)
+
+
 def validate_network_names(value) -> None:
     """A list of distinct network names such as ``["default", "lab-net"]``."""
     if not isinstance(value, list):

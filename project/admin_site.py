@@ -5,11 +5,15 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from project.lockout import AdminLoginForm
+
 
 class CorralAdminSite(admin.AdminSite):
     site_header = "Corral administration"
     site_title = "Corral"
     index_title = "Clusters, hosts, VMs and access"
+    # Password checks go through the log-in lockout (project/lockout.py).
+    login_form = AdminLoginForm
 
     def get_urls(self):
         fragment = self.admin_view(self.dashboard_view)

@@ -144,3 +144,18 @@ class LoopLock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder} until {self.expires_at}"
+
+
+class LoginFailure(models.Model):
+    """A failed log-in for a username (as typed, lower-cased): enough of them in a short time
+    lock that username out at every entry point (project/lockout.py)."""
+
+    username = models.CharField(max_length=150)
+    at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        default_permissions = ()
+        indexes = [models.Index(fields=["username", "at"], name="loginfailure_username_at")]
+
+    def __str__(self) -> str:
+        return f"{self.username} at {self.at}"

@@ -5,10 +5,16 @@ from django.urls import include, path
 
 from hosts import views as vm_views
 from pools import views as pool_views
-from project import views
+from project import lockout, views
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            redirect_authenticated_user=True, authentication_form=lockout.LoginForm
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("events/stream/", views.event_stream, name="event-stream"),
     path("", pool_views.take_page, name="home"),

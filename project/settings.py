@@ -135,6 +135,10 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))
 LOGIN_URL = "portal:login"
 LOGIN_REDIRECT_URL = "portal:home"
 LOGOUT_REDIRECT_URL = "portal:login"
+# Log-in lockout (project/lockout.py): this many failed log-ins for one username within the
+# window refuse every attempt for it until they leave the window (0 turns the lockout off).
+CORRAL_LOGIN_MAX_FAILURES = int(os.environ.get("CORRAL_LOGIN_MAX_FAILURES", "5"))
+CORRAL_LOGIN_LOCKOUT_MINUTES = float(os.environ.get("CORRAL_LOGIN_LOCKOUT_MINUTES", "15"))
 
 # django-guardian stores role grants; Corral resolves them itself (project/permissions.py),
 # so guardian's own backend and anonymous user are not used.

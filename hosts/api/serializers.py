@@ -12,6 +12,7 @@ from hosts.models import (
     VirtualMachine,
     VmStatus,
 )
+from hosts.validators import without_password
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
 from project.models import Event
 from scheduling.models import Policy
@@ -79,6 +80,12 @@ class HostSerializer(ModelCleanSerializer):
             "updated_at",
         ]
         read_only_fields = ["status", "status_detail"]
+
+    def to_representation(self, host):
+        data = super().to_representation(host)
+        # Validation refuses passwords, but a row written some other way may hold one.
+        data["uri"] = without_password(data["uri"])
+        return data
 
     def validate_cluster(self, cluster):
         moving = self.instance is not None and cluster.pk != self.instance.cluster_id

@@ -5,6 +5,7 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from project.api.serializers import NameRelatedField
 from project.grants import Grant, scope_object
 from project.models import Role
 from project.permissions import SCOPE_MODELS
@@ -78,11 +79,11 @@ class GrantSerializer(serializers.Serializer):
     id = serializers.CharField(
         read_only=True, help_text="u<n> for a user's grant, g<n> for a group's."
     )
-    role = serializers.SlugRelatedField(slug_field="name", queryset=Role.objects.all())
-    user = serializers.SlugRelatedField(
+    role = NameRelatedField(slug_field="name", queryset=Role.objects.all())
+    user = NameRelatedField(
         slug_field="username", queryset=User.objects.all(), required=False, allow_null=True
     )
-    group = serializers.SlugRelatedField(
+    group = NameRelatedField(
         slug_field="name", queryset=Group.objects.all(), required=False, allow_null=True
     )
     object_type = serializers.ChoiceField(choices=list(SCOPE_MODELS))
@@ -121,7 +122,7 @@ class UserSerializer(serializers.ModelSerializer):
     password = serializers.CharField(
         write_only=True, required=False, style={"input_type": "password"}, trim_whitespace=False
     )
-    groups = serializers.SlugRelatedField(
+    groups = NameRelatedField(
         slug_field="name", queryset=Group.objects.all(), many=True, required=False
     )
 
@@ -183,7 +184,7 @@ class UserSerializer(serializers.ModelSerializer):
 
 
 class GroupSerializer(serializers.ModelSerializer):
-    users = serializers.SlugRelatedField(
+    users = NameRelatedField(
         slug_field="username",
         queryset=User.objects.all(),
         many=True,

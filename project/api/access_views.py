@@ -90,6 +90,8 @@ def _int_or_400(value: str | None, name: str) -> int | None:
 def _lookup(model, value, field: str, name: str):
     if value in (None, ""):
         return None
+    if "\x00" in value:
+        raise ValidationError({name: "Null characters are not allowed."})
     found = model.objects.filter(**{field: value}).first()
     if found is None:
         raise ValidationError({name: f"No {name} named {value!r}."})

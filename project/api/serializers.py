@@ -2,7 +2,8 @@
 
 ``ModelCleanSerializer`` runs the model's own validation (field validators, ``clean()``,
 unique constraints) so the API and the admin enforce the same rules, and reports failures
-field by field. ``ScopedRelatedField`` only accepts related objects the caller may see.
+field by field. ``ScopedRelatedField`` only accepts related objects the caller may see;
+``NameRelatedField`` names related objects by a name, and refuses names no object can have.
 """
 
 from django.core.exceptions import NON_FIELD_ERRORS
@@ -23,6 +24,24 @@ class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
         if request is None:
             return queryset.none()
         return restrict(queryset, request.user, default_action(queryset.model, "view"))
+
+
+class NameRelatedField(serializers.SlugRelatedField):
+    """A related object named by a text field (a name, a username).
+
+    A name holding a null character is refused before the lookup: no object can be named so,
+    and PostgreSQL rejects such text outright (a 500 instead of a field message).
+    """
+
+    default_error_messages = {
+        **serializers.SlugRelatedField.default_error_messages,
+        "null_characters": "Null characters are not allowed.",
+    }
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("null_characters")
+        return super().to_internal_value(data)
 
 
 class ModelCleanSerializer(serializers.ModelSerializer):

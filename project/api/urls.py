@@ -2,9 +2,9 @@
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import SimpleRouter
 
+from project import lockout
 from project.api import access_views
 
 router = SimpleRouter()
@@ -20,7 +20,7 @@ urlpatterns = [
     path("", include("leases.api.urls")),
     path("", include(router.urls)),
     path("me/", access_views.MeView.as_view(), name="me"),
-    path("auth/token/", ObtainAuthToken.as_view(), name="auth-token"),
+    path("auth/token/", lockout.ObtainTokenView.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from project.api.serializers import ModelCleanSerializer
+from project.api.serializers import ModelCleanSerializer, NameRelatedField
 from scheduling import services
 from scheduling.models import (
     AffinityGroup,
@@ -42,9 +42,7 @@ POSITIONS = {
 
 
 class PolicyFilterSerializer(serializers.ModelSerializer):
-    unit = serializers.SlugRelatedField(
-        slug_field="name", queryset=PolicyUnit.objects.filter(is_filter=True)
-    )
+    unit = NameRelatedField(slug_field="name", queryset=PolicyUnit.objects.filter(is_filter=True))
     position = serializers.ChoiceField(choices=list(POSITIONS), default="no_order")
 
     class Meta:
@@ -61,9 +59,7 @@ class PolicyFilterSerializer(serializers.ModelSerializer):
 
 
 class PolicyWeightSerializer(serializers.ModelSerializer):
-    unit = serializers.SlugRelatedField(
-        slug_field="name", queryset=PolicyUnit.objects.filter(is_weight=True)
-    )
+    unit = NameRelatedField(slug_field="name", queryset=PolicyUnit.objects.filter(is_weight=True))
     factor = serializers.IntegerField(min_value=1, max_value=1000, default=1)
 
     class Meta:
@@ -73,9 +69,7 @@ class PolicyWeightSerializer(serializers.ModelSerializer):
 
 class PolicyBalanceSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
-    unit = serializers.SlugRelatedField(
-        slug_field="name", queryset=PolicyUnit.objects.filter(is_balance=True)
-    )
+    unit = NameRelatedField(slug_field="name", queryset=PolicyUnit.objects.filter(is_balance=True))
 
     def to_representation(self, policy):
         return {"id": policy.balance_id, "unit": policy.balance.name}
