@@ -82,7 +82,9 @@ def put_in_maintenance(host: Host, *, requested_by=None) -> list[Job]:
     a VM that fits nowhere stays and its job fails saying why); returns those jobs. Refused
     (409) when the host is in maintenance already.
     """
-    host = Host.objects.select_for_update().get(pk=host.pk)
+    # FOR NO KEY UPDATE, as the sync: a job finishing one of the host's VMs checks the VM's
+    # foreign key to this row at commit, and must not wait here while we wait for that VM.
+    host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status == HostStatus.MAINTENANCE:
         raise Conflict(f"Host {host.name} is in maintenance already.")
     by = f" by {requested_by.get_username()}" if requested_by is not None else ""
@@ -113,7 +115,7 @@ def put_in_maintenance(host: Host, *, requested_by=None) -> list[Job]:
 def activate_host(host: Host, *, requested_by=None) -> Host:
     """Bring a host back from maintenance: it is Connecting until the sync loop reads it, then
     Up (or NonResponsive). Refused (409) when the host is not in maintenance."""
-    host = Host.objects.select_for_update().get(pk=host.pk)
+    host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status != HostStatus.MAINTENANCE:
         raise Conflict(f"Host {host.name} is not in maintenance; nothing to activate.")
     host.status, host.status_detail = HostStatus.CONNECTING, ""
