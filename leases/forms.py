@@ -12,13 +12,14 @@ from datetime import datetime, timedelta
 
 from django import forms
 from django.conf import settings
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Template, VirtualMachine
-from leases.api.serializers import ReservationRequestSerializer
+from leases.api.serializers import LAST_YEAR, TOO_LATE, ReservationRequestSerializer
 from leases.capacity import DoesNotFit, plan_instances, reservable_rooms
 from leases.models import Lease, Reservation, ResourceType
 from project.permissions import restrict
@@ -50,19 +51,34 @@ def _minute_input() -> forms.DateTimeInput:
     return forms.DateTimeInput(attrs={"type": "datetime-local"}, format=LOCAL_MINUTE)
 
 
+class MinuteField(forms.DateTimeField):
+    """A date and time as a datetime-local input sends it, before the year the API's times
+    stop at. A null character is refused as in any text field: Python's ISO parser would
+    otherwise read "2031-01-01T00:00\\x00" as a time."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and "\x00" in value:
+            validator = ProhibitNullCharactersValidator()
+            raise forms.ValidationError(validator.message, code=validator.code)
+        moment = super().to_python(value)
+        if moment is not None and moment.year > LAST_YEAR:
+            raise forms.ValidationError(TOO_LATE, code="too_late")
+        return moment
+
+
 class LeaseForm(forms.Form):
     """A lease of instances of one size over a window. ``check_only`` leaves the name optional
     (the capacity answer does not need it)."""
 
     name = forms.CharField(max_length=80, label="Name")
     start_now = forms.BooleanField(required=False, label="Start now")
-    start = forms.DateTimeField(
+    start = MinuteField(
         required=False,
         label="Start",
         widget=_minute_input(),
         help_text="Ignored when “Start now” is ticked.",
     )
-    end = forms.DateTimeField(label="End", widget=_minute_input())
+    end = MinuteField(label="End", widget=_minute_input())
     vcpus = _bounded("vcpus", label="vCPUs per instance", initial=1)
     memory_mb = _bounded("memory_mb", label="Memory per instance (MiB)", initial=1024)
     disk_gb = _bounded("disk_gb", label="Disk per instance (GB)", minimum=1, initial=10)
@@ -150,7 +166,7 @@ def capacity_answer(start: datetime, end: datetime, request: dict) -> CapacityAn
 class EndForm(forms.Form):
     """A lease's new end (later to extend it, earlier to shorten it)."""
 
-    end = forms.DateTimeField(label="New end", widget=_minute_input())
+    end = MinuteField(label="New end", widget=_minute_input())
 
     def clean_end(self):
         end = self.cleaned_data["end"]

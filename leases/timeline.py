@@ -150,7 +150,10 @@ def build(leases: Sequence[Lease], now: datetime | None = None) -> Timeline | No
     tick = _first_tick(first, step)
     while tick <= last:
         ticks.append(Tick(x=x_of(tick), label=_tick_label(tick, step)))
-        tick += step
+        try:
+            tick += step
+        except OverflowError:  # the calendar ends before the next tick
+            break
     order = list(STATUS_COLOURS)
     statuses = {lease.status for lease in leases if lease.status in STATUS_COLOURS}
     shown = sorted(statuses, key=order.index)

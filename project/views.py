@@ -38,10 +38,16 @@ def event_stream(request):
     A comment line every few seconds keeps proxies from closing it and notices a closed tab.
     """
     resume = request.headers.get("Last-Event-ID") or request.GET.get("since")
+    latest = events.latest_token()
     try:
-        since = int(resume) if resume else events.latest_token()
+        since = int(resume) if resume else latest
     except ValueError:
+        since = None
+    if since is None or since < 0:
         return HttpResponseBadRequest("Last-Event-ID must be an event id.")
+    # A resume point beyond the feed (a database restored from a backup, a made-up header)
+    # would wait for ids that never come: the stream resumes from the latest event instead.
+    since = min(since, latest)
     user = request.user
     seconds = settings.CORRAL_EVENT_STREAM_SECONDS
 

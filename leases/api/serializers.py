@@ -12,6 +12,9 @@ from rest_framework import serializers
 from leases.models import EndAction, Lease, Reservation, ResourceType
 
 TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
+# Later times cannot be shown in every time zone (Python's calendar ends with 9999).
+LAST_YEAR = 9998
+TOO_LATE = f"Pick a time before the year {LAST_YEAR + 1}."
 
 
 def parse_time(value, field: str) -> datetime:
@@ -25,14 +28,21 @@ def parse_time(value, field: str) -> datetime:
         return timezone.now()
     for fmt in TIME_FORMATS:
         try:
-            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+            parsed = datetime.strptime(text, fmt).replace(tzinfo=UTC)
+            break
         except ValueError:
             continue
-    parsed = parse_datetime(text)
+    else:
+        try:
+            parsed = parse_datetime(text)
+        except ValueError:  # well formed but no such time (February 30)
+            parsed = None
     if parsed is None:
         raise serializers.ValidationError(
             {field: "Use 'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."}
         )
+    if parsed.year > LAST_YEAR:
+        raise serializers.ValidationError({field: TOO_LATE})
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
