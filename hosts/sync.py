@@ -4,7 +4,8 @@
 repeated identical report is written at most three times in a row (``power_state_update_count``)
 and then not at all. When no job runs on a VM, its lifecycle status follows the host and a
 change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
-its host's report for two sync intervals is PowerReportMissing. An unreachable host goes
+its host's report for two sync intervals is PowerReportMissing. A report read before a job on
+a VM ended is not applied to that VM: the next one is. An unreachable host goes
 NonResponsive and its VMs Unknown — never Down, never restarted because of it.
 """
 
@@ -129,7 +130,10 @@ def _follow_host(vm: VirtualMachine, host: Host, state: str, busy: bool) -> tupl
     """
     changed: set[str] = set()
     alert = ""
-    if state in ACTIVE_POWER_STATES and vm.host_id != host.pk:
+    # A migration job moves its VM itself and records where it landed: a report from either
+    # side while it runs (or read before it moved the VM) must not move it, nor raise an alert.
+    migrating = busy and vm.status == VmStatus.MIGRATING
+    if state in ACTIVE_POWER_STATES and vm.host_id != host.pk and not migrating:
         previous = vm.host.name if vm.host_id else "no host"
         alert = f"VM {vm.name} is running on {host.name}, not {previous}: moved outside Corral"
         vm.host = host
@@ -188,9 +192,14 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
             "host"
         )
     )
-    busy = set(
-        Job.objects.filter(vm__in=vms, state__in=RUNNING_JOB_STATES).values_list("vm_id", flat=True)
+    # A job that ended after the host was read may have changed its VM since: the report
+    # shows the VM as it was before, so that VM waits for the next report.
+    jobs_since = Job.objects.filter(vm__in=vms).filter(
+        Q(state__in=RUNNING_JOB_STATES) | Q(finished_at__gte=report.read_at or now)
     )
+    busy, overtaken = set(), set()
+    for vm_id, state in jobs_since.values_list("vm_id", "state"):
+        (busy if state in RUNNING_JOB_STATES else overtaken).add(vm_id)
     grace = now - timedelta(seconds=2 * settings.CORRAL_SYNC_INTERVAL)
     to_write: dict[int, tuple[VirtualMachine, set[str]]] = {}
     managed = set()
@@ -198,6 +207,10 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     for vm in vms:
         domain = reported.get(str(vm.uuid))
         managed.add(str(vm.uuid))
+        if domain is not None and domain.power_state in ACTIVE_POWER_STATES:
+            used_memory += vm.memory_mb
+        if vm.pk in overtaken:
+            continue
         if domain is None:
             if vm.host_id != host.pk or vm.power_state == PowerState.REPORT_MISSING:
                 continue
@@ -210,8 +223,6 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
             state = PowerState.REPORT_MISSING
         else:
             state = domain.power_state
-            if state in ACTIVE_POWER_STATES:
-                used_memory += vm.memory_mb
         fields = _record_power(vm, state, host, now)
         moved, alert = _follow_host(vm, host, state, vm.pk in busy)
         fields |= moved

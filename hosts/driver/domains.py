@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
@@ -52,13 +53,15 @@ class DomainReport:
 
 @dataclass
 class HostReport:
-    """A host's capacity and every domain on it, from one round of calls."""
+    """A host's capacity and every domain on it, from one round of calls started at
+    ``read_at``."""
 
     cpus: int
     memory_mb: int
     cpu_model: str
     domains: list[DomainReport] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
+    read_at: datetime | None = None
 
 
 def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
@@ -92,6 +95,7 @@ def host_report(uri: str) -> HostReport:
     """Capacity and the raw power state of every domain: one ``getAllDomainStats`` call."""
 
     def read(conn: libvirt.virConnect) -> HostReport:
+        read_at = datetime.now(UTC)
         model, memory_mb, cpus, *_ = conn.getInfo()
         stats = conn.getAllDomainStats(libvirt.VIR_DOMAIN_STATS_STATE)
         domains = [
@@ -104,7 +108,12 @@ def host_report(uri: str) -> HostReport:
         ]
         networks = sorted(net.name() for net in conn.listAllNetworks())
         return HostReport(
-            cpus=cpus, memory_mb=memory_mb, cpu_model=model, domains=domains, networks=networks
+            cpus=cpus,
+            memory_mb=memory_mb,
+            cpu_model=model,
+            domains=domains,
+            networks=networks,
+            read_at=read_at,
         )
 
     return call(uri, "read the host's domains", read, retry=True)
