@@ -34,6 +34,11 @@ class JobCancelled(Exception):
     """The job was cancelled between two steps."""
 
 
+class JobLost(Exception):
+    """The job is no longer this worker's: the reaper failed it while the worker was stalled
+    (a frozen machine, a long pause). The worker stops at its next step and touches nothing."""
+
+
 class JobFailed(Exception):
     """A step failed; ``code`` is stable for clients, the message is for people."""
 
@@ -229,9 +234,13 @@ class JobContext:
         logger.info("%s", message, extra=log_extra(self.job))
 
     def check_cancelled(self) -> None:
+        """Stop at a step boundary when a cancel was asked, or when the job is no longer this
+        worker's (the reaper failed it while the worker was stalled)."""
         state = Job.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
         if state == JobState.CANCELLING:
             raise JobCancelled()
+        if state not in RUNNING_JOB_STATES:
+            raise JobLost()
 
     def refresh_vm(self) -> VirtualMachine:
         self.vm.refresh_from_db()
@@ -299,9 +308,12 @@ def run(job_id: int) -> str:
     extra = log_extra(job)
     logger.info("job %s (%s) started", job.pk, job.kind, extra=extra)
     state, result, error_code, error_message = JobState.SUCCEEDED, None, "", ""
+    lost = False
     with _Heartbeat(job.pk):
         try:
             result = operation(context)
+        except JobLost:
+            lost = True
         except JobCancelled:
             state = JobState.CANCELLED
             context.log("Cancelled between steps")
@@ -314,8 +326,17 @@ def run(job_id: int) -> str:
             state, error_code, error_message = JobState.FAILED, "internal_error", str(exc)
             context.log(f"Failed: {exc}")
         finally:
-            if job.vm_id is not None:
+            # A lost job's VM was settled by the reaper and may be another job's by now.
+            if job.vm_id is not None and not lost:
                 finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
+    if lost:
+        logger.warning(
+            "job %s (%s) was failed while its worker was stalled; it stops here",
+            job.pk,
+            job.kind,
+            extra=extra,
+        )
+        return "lost"
     if context.placement is not None and "placement" not in (result or {}):
         result = {**(result or {}), "placement": context.placement}
     _finish(job, state, result, error_code, error_message)
