@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q
+from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -195,9 +195,10 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
                 "return one before taking another."
             )
         free = unassigned(pool).select_for_update(skip_locked=True, of=("self",))
-        starting = Exists(
-            Job.objects.filter(vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES)
+        start_jobs = Job.objects.filter(
+            vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES
         )
+        starting = Exists(start_jobs)
         other_job = Exists(
             Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES).exclude(
                 kind=JobKind.START
@@ -205,7 +206,12 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
         )
         choices = (
             ("up", free.filter(status=VmStatus.UP).filter(~_active_job())),
-            ("starting", free.filter(starting).filter(~other_job)),
+            (
+                "starting",
+                free.filter(starting)
+                .filter(~other_job)
+                .annotate(start_job_id=Subquery(start_jobs.order_by("pk").values("pk")[:1])),
+            ),
             ("down", free.filter(status=VmStatus.DOWN).filter(~_active_job())),
         )
         vm, kind = None, None
@@ -221,7 +227,9 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
         grant_role(_user_role(), vm, user=user)
         job = None
         if kind == "starting":
-            job = Job.objects.filter(vm=vm, kind=JobKind.START, state__in=ACTIVE_JOB_STATES).first()
+            # The job seen when the VM was picked: it may have ended since, and asking for an
+            # active one again would then answer "being started" with no job to follow.
+            job = Job.objects.get(pk=vm.start_job_id)
         elif kind == "down":
             job = jobs.submit(JobKind.START, vm=vm, requested_by=user)
         events.emit(
