@@ -123,6 +123,7 @@ def sim_daemons(tmp_path_factory):
     Their state is shared by every process, like real hosts; tests must clean up the domains
     they create (or use fresh UUIDs).
     """
+    import shutil
     import tempfile
     from pathlib import Path
 
@@ -136,6 +137,7 @@ def sim_daemons(tmp_path_factory):
     yield daemons
     for daemon in daemons:
         simhosts.stop(daemon)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 class TaskCluster:
