@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, Subquery, Window
+from django.db.models.functions import RowNumber
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -340,15 +341,64 @@ def monitor_all() -> dict[int, int]:
     """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
 
     The pools short of VMs are found in one query, so a run over pools at their level costs
-    that query alone and locks nothing; each short pool is then counted again under its lock.
+    that query alone and locks nothing. The short pools are then locked together (in id order;
+    ``monitor_pool`` locks one), counted again under their locks, and what each misses (up to a
+    batch per pool) is queued at once: a few queries for any number of pools, besides the task
+    queue's one message per start.
     """
-    short = (
+    short = list(
         VmPool.objects.filter(prestarted_vms__gt=0)
         .annotate(prestarted=count_of(_prestarted(), "pool"))
         .filter(prestarted__lt=F("prestarted_vms"))
         .values_list("pk", flat=True)
     )
-    return {pool_id: monitor_pool(pool_id) for pool_id in short}
+    if not short:
+        return {}
+    batch = settings.VMPOOL_MONITOR_BATCH_SIZE
+    with transaction.atomic():
+        levels = dict(
+            VmPool.objects.select_for_update()
+            .filter(pk__in=short, prestarted_vms__gt=0)
+            .order_by("pk")
+            .values_list("pk", "prestarted_vms")
+        )
+        counted = dict(
+            _prestarted()
+            .filter(pool__in=list(levels))
+            .order_by()
+            .values("pool")
+            .annotate(n=Count("pk"))
+            .values_list("pool", "n")
+        )
+        missing = {
+            pool_id: min(level - counted.get(pool_id, 0), batch)
+            for pool_id, level in levels.items()
+            if level > counted.get(pool_id, 0)
+        }
+        ranked = (
+            VirtualMachine.objects.filter(
+                pool__in=list(missing),
+                owner__isnull=True,
+                admin_hold=False,
+                status=VmStatus.DOWN,
+                prestart_failures__lt=settings.VMPOOL_MONITOR_MAX_ATTEMPTS,
+            )
+            .filter(~_active_job())
+            .annotate(
+                rank=Window(
+                    RowNumber(), partition_by=F("pool"), order_by=[F("pool_index"), F("pk")]
+                )
+            )
+            .filter(rank__lte=batch)
+            .order_by("pool", "rank")
+        )
+        candidates = [vm for vm in ranked if vm.rank <= missing[vm.pool_id]]
+        started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
+    pool_of = {vm.pk: vm.pool_id for vm in candidates}
+    counts = dict.fromkeys(short, 0)
+    for job in started:
+        counts[pool_of[job.vm_id]] += 1
+    return counts
 
 
 def nudge_monitor(pool_id: int) -> None:

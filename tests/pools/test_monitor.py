@@ -191,7 +191,7 @@ def test_a_failed_start_a_user_asked_for_is_not_a_failed_prestart(
 
 
 @pytest.mark.django_db
-def test_one_monitor_run_over_100_pools_of_50_vms_takes_queries_per_pool_not_per_vm(
+def test_one_monitor_run_over_100_pools_of_50_vms_takes_as_many_queries_as_over_one(
     pool_of, make_cluster, django_assert_max_num_queries
 ):
     cluster = make_cluster()
@@ -202,7 +202,10 @@ def test_one_monitor_run_over_100_pools_of_50_vms_takes_queries_per_pool_not_per
     for _ in range(99):
         pool_of(down=50, prestarted_vms=2, cluster=cluster)
 
-    with django_assert_max_num_queries(100 * len(per_pool)):
+    # SQLite caps the parameters of one statement, so its bulk inserts of the 200 jobs and
+    # their events come in a few chunks; PostgreSQL takes each in one.
+    chunks = 6 if connection.vendor == "sqlite" else 0
+    with django_assert_max_num_queries(len(per_pool) + chunks):
         started = services.monitor_all()
 
     assert len(started) == 100 and set(started.values()) == {2}
