@@ -1,0 +1,147 @@
+"""`make run`'s last step, `manage.py devstack`: three simulated hosts, a task cluster and the
+web server with the demo; the demo pool's VMs come up on the hosts; Ctrl-C stops all of it and
+leaves no daemon, task cluster or web server behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from hosts import driver
+from hosts.models import Host, HostStatus, VirtualMachine, VmStatus
+from pools.models import VmPool
+from tests.conftest import wait_until
+from tests.reliability.conftest import REPO, _free_port, database_env
+
+pytestmark = pytest.mark.slow
+
+UP_S = 90
+STOP_S = 45
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, IndexError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return [p for p in found if _alive(p)]
+
+
+@pytest.fixture
+def devstack(transactional_db, tmp_path):
+    simhosts_dir = Path("/tmp") / f"corral-devstack-{os.getpid()}-{tmp_path.name[-8:]}"
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")},
+        **database_env(),
+        "DJANGO_SETTINGS_MODULE": "project.test_settings",
+        "DEBUG": "1",
+        "CORRAL_SIMHOSTS_DIR": str(simhosts_dir),
+        "CORRAL_HOOKS_DIR": str(tmp_path / "hooks"),
+        "CORRAL_TICKER_RUN_SECONDS": "2",
+        "VMPOOL_MONITOR_INTERVAL": "2",
+    }
+    log_path = tmp_path / "devstack.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "devstack", "--addr", f"127.0.0.1:{port}"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    process.url = f"http://127.0.0.1:{port}"
+    process.log = lambda: log_path.read_text(errors="replace")
+    process.simhosts_dir = simhosts_dir
+    yield process
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    for pid in _descendants(process.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    subprocess.run(
+        [sys.executable, "manage.py", "simhosts", "stop"],
+        cwd=REPO,
+        env={**os.environ, "CORRAL_SIMHOSTS_DIR": str(simhosts_dir)},
+        capture_output=True,
+        check=False,
+    )
+    shutil.rmtree(simhosts_dir, ignore_errors=True)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=5).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+def test_devstack_serves_the_demo_on_simulated_hosts_and_ctrl_c_stops_everything(devstack):
+    wait_until(
+        lambda: _answers(f"{devstack.url}/api/docs/") and _answers(f"{devstack.url}/login/"),
+        timeout=UP_S,
+        message=lambda: f"the web server never answered: {devstack.log()[-3000:]}",
+    )
+    assert _answers(f"{devstack.url}/admin/login/")
+    assert "Ctrl-C stops everything" in devstack.log()
+
+    hosts = list(Host.objects.filter(cluster__name="demo").order_by("name"))
+    assert len(hosts) == 3
+    pool = VmPool.objects.get(name="demo-pool")
+    assert VirtualMachine.objects.filter(name__startswith="demo-").count() == 4
+
+    def demo_running() -> bool:
+        up_hosts = Host.objects.filter(cluster__name="demo", status=HostStatus.UP).count()
+        running = VirtualMachine.objects.filter(pool=pool, status=VmStatus.UP)
+        return up_hosts == 3 and running.count() >= pool.prestarted_vms
+
+    wait_until(
+        demo_running,
+        timeout=UP_S,
+        message=lambda: f"the demo never came up: {devstack.log()[-3000:]}",
+    )
+    for vm in VirtualMachine.objects.filter(pool=pool, status=VmStatus.UP):
+        assert driver.domain_power_state(vm.host.uri, str(vm.uuid)) == "running"
+
+    started = _descendants(devstack.pid)
+    daemon_pids = [
+        int(pid_file.read_text())
+        for pid_file in devstack.simhosts_dir.glob("*/corral-libvirtd.pid")
+    ]
+    assert len(daemon_pids) == 3 and all(_alive(pid) for pid in daemon_pids)
+    assert len(started) >= 3  # the task cluster, its workers and the web server
+
+    devstack.send_signal(signal.SIGINT)
+    devstack.wait(STOP_S)
+
+    assert devstack.returncode == 0, devstack.log()[-3000:]
+    assert "Stopped." in devstack.log()
+    left = [pid for pid in [*started, *daemon_pids] if _alive(pid)]
+    assert left == [], f"still running after Ctrl-C: {left}"
+    assert not _answers(f"{devstack.url}/login/")
