@@ -80,8 +80,13 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
 @require_GET
 @login_required
 def vm_list(request):
-    """My VMs, with their live status, host, pool, lease and running jobs."""
-    return render(request, "portal/vms.html", {"section": "vms", **_list_context(request.user)})
+    """My VMs, with their live status, host, pool, lease and running jobs.
+
+    ``?gone=1`` (where an open VM page that went out of reach sends its user) adds a notice
+    saying so.
+    """
+    context = {"section": "vms", "gone": request.GET.get("gone") == "1"}
+    return render(request, "portal/vms.html", {**context, **_list_context(request.user)})
 
 
 @require_GET
@@ -117,15 +122,17 @@ def vm_panel(request, vm_id: int):
 
     A VM that went out of the user's reach while its page was open (given back to its pool)
     is still a 404, but the page's refresh is sent on to My VMs instead of polling it forever.
+    The notice travels in the URL, not as a message: this refresh often runs beside the request
+    of the action that gave the VM back, and two requests writing messages at once keep only
+    one of them (the action's own confirmation would be lost).
     """
     try:
         context = _vm_context(request.user, vm_id)
     except Http404:
         if request.headers.get("HX-Request") != "true":
             raise
-        messages.info(request, "The VM you were looking at is no longer yours.")
         response = HttpResponseNotFound()
-        response["HX-Redirect"] = reverse("portal:vms")
+        response["HX-Redirect"] = f"{reverse('portal:vms')}?gone=1"
         return response
     return render(request, "portal/_vm_panel.html", context)
 

@@ -135,7 +135,7 @@ def test_a_vm_shut_down_from_inside_leaves_its_open_page_for_my_vms(
     with outside(vm) as domain:
         domain.shutdown()
 
-    expect(page).to_have_url(re.compile(r"/vms/$"), timeout=VM_START_MS)
+    expect(page).to_have_url(re.compile(r"/vms/\?gone=1$"), timeout=VM_START_MS)
     expect(page.locator("#messages")).to_contain_text("you were looking at is no longer yours")
     expect(vm_row(page, vm.name)).to_have_count(0)
 

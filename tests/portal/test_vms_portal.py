@@ -287,3 +287,30 @@ def test_my_vms_rows_take_a_fixed_number_of_queries(
         with django_assert_max_num_queries(9):
             page = client.get("/vms/rows/").content.decode()
         assert page.count("<tr data-vm=") == count
+
+
+def test_an_open_vm_page_whose_vm_went_back_sends_to_my_vms_without_losing_the_confirmation(
+    holder,
+):
+    """The page's refresh runs beside the request that gave the VM back: it must not write
+    the messages, or the confirmation of what the user did would be lost."""
+    user, vm = holder
+    client = _client(user)
+    # The refresh of the still-open page goes out with the cookies from before the return.
+    refresh = Client()
+    refresh.cookies = client.cookies.__class__(client.cookies)
+
+    returned = client.post(f"/vms/{vm.pk}/return/")
+    panel = refresh.get(f"/vms/{vm.pk}/panel/", headers={"HX-Request": "true"})
+
+    assert panel.status_code == 404
+    assert panel["HX-Redirect"] == "/vms/?gone=1"
+    assert "messages" not in panel.cookies
+    assert returned.status_code == 302
+    page = client.get(panel["HX-Redirect"])
+    assert _messages(page) == [f"VM {vm.name} went back to pool {vm.pool.name}."]
+    notices = page.content.decode()
+    assert "The VM you were looking at is no longer yours." in notices
+    assert (
+        "The VM you were looking at is no longer yours." not in client.get("/vms/").content.decode()
+    )
