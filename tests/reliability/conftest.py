@@ -118,8 +118,8 @@ class WebServer:
             raise AssertionError(f"gunicorn exited at start: {self.log()[-3000:]}")
         try:
             requests.get(f"{self.url}/api/me/", timeout=5)
-        except requests.ConnectionError:
-            return None
+        except (requests.ConnectionError, requests.Timeout):
+            return None  # not listening yet, or its workers still loading on a busy machine
         return "up"
 
     def _why_not_ready(self) -> str:
