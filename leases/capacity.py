@@ -151,7 +151,8 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
 
     ``request["keep"]`` ({host id: instances}) names hosts where the reservation's VMs run
     already: their slots stay there when the host can still hold them, and only the rest is
-    planned anew (a change never moves capacity away from running VMs).
+    planned anew (a change never moves capacity away from running VMs). With affinity, the
+    whole amount stays on the (Up) host running the VMs, or DoesNotFit.
     """
     amount, affinity = request["amount"], request.get("affinity")
     usable = [
@@ -185,9 +186,20 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
             )
             return _merge(kept, _fill(ranked, rest["amount"], amount - held, start, end))
         return _merge(kept, plan_instances(others, start, end, rest))
-    if kept and affinity is True and len(kept) == 1:
-        ((host, _),) = kept.items()
-        if free[host] >= amount:
+    if affinity is True:
+        # The reservation's VMs already run on one host: the whole amount stays with them.
+        # Moving it would leave those VMs holding capacity that no allocation accounts for.
+        running = sorted(host for host, count in (request.get("keep") or {}).items() if count)
+        running = [host for host in running if host in free]  # a failed host lets go
+        if len(running) > 1:
+            raise DoesNotFit(f"its VMs run on {len(running)} hosts, and affinity keeps them on one")
+        if running:
+            (host,) = running
+            if free[host] < amount:
+                raise DoesNotFit(
+                    f"only {free[host]} of {amount} instances fit on the host running its VMs "
+                    f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}"
+                )
             return [(host, amount)]
     ranked = sorted(free.items(), key=lambda item: (-item[1], item[0]))
     if affinity is True:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import Q
 from django.utils import timezone
@@ -84,9 +85,19 @@ class LeaseForm(forms.Form):
     disk_gb = _bounded("disk_gb", label="Disk per instance (GB)", minimum=1, initial=10)
     amount = _bounded("amount", label="Instances", initial=1)
     affinity = forms.ChoiceField(choices=AFFINITY_CHOICES, initial="any", label="Placement")
+    group = forms.ModelChoiceField(
+        queryset=Group.objects.none(),
+        required=False,
+        to_field_name="name",
+        empty_label="Only me",
+        label="Shared with",
+        help_text="Members of the group see and manage the lease with you.",
+    )
 
-    def __init__(self, *args, check_only: bool = False, **kwargs):
+    def __init__(self, *args, user=None, check_only: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        if user is not None and user.is_authenticated:
+            self.fields["group"].queryset = user.groups.order_by("name")
         if check_only:
             self.fields["name"].required = False
 

@@ -1,8 +1,9 @@
 """Lease use cases: create, update and delete leases atomically; carry out their events.
 
 Creating or changing a lease plans its allocations under a lock on every reservable host's
-row, so two users racing for the last capacity cannot both win; a change that does not fit
-leaves the lease exactly as it was (the transaction rolls back).
+row, so two users racing for the last capacity cannot both win, and a user's quotas are
+counted under the same lock; a change that does not fit leaves the lease exactly as it was
+(the transaction rolls back).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from hosts import jobs
-from hosts.models import JobKind, VirtualMachine, VmStatus
+from hosts.models import Host, JobKind, VirtualMachine, VmStatus
 from leases.capacity import (
     DoesNotFit,
     Slot,
@@ -65,10 +66,19 @@ def _scope(lease: Lease) -> dict:
     return {"lease_id": lease.pk, "user_id": lease.owner_id}
 
 
-def _check_limits(owner, start: datetime, end: datetime, requests: list[dict], exclude=None):
+def _check_duration(start: datetime, end: datetime) -> None:
     longest = timedelta(days=settings.LEASE_MAX_DURATION_DAYS)
     if end - start > longest:
         raise LeaseRefused(f"A lease may last at most {settings.LEASE_MAX_DURATION_DAYS:g} days.")
+
+
+def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) -> None:
+    """What the owner's leases would hold at once, against the quotas.
+
+    Called with the reservable hosts' rows locked (by ``plan``), so two requests of one user
+    take turns and the second counts the first. A whole host counts as one instance with all
+    its CPUs and memory.
+    """
     quotas = {
         "instances": settings.LEASE_QUOTA_INSTANCES,
         "vcpus": settings.LEASE_QUOTA_VCPUS,
@@ -79,23 +89,41 @@ def _check_limits(owner, start: datetime, end: datetime, requests: list[dict], e
     live = Reservation.objects.filter(
         lease__owner=owner,
         lease__status__in=[LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.STARTING],
-        resource_type=ResourceType.INSTANCE,
+        status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
         lease__start_date__lt=end,
         lease__end_date__gt=start,
     )
     if exclude is not None:
         live = live.exclude(lease=exclude)
     held = {"instances": 0, "vcpus": 0, "memory_mb": 0}
-    for reservation in live:
-        held["instances"] += reservation.amount or 0
-        held["vcpus"] += (reservation.vcpus or 0) * (reservation.amount or 0)
-        held["memory_mb"] += (reservation.memory_mb or 0) * (reservation.amount or 0)
-    for request in requests:
-        if request["resource_type"] != ResourceType.INSTANCE:
-            continue
-        held["instances"] += request["amount"]
-        held["vcpus"] += request["vcpus"] * request["amount"]
-        held["memory_mb"] += request["memory_mb"] * request["amount"]
+
+    def add(instances: int, vcpus: int, memory_mb: int) -> None:
+        held["instances"] += instances
+        held["vcpus"] += vcpus * instances
+        held["memory_mb"] += memory_mb * instances
+
+    for amount, vcpus, memory_mb in live.filter(resource_type=ResourceType.INSTANCE).values_list(
+        "amount", "vcpus", "memory_mb"
+    ):
+        add(amount or 0, vcpus or 0, memory_mb or 0)
+    whole = list(
+        Allocation.objects.filter(reservation__in=live, whole_host=True).values_list(
+            "host_id", flat=True
+        )
+    )
+    for request, chosen in planned:
+        if request["resource_type"] == ResourceType.INSTANCE:
+            add(request["amount"], request["vcpus"], request["memory_mb"])
+        else:
+            whole += [host for host, _, _ in chosen]
+    sizes = {
+        pk: (cpus or 0, memory_mb or 0)
+        for pk, cpus, memory_mb in Host.objects.filter(pk__in=whole).values_list(
+            "pk", "cpus", "memory_mb"
+        )
+    }
+    for host in whole:
+        add(1, *sizes[host])
     for name, limit in quotas.items():
         if limit and held[name] > limit:
             raise LeaseRefused(
@@ -173,11 +201,12 @@ def create_lease(
     end_action: str = "stop",
 ) -> Lease:
     """Accept a lease if every reservation fits the reservable capacity over its window."""
-    _check_limits(owner, start, end, reservations)
+    _check_duration(start, end)
     try:
         planned = plan(start, end, reservations, lock=True)
     except DoesNotFit as exc:
         raise LeaseRefused(f"The lease does not fit: {exc}.") from exc
+    _check_quotas(owner, start, end, planned)
     lease = Lease.objects.create(
         name=name,
         owner=owner,
@@ -233,11 +262,12 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
                 )
             request["amount"] = amounts[reservation.pk]
         requests.append(request)
-    _check_limits(lease.owner, start, end, requests, exclude=lease)
+    _check_duration(start, end)
     try:
         planned = plan(start, end, requests, lock=True, exclude_lease=lease)
     except DoesNotFit as exc:
         raise LeaseRefused(f"The change does not fit: {exc}.") from exc
+    _check_quotas(lease.owner, start, end, planned, exclude=lease)
     for request, chosen in planned:
         reservation = Reservation.objects.get(pk=request["id"])
         reservation.amount = request.get("amount")

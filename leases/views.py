@@ -100,7 +100,7 @@ def lease_create(request):
         return redirect("portal:leases")
     form, answer = None, None
     if request.method == "POST":
-        form = LeaseForm(request.POST)
+        form = LeaseForm(request.POST, user=request.user)
         if form.is_valid():
             data = form.cleaned_data
             try:
@@ -110,6 +110,7 @@ def lease_create(request):
                     start=data["start"],
                     end=data["end"],
                     reservations=[form.reservation_request()],
+                    group=data.get("group"),
                 )
             except Conflict as refused:
                 answer = capacity_answer(data["start"], data["end"], form.reservation_request())
@@ -118,7 +119,7 @@ def lease_create(request):
                 messages.success(request, f"Lease {lease.name} accepted.")
                 return redirect("portal:lease", lease_id=lease.pk)
     elif may_create:
-        form = LeaseForm(initial=_initial_window())
+        form = LeaseForm(initial=_initial_window(), user=request.user)
     context = {"form": form, "answer": answer, "may_create": may_create, "section": "leases"}
     return render(request, "portal/lease_form.html", context)
 
@@ -129,7 +130,11 @@ def lease_check(request):
     """Would the lease in the form fit? How many of its instances do; nothing is reserved."""
     if not holds(request.user, ADD):
         return render(request, "portal/_lease_capacity.html", {"refused": NO_LEASE_ROLE})
-    form = LeaseForm(request.POST if request.method == "POST" else request.GET, check_only=True)
+    form = LeaseForm(
+        request.POST if request.method == "POST" else request.GET,
+        user=request.user,
+        check_only=True,
+    )
     return render(
         request, "portal/_lease_capacity.html", {"form": form, "answer": _answer_for(form)}
     )

@@ -34,8 +34,12 @@ from scheduling.units.base import (
     SchedulingContext,
     VmRequest,
 )
+from scheduling.units.builtin import ReservationFilter
 
 logger = logging.getLogger(__name__)
+
+# Runs after every policy's own filters: reservable hosts take only their reservations' VMs.
+ALWAYS_ENFORCED = ReservationFilter()
 
 # VMs in these states hold their host's resources (pending ones included: Starting).
 HOLDING = [
@@ -307,6 +311,16 @@ def schedule(
                 }
             )
             remaining = [h for h in remaining if h.id not in removed]
+    # Lease capacity holds whatever the policy says (a clone may drop or disable the unit).
+    removed = ALWAYS_ENFORCED.filter(remaining, ctx)
+    if removed:
+        removed_by.append(
+            {
+                "unit": ALWAYS_ENFORCED.name,
+                "removed": {by_id[h].name: why for h, why in removed.items()},
+            }
+        )
+        remaining = [h for h in remaining if h.id not in removed]
     explanation: dict[str, Any] = {
         "policy": policy.name,
         "filters": removed_by,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from django.contrib.auth.models import Group
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
@@ -134,6 +135,22 @@ class LeaseRequestSerializer(serializers.Serializer):
     reservations = ReservationRequestSerializer(many=True, allow_empty=False)
     events = serializers.ListField(required=False, help_text="Accepted for Blazar; ignored.")
     end_action = serializers.ChoiceField(choices=EndAction.choices, default=EndAction.STOP)
+    group = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=150,
+        help_text="A group of yours whose members share the lease (by name).",
+    )
+
+    def validate_group(self, value) -> Group | None:
+        if not value:
+            return None
+        user = self.context["request"].user
+        group = Group.objects.filter(name=value, user=user).first()
+        if group is None:
+            raise serializers.ValidationError(f"You are not a member of a group named {value!r}.")
+        return group
 
     def validate(self, attrs):
         start = attrs.pop("start", None) or attrs.pop("start_date", None)
@@ -239,6 +256,7 @@ class ReservationSerializer(serializers.ModelSerializer):
 class LeaseSerializer(serializers.ModelSerializer):
     user_id = serializers.IntegerField(source="owner_id", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
+    group = serializers.CharField(source="group.name", read_only=True, allow_null=True)
     reservations = ReservationSerializer(many=True, read_only=True)
     events = serializers.SerializerMethodField()
 
@@ -249,6 +267,7 @@ class LeaseSerializer(serializers.ModelSerializer):
             "name",
             "user_id",
             "owner",
+            "group",
             "start_date",
             "end_date",
             "before_end_date",

@@ -24,7 +24,7 @@ from project.permissions import holds
 class LeaseViewSet(ScopedModelViewSet):
     """Leases: capacity reserved for a time window. You see your own (and your group's)."""
 
-    queryset = Lease.objects.select_related("owner").prefetch_related(
+    queryset = Lease.objects.select_related("owner", "group").prefetch_related(
         Prefetch(
             "reservations",
             queryset=Reservation.objects.prefetch_related(
@@ -46,7 +46,7 @@ class LeaseViewSet(ScopedModelViewSet):
     @extend_schema(request=LeaseRequestSerializer, responses={201: LeaseSerializer})
     def create(self, request, *args, **kwargs):
         self._may_create()
-        body = LeaseRequestSerializer(data=request.data)
+        body = LeaseRequestSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         data = body.validated_data
         lease = services.create_lease(
@@ -57,6 +57,7 @@ class LeaseViewSet(ScopedModelViewSet):
             before_end=data["before_end"],
             reservations=[dict(r) for r in data["reservations"]],
             end_action=data["end_action"],
+            group=data.get("group"),
         )
         return Response(
             LeaseSerializer(self.queryset.get(pk=lease.pk)).data, status=status.HTTP_201_CREATED
@@ -84,7 +85,7 @@ class LeaseViewSet(ScopedModelViewSet):
     def check(self, request):
         """Would this lease fit now? Nothing is reserved."""
         self._may_create()
-        body = LeaseRequestSerializer(data=request.data)
+        body = LeaseRequestSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from rest_framework.test import APIClient
 
 from hosts.models import Host
@@ -17,7 +17,7 @@ from leases.capacity import LIVE_LEASES
 from leases.models import Allocation, Lease
 from project.grants import grant_role, scope_object
 from project.models import Role
-from tests.conftest import unique
+from tests.conftest import unique, wait_until
 from tests.leases.conftest import at, instances
 
 User = get_user_model()
@@ -134,3 +134,48 @@ def test_every_accepted_lease_holds_exactly_what_it_asked_for(postgres_only, res
             continue
         [reservation] = body["reservations"]
         assert sum(a["slots"] for a in reservation["allocations"]) == reservation["amount"]
+
+
+def _waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # a transaction sees one snapshot
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_two_requests_of_one_user_at_once_cannot_both_pass_the_quota(
+    postgres_only, reservable_hosts, lease_user, settings
+):
+    settings.LEASE_QUOTA_INSTANCES = 4
+    reservable_hosts(2)
+    owner = lease_user()
+    bodies = [
+        {
+            "name": f"quota-race-{i}",
+            "start": f"{at(9):%Y-%m-%d %H:%M}",
+            "end": f"{at(12):%Y-%m-%d %H:%M}",
+            "reservations": [instances(3, **SIZE)],
+        }
+        for i in range(2)
+    ]
+
+    # Hold the reservable hosts' rows, so both requests are in flight when the lock opens.
+    with ThreadPoolExecutor(max_workers=2) as workers:
+        with transaction.atomic():
+            list(Host.objects.filter(reservable=True).select_for_update())
+            answers = [workers.submit(_post_all, [owner], [body]) for body in bodies]
+            wait_until(
+                lambda: _waiting_on_locks() == 2,
+                timeout=60,
+                message=lambda: f"{_waiting_on_locks()} requests wait for the hosts' rows",
+            )
+        outcomes = sorted((answer.result()[0] for answer in answers), key=lambda a: a[0])
+
+    assert [status for status, _ in outcomes] == [201, 409], outcomes
+    assert outcomes[1][1] == {
+        "detail": "Your leases would hold 6 instances at once; your quota is 4."
+    }
+    assert Lease.objects.filter(owner=owner).count() == 1

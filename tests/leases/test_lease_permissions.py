@@ -173,6 +173,35 @@ def test_a_lease_granted_to_a_group_is_managed_by_its_members(
     assert response.status_code == 200, response.json()
 
 
+def test_a_lease_created_for_a_group_is_seen_by_its_members_only(alice, bob, make_user, client_for):
+    team = Group.objects.create(name=unique("team"))
+    member = make_user()
+    team.user_set.add(alice, member)
+
+    response = client_for(alice).post("/api/leases/", body(group=team.name), format="json")
+
+    assert response.status_code == 201, response.json()
+    lease_id = response.json()["id"]
+    assert response.json()["group"] == team.name
+    seen = client_for(member).get(f"/api/leases/{lease_id}/")
+    assert (seen.status_code, seen.json()["name"]) == (200, "mine")
+    assert listed(client_for(member)) == [lease_id]
+    assert client_for(bob).get(f"/api/leases/{lease_id}/").status_code == 404
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["not-a-member", "no-such-group"])
+def test_a_lease_cannot_be_given_to_a_group_its_creator_is_not_in(alice, bob, client_for, exists):
+    name = unique("team")
+    if exists:
+        Group.objects.create(name=name).user_set.add(bob)
+
+    response = client_for(alice).post("/api/leases/", body(group=name), format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"group": [f"You are not a member of a group named {name!r}."]}
+    assert not Lease.objects.exists()
+
+
 # -- admins ----------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from django.utils.dateparse import parse_datetime
 from hosts.models import Job, JobKind, VirtualMachine
 from leases import services
 from leases.models import Allocation, EventType, Lease, LeaseEvent, Reservation
-from tests.leases.conftest import PER_HOST, allocations_of, at, instances
+from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
 
@@ -652,6 +652,35 @@ def test_a_quota_is_per_user(client, reservable_hosts, settings, make_lease):
     lease = create(client, body_for(instances(3), start=at(9), end=at(12)))
 
     assert lease["status"] == "PENDING"
+
+
+WHOLE_HOST_QUOTAS = {
+    "instances": ("LEASE_QUOTA_INSTANCES", 2, "3 instances", "2"),
+    "vcpus": ("LEASE_QUOTA_VCPUS", 17, "18 vcpus", "17"),
+    "memory": ("LEASE_QUOTA_MEMORY_MB", 4096, "5120 memory mb", "4096"),
+}
+
+
+@pytest.mark.parametrize("first_the_host", [True, False], ids=["host-first", "host-second"])
+@pytest.mark.parametrize(
+    "setting, limit, held, quota", WHOLE_HOST_QUOTAS.values(), ids=WHOLE_HOST_QUOTAS.keys()
+)
+def test_a_whole_host_counts_against_the_quotas_by_its_cpus_and_memory(
+    client, reservable_hosts, settings, setting, limit, held, quota, first_the_host
+):
+    setattr(settings, setting, limit)
+    reservable_hosts(2)  # 16 CPUs and 3072 MiB each
+    host, two = whole_hosts(1), instances(2)  # 1 + 2 instances, 16 + 2 vCPUs, 5120 MiB
+    first, second = (host, two) if first_the_host else (two, host)
+    create(client, body_for(first))
+
+    response = client.post("/api/leases/", body_for(second), format="json")
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"Your leases would hold {held} at once; your quota is {quota}."
+    }
+    assert Lease.objects.count() == 1
 
 
 # -- list ------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from hosts import jobs
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from leases import services
 from leases.models import Lease
-from scheduling.models import Policy
+from scheduling import services as policies
+from scheduling.models import Policy, PolicyFilter, PolicyUnit
 from tests.leases.conftest import instances
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +123,22 @@ def test_an_ordinary_vm_finds_no_host_when_every_host_is_reservable(reservable, 
     assert job.error_code == "no_host"
     vm.refresh_from_db()
     assert (vm.status, vm.host) == ("down", None)
+
+
+@pytest.mark.parametrize("change", ["filter dropped", "unit disabled"])
+def test_ordinary_vms_stay_off_reservable_hosts_whatever_the_policy_says(
+    sim_hosts, reservable, sim_vm, change
+):
+    custom = policies.clone(Policy.objects.get(name="vm_evenly_distributed"), "no-leases")
+    if change == "filter dropped":
+        PolicyFilter.objects.filter(policy=custom, unit__name="Reservation").delete()
+    else:
+        PolicyUnit.objects.filter(name="Reservation").update(enabled=False)
+    cluster = sim_hosts[0].cluster
+    cluster.policy = custom
+    cluster.save(update_fields=["policy"])
+    reservable("sim-2", "sim-3")
+
+    vms = [start(sim_vm()) for _ in range(4)]
+
+    assert {vm.host.name for vm in vms} == {"sim-1"}

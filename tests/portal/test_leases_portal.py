@@ -8,12 +8,14 @@ import re
 from datetime import datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
 from hosts.models import Job, JobKind, JobState, VirtualMachine
 from leases import services
 from leases.models import Lease, LeaseStatus, Reservation
+from tests.conftest import unique
 from tests.leases.conftest import at, instances
 
 pytestmark = pytest.mark.django_db
@@ -214,6 +216,35 @@ def test_a_lease_that_fits_is_created_and_listed(hosts, alice):
     assert (reservation.amount, reservation.vcpus, reservation.memory_mb) == (3, 1, 1024)
     assert reservation.affinity is None
     assert _rows(client.get("/leases/").content.decode()) == ["lab-week"]
+
+
+def test_a_lease_shared_with_a_group_is_seen_by_its_members(hosts, alice, bob, make_user):
+    hosts(1)
+    team = Group.objects.create(name=unique("team"))
+    member = make_user()
+    team.user_set.add(alice, member)
+    client = _client(alice)
+    assert team.name in client.get("/leases/new/").content.decode()
+
+    response = client.post("/leases/new/", form_data(name="team-week", group=team.name))
+
+    lease = Lease.objects.get()
+    assert (response.status_code, lease.group) == (302, team)
+    assert _rows(_client(member).get("/leases/").content.decode()) == ["team-week"]
+    assert _client(member).get(f"/leases/{lease.pk}/").status_code == 200
+    assert _client(bob).get(f"/leases/{lease.pk}/").status_code == 404
+
+
+def test_a_lease_cannot_be_shared_with_a_group_of_others(hosts, alice, bob):
+    hosts(1)
+    team = Group.objects.create(name=unique("team"))
+    team.user_set.add(bob)
+
+    response = _client(alice).post("/leases/new/", form_data(group=team.name))
+
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+    assert not Lease.objects.exists()
 
 
 def test_start_now_starts_the_lease_at_once(hosts, alice):
