@@ -323,12 +323,25 @@ class VirtualMachineAdmin(ScopedAdmin):
         "power_state_updated_at",
         "power_state_update_count",
         "power_host",
+        "migrating_to",
+        "prestart_failures",
         "created_at",
         "updated_at",
     ]
+    # Set only by the services that keep grants, per-user limits and events right (allocate,
+    # return, launch into a lease): shown, never edited on a VM's page.
+    readonly_on_change = ["owner", "pool", "reservation", "cluster", "template"]
     list_select_related = ["cluster", "host", "pool", "owner"]
     raw_id_fields = ["owner"]
-    actions = ["start", "shut_down", "power_off", "migrate", "return_to_pool", "delete_selected"]
+    actions = [
+        "start",
+        "shut_down",
+        "power_off",
+        "migrate",
+        "return_to_pool",
+        "clear_prestart_failures",
+        "delete_selected",
+    ]
 
     start = _vm_operation("start", "Start", "operate")
     shut_down = _vm_operation("shut_down", "Shut down", "operate")
@@ -343,6 +356,42 @@ class VirtualMachineAdmin(ScopedAdmin):
 
     def has_return_permission(self, request):
         return holds(request.user, "pools.return_vmpool")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields += self.readonly_on_change
+        else:
+            fields.append("pool")  # a pool numbers and prepares its own VMs
+        return fields
+
+    @admin.action(description="Clear prestart failures", permissions=["change"])
+    def clear_prestart_failures(self, request, queryset):
+        """Let the prestart monitor try again the VMs it gave up on."""
+        from pools.services import nudge_monitor
+
+        cleared, refused = [], []
+        for vm in queryset.filter(prestart_failures__gt=0):
+            if holds(request.user, "hosts.change_virtualmachine", vm):
+                cleared.append(vm)
+            else:
+                refused.append(vm.name)
+        for name in refused:
+            self.message_user(
+                request, f"You may not clear prestart failures of VM {name}.", messages.ERROR
+            )
+        VirtualMachine.objects.filter(pk__in=[vm.pk for vm in cleared]).update(prestart_failures=0)
+        for pool_id in {vm.pool_id for vm in cleared if vm.pool_id}:
+            nudge_monitor(pool_id)
+        if cleared:
+            self.message_user(
+                request,
+                f"Cleared prestart failures of {len(cleared)} VM(s): "
+                f"{', '.join(vm.name for vm in cleared)}; their pools may prestart them again.",
+                messages.SUCCESS,
+            )
+        elif not refused:
+            self.message_user(request, "No selected VM had prestart failures.", messages.INFO)
 
     @admin.action(description="Return to pool", permissions=["return"])
     def return_to_pool(self, request, queryset):
@@ -408,7 +457,11 @@ class VirtualMachineAdmin(ScopedAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            super().save_model(request, obj, form, change)
+            # Only what the form changed: the rest of the row (owner, status, power state)
+            # moves under other writers meanwhile, and saving the whole row would put back
+            # what the page read.
+            changed = form.changed_data
+            obj.save(update_fields=[*changed, "updated_at"] if changed else [])
         else:
             # As through the API: the creator may manage the VM; its owner is the one chosen
             # in the form, or the creator.

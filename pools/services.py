@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, Subquery, Window
+from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, Subquery, When, Window
 from django.db.models.functions import RowNumber
 
 from hosts import jobs
@@ -68,16 +68,16 @@ def _add_vms(pool: VmPool, count: int) -> list[VirtualMachine]:
         return []
     template = pool.template
     start = (VirtualMachine.objects.filter(pool=pool).aggregate(n=Max("pool_index"))["n"] or 0) + 1
+    # VMs a shrink took out keep their names until their delete job runs: new VMs skip the
+    # names still taken rather than waiting for them.
     taken = set(VirtualMachine.objects.filter(cluster=pool.cluster).values_list("name", flat=True))
     made = []
     number = start
     while len(made) < count:
         name = pool.vm_name(number)
         if name in taken:
-            raise Conflict(
-                f"The pool would name a VM {name}, but cluster {pool.cluster} has a VM of that "
-                "name already; choose another name pattern."
-            )
+            number += 1
+            continue
         made.append(
             VirtualMachine(
                 name=name,
@@ -131,25 +131,51 @@ def update_pool(pool: VmPool, changes: dict) -> list[str]:
 
 
 def _shrink(pool: VmPool, count: int) -> None:
-    """Remove ``count`` unassigned VMs, stopped ones first; refuse if there are not enough."""
-    idle = unassigned(pool).annotate(busy=_active_job())
-    stopped = list(idle.filter(status=VmStatus.DOWN, busy=False).order_by("-pool_index"))
-    running = list(
-        idle.filter(status__in=[VmStatus.UP, VmStatus.PAUSED], busy=False).order_by("-pool_index")
+    """Remove ``count`` unassigned VMs, stopped ones first; refuse if there are not enough.
+
+    The VMs are locked before they go, in the order allocation picks them: an allocation
+    under way holds its VM's lock, so the shrink waits for it, and a VM it handed out no
+    longer matches and is passed over for another.
+    """
+    removable = (
+        unassigned(pool)
+        .filter(status__in=[VmStatus.DOWN, VmStatus.UP, VmStatus.PAUSED])
+        .filter(~_active_job())
     )
-    chosen = (stopped + running)[:count]
+    stopped_first = Case(When(status=VmStatus.DOWN, then=0), default=1)
+    chosen: list[VirtualMachine] = []
+    while len(chosen) < count:
+        wanted = list(
+            removable.exclude(pk__in=[vm.pk for vm in chosen])
+            .order_by(stopped_first, "-pool_index", "-pk")
+            .values_list("pk", flat=True)[: count - len(chosen)]
+        )
+        if not wanted:
+            break
+        chosen += (
+            removable.filter(pk__in=wanted)
+            .select_for_update(of=("self",))
+            .order_by("pool_index", "pk")
+        )
     if len(chosen) < count:
+        stopped = removable.filter(status=VmStatus.DOWN).count()
         raise Conflict(
-            f"Cannot shrink {pool.name} by {count}: only {len(stopped)} unassigned stopped and "
-            f"{len(running)} unassigned running VMs can go (the others are assigned or busy)."
+            f"Cannot shrink {pool.name} by {count}: only {stopped} unassigned stopped and "
+            f"{removable.count() - stopped} unassigned running VMs can go (the others are "
+            "assigned or busy)."
         )
     for vm in chosen:
         _remove_vm(vm)
 
 
 def _remove_vm(vm: VirtualMachine) -> None:
-    """Take a VM out of its pool and queue its removal (stopping it first if it runs)."""
-    VirtualMachine.objects.filter(pk=vm.pk).update(pool=None, admin_hold=True)
+    """Take an unassigned VM out of its pool and queue its removal (stopping it first if it
+    runs). Refuses a VM a user holds: whoever removes it takes it from its user first."""
+    taken_out = VirtualMachine.objects.filter(pk=vm.pk, owner__isnull=True).update(
+        pool=None, admin_hold=True
+    )
+    if not taken_out:
+        raise Conflict(f"VM {vm.name} was given to a user meanwhile; it was not removed.")
     if vm.status in (VmStatus.UP, VmStatus.PAUSED):
         jobs.submit(JobKind.POWEROFF, vm=vm)
     if vm.host_id is None and vm.status == VmStatus.DOWN:
@@ -162,15 +188,22 @@ def _remove_vm(vm: VirtualMachine) -> None:
 def delete_pool(pool: VmPool, *, force: bool = False) -> None:
     """Delete a pool and its VMs. Refused while users hold VMs, unless ``force``."""
     pool = VmPool.objects.select_for_update().get(pk=pool.pk)
-    held = VirtualMachine.objects.filter(pool=pool, owner__isnull=False)
-    if held.exists() and not force:
-        names = ", ".join(held.values_list("name", flat=True)[:5])
+    # Locked before the check: an allocation under way is waited for, and its VM counts as held.
+    vms = list(
+        VirtualMachine.objects.filter(pool=pool)
+        .select_for_update(of=("self",))
+        .order_by("pool_index", "pk")
+    )
+    held = [vm for vm in vms if vm.owner_id]
+    if held and not force:
+        names = ", ".join(vm.name for vm in held[:5])
         raise Conflict(
             f"Users hold VMs of {pool.name} ({names}); return them first, or delete with force."
         )
-    for vm in VirtualMachine.objects.filter(pool=pool):
+    for vm in vms:
         if vm.owner_id:
             revoke_role(_user_role(), vm, user=vm.owner)
+            VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
         _remove_vm(vm)
     pool.delete()
 
@@ -409,7 +442,8 @@ def nudge_monitor(pool_id: int) -> None:
 
 
 def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
-    """Count failed prestarts per VM (giving up after the limit, with an alert).
+    """Count failed prestarts per VM (giving up after the limit, with an alert); any start of
+    the VM that succeeds (a prestart, or one a user or admin asked for) clears the count.
 
     A VM that became ready to start (prepared, or reverted after a return) nudges its pool's
     monitor: a monitor run while the VM was busy could not start it.
@@ -421,14 +455,17 @@ def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
         if pool_id and pool_id[0]:
             nudge_monitor(pool_id[0])
         return
-    if job.kind != JobKind.START or (job.params or {}).get("reason") != PRESTART:
+    if job.kind != JobKind.START:
+        return
+    if job.state == "succeeded":
+        VirtualMachine.objects.filter(pk=job.vm_id, prestart_failures__gt=0).update(
+            prestart_failures=0
+        )
+        return
+    if (job.params or {}).get("reason") != PRESTART:
         return
     vm = VirtualMachine.objects.filter(pk=job.vm_id).first()
     if vm is None:
-        return
-    if job.state == "succeeded":
-        if vm.prestart_failures:
-            VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=0)
         return
     failures = vm.prestart_failures + 1
     VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=failures)

@@ -3,11 +3,17 @@ actions, each checked per VM, and a refusal reported per VM instead of an error 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.conf import settings
+from django.db import connection, transaction
 
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, VirtualMachine
+from pools import services as pool_services
 from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db
 LABEL = "hosts.VirtualMachine"
@@ -240,3 +246,168 @@ def test_a_vm_added_in_the_admin_is_managed_by_its_creator(
     vm = VirtualMachine.objects.get(name="made-in-admin")
     assert vm.owner == creator
     assert holds(creator, "hosts.delete_virtualmachine", vm)
+
+
+# --- fields only the services set ----------------------------------------------------------
+
+
+def _change_form(vm, **changes) -> dict:
+    """A post of the VM's change form, with ``changes`` on top: its editable fields, and the
+    fields a page that let them change would post too (the console ignores them)."""
+    return {
+        "name": vm.name,
+        "description": vm.description,
+        "vcpus": vm.vcpus,
+        "memory_mb": vm.memory_mb,
+        "disk_gb": vm.disk_gb,
+        "pinned_host": "",
+        "cluster": vm.cluster_id,
+        "template": vm.template_id,
+        "owner": vm.owner_id or "",
+        "pool": vm.pool_id or "",
+        "reservation": "",
+        **changes,
+    }
+
+
+def test_a_vms_page_shows_its_owner_and_pool_without_letting_them_change(
+    superuser_console, taken_vm
+):
+    response = superuser_console.get(admin_url(LABEL, "change", taken_vm.pk))
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "alice" in page and "lab" in page
+    for field in ("owner", "pool", "reservation", "cluster", "template"):
+        assert f'name="{field}"' not in page, field
+
+
+def test_saving_a_vms_page_cannot_hand_the_vm_to_another_user(
+    superuser_console, taken_vm, make_user, make_pool, cluster_a
+):
+    alice = taken_vm.owner
+    mallory = make_user("mallory")
+    other_pool = make_pool(cluster_a, name="other-lab", size=1)
+
+    response = superuser_console.post(
+        admin_url(LABEL, "change", taken_vm.pk),
+        _change_form(
+            taken_vm,
+            description="renamed in the console",
+            owner=mallory.pk,
+            pool=other_pool.pk,
+        ),
+    )
+
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    taken_vm.refresh_from_db()
+    assert taken_vm.description == "renamed in the console"
+    assert (taken_vm.owner, taken_vm.pool.name) == (alice, "lab")
+    assert not VirtualMachine.objects.filter(owner=mallory).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_saving_a_vms_page_keeps_an_owner_the_vm_was_given_meanwhile(
+    superuser_console, taken_vm, make_user
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("holding the VM's row while the page saves needs PostgreSQL's row locks")
+    bob = make_user("bob")
+    holding, release = threading.Event(), threading.Event()
+    outcome = {}
+
+    def give_the_vm_to_bob() -> None:  # as a return then an allocation would, still open
+        try:
+            with transaction.atomic():
+                VirtualMachine.objects.filter(pk=taken_vm.pk).update(owner=bob)
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def save_the_page() -> None:
+        try:
+            outcome["response"] = superuser_console.post(
+                admin_url(LABEL, "change", taken_vm.pk),
+                _change_form(taken_vm, description="noted in the console"),
+            )
+        finally:
+            connection.close()
+
+    giver = threading.Thread(target=give_the_vm_to_bob)
+    giver.start()
+    assert holding.wait(10)
+    saver = threading.Thread(target=save_the_page)
+    saver.start()
+    try:
+        wait_until(_someone_waits_for_a_lock, timeout=30, message="the save never waited")
+    finally:
+        release.set()
+        giver.join(30)
+        saver.join(30)
+
+    assert outcome["response"].status_code == 302
+    taken_vm.refresh_from_db()
+    assert (taken_vm.description, taken_vm.owner) == ("noted in the console", bob)
+
+
+def _someone_waits_for_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+# --- prestart failures -------------------------------------------------------------------
+
+
+@pytest.fixture
+def given_up_vm(make_pool, make_vm, cluster_a):
+    """A stopped VM of a pool that wants one prestarted, which the pool gave up prestarting."""
+    pool = make_pool(cluster_a, name="lab", size=1, prestarted_vms=1, stateless=False)
+    return make_vm(
+        cluster_a,
+        template=pool.template,
+        name="lab-1",
+        pool=pool,
+        status="down",
+        prestart_failures=settings.VMPOOL_MONITOR_MAX_ATTEMPTS,
+    )
+
+
+def test_clearing_prestart_failures_lets_the_pool_prestart_the_vm_again(
+    superuser_console, given_up_vm
+):
+    assert pool_services.monitor_pool(given_up_vm.pool_id) == 0
+
+    response = run_action(superuser_console, LABEL, "clear_prestart_failures", [given_up_vm])
+
+    given_up_vm.refresh_from_db()
+    assert given_up_vm.prestart_failures == 0
+    assert (
+        "success",
+        "Cleared prestart failures of 1 VM(s): lab-1; their pools may prestart them again.",
+    ) in shown_messages(response)
+    assert pool_services.monitor_pool(given_up_vm.pool_id) == 1
+    assert Job.objects.filter(vm=given_up_vm, kind=JobKind.START).exists()
+
+
+def test_clearing_prestart_failures_needs_the_change_action_on_the_vm(
+    staff_with_role, given_up_vm, cluster_a, make_vm, grant
+):
+    other = make_vm(
+        cluster_a, template=given_up_vm.template, name="lab-9", status="down", prestart_failures=3
+    )
+    user = staff_with_role(["hosts.view_virtualmachine"], cluster_a)
+    grant(user, "UserVmManager", other)
+
+    response = run_action(logged_in(user), LABEL, "clear_prestart_failures", [given_up_vm, other])
+
+    messages = shown_messages(response)
+    assert ("error", "You may not clear prestart failures of VM lab-1.") in messages
+    assert any(level == "success" and "lab-9" in text for level, text in messages)
+    given_up_vm.refresh_from_db()
+    other.refresh_from_db()
+    assert (given_up_vm.prestart_failures, other.prestart_failures) == (3, 0)

@@ -176,6 +176,28 @@ def test_a_prestart_that_succeeds_clears_the_failure_count(
 
 
 @pytest.mark.django_db
+def test_a_vm_given_up_on_is_prestarted_again_once_any_start_of_it_succeeds(
+    pool_of, sim_cluster, settings, django_capture_on_commit_callbacks
+):
+    settings.VMPOOL_MONITOR_MAX_ATTEMPTS = 3
+    pool = pool_of(down=1, prestarted_vms=1, cluster=sim_cluster, stateless=False)
+    vm = pool_vms(pool)[0]
+    VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=3)
+    assert services.monitor_pool(pool.pk) == 0
+
+    # An admin starts it by hand (the host problem is fixed), then powers it off again.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+    vm.refresh_from_db()
+    assert (vm.status, vm.prestart_failures) == (VmStatus.UP, 0)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk) == JobState.SUCCEEDED
+
+    assert services.monitor_pool(pool.pk) == 1
+    assert _started(pool) == [vm.name]
+
+
+@pytest.mark.django_db
 def test_a_failed_start_a_user_asked_for_is_not_a_failed_prestart(
     hostless_pool, django_capture_on_commit_callbacks
 ):

@@ -252,6 +252,27 @@ def test_shrinking_that_would_remove_assigned_vms_is_a_409_and_changes_nothing(
     assert not Job.objects.exists()
 
 
+def test_growing_right_after_a_shrink_skips_the_names_of_vms_still_being_removed(
+    admin, pool_of, make_host
+):
+    pool = pool_of(down=5, name_pattern="lab-??")
+    VirtualMachine.objects.filter(pool=pool).update(host=make_host(pool.cluster))
+
+    shrunk = admin.patch(f"/api/vmpools/{pool.pk}/", {"size": 3}, format="json")
+    grown = admin.patch(f"/api/vmpools/{pool.pk}/", {"size": 5}, format="json")
+
+    assert shrunk.status_code == 200, shrunk.json()
+    assert grown.status_code == 200, grown.json()
+    assert grown.json()["counts"]["total"] == 5
+    assert _names(pool.pk) == ["lab-01", "lab-02", "lab-03", "lab-06", "lab-07"]
+    removing = VirtualMachine.objects.filter(pool=None).order_by("name")
+    assert [vm.name for vm in removing] == ["lab-04", "lab-05"]
+    assert set(Job.objects.filter(kind=JobKind.DELETE).values_list("vm__name", flat=True)) == {
+        "lab-04",
+        "lab-05",
+    }
+
+
 # -- prestarted VMs, fixed fields --------------------------------------------------------------
 
 
