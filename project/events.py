@@ -3,6 +3,11 @@
 Readers wait up to a timeout when nothing new has happened. On PostgreSQL a committed event
 sends NOTIFY and one LISTEN thread per process wakes every waiting reader at once; on SQLite
 readers poll.
+
+An id is taken at insert, before commit, so on PostgreSQL a long transaction can commit an id
+below one already committed. Readers never pass the horizon (migration 0005): the highest id
+no transaction still open holds, so no event appears behind a token once handed out. SQLite
+has a single writer, so its ids commit in order.
 """
 
 from __future__ import annotations
@@ -90,17 +95,38 @@ def visible_events(user) -> QuerySet:
     return Event.objects.filter(condition)
 
 
+def _horizon() -> int | None:
+    """The highest event id a reader may pass (None: any). Read before the events themselves:
+    an event committed after this read is above it or was already counted."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT project_event_horizon()")
+        return cursor.fetchone()[0]
+
+
+def _below_horizon(queryset: QuerySet) -> QuerySet:
+    horizon = _horizon()
+    return queryset if horizon is None else queryset.filter(id__lte=horizon)
+
+
 def latest_token() -> int:
-    return Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    """Where a reader starts to get what happens from now on (never past an event to come)."""
+    latest = _below_horizon(Event.objects.order_by("-id")).values_list("id", flat=True).first()
+    return latest or 0
 
 
 def read_since(user, since: int, timeout: float, limit: int = 500) -> list[Event]:
-    """Events after ``since`` that ``user`` may see, waiting up to ``timeout`` seconds for one."""
+    """Events after ``since`` that ``user`` may see, waiting up to ``timeout`` seconds for one.
+
+    Never past an id that a transaction still open may yet commit (see the module docstring).
+    """
     deadline = time.monotonic() + max(0.0, timeout)
     listener = _listener() if connection.vendor == "postgresql" else None
     while True:
         generation = listener.generation if listener else 0
-        events = list(visible_events(user).filter(id__gt=since).order_by("id")[:limit])
+        found = _below_horizon(visible_events(user).filter(id__gt=since))
+        events = list(found.order_by("id")[:limit])
         remaining = deadline - time.monotonic()
         if events or remaining <= 0:
             return events
