@@ -7,11 +7,21 @@ ClusterAdmin of one cluster sees and changes only what is in that cluster.
 from datetime import timedelta
 from urllib.parse import urlencode
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils import timezone
 
-from project.permissions import default_action, holds, restrict, scope_of_model
+from project.permissions import (
+    default_action,
+    holds,
+    placement_refusal,
+    restrict,
+    scope_keys,
+    scope_of_model,
+    scope_paths,
+)
 
 RECENT_WINDOWS = {
     "1h": ("Last hour", timedelta(hours=1)),
@@ -39,6 +49,56 @@ def recent_filter(field: str, title: str, parameter: str) -> type[admin.SimpleLi
     RecentFilter.title = title
     RecentFilter.__name__ = f"Recent{parameter.title()}Filter"
     return RecentFilter
+
+
+def _scope_fields(model) -> list[str]:
+    """The model's own fields that hold a containing scope's key (``cluster`` for a host)."""
+    attnames = {path for paths in scope_paths(model).values() for path in paths}
+    return [
+        field.name
+        for field in model._meta.concrete_fields
+        if field.attname in attnames and not field.primary_key
+    ]
+
+
+def placement_checked(form_class: type[forms.ModelForm], user, stored_keys) -> type:
+    """``form_class`` with one more check after the model's own validation: the user may put
+    the object, as it will be saved, where it would be (``placement_refusal()``). The refusal
+    is shown on the scope field that was changed (``cluster``), or above the form."""
+
+    class PlacementCheckedForm(form_class):
+        def _post_clean(self):
+            super()._post_clean()
+            if self._errors:
+                return  # correct those first; the object is not complete yet
+            refusal = placement_refusal(user, self.instance, stored_keys)
+            if refusal is None:
+                return
+            shown = [name for name in _scope_fields(self._meta.model) if name in self.fields]
+            changed = [name for name in shown if name in self.changed_data]
+            self.add_error((changed or shown or [None])[0], refusal)
+
+    PlacementCheckedForm.__name__ = form_class.__name__
+    return PlacementCheckedForm
+
+
+def _inline_refusal(user, formset, row) -> str | None:
+    """Why ``user`` may not save this inline row as submitted; None if they may."""
+    model = formset.model
+    stored = None if row.instance._state.adding else model._default_manager.get(pk=row.instance.pk)
+    if stored is not None and formset.can_delete and row.cleaned_data.get("DELETE"):
+        if holds(user, default_action(model, "delete"), stored):
+            return None
+        return f"You may not delete {model._meta.verbose_name} {stored}."
+    if not row.has_changed():
+        return None
+    if stored is None:
+        # The row joins the page's object (saved by now) when it is saved: check it there.
+        setattr(row.instance, formset.fk.name, formset.instance)
+        return placement_refusal(user, row.instance)
+    if not holds(user, default_action(model, "change"), stored):
+        return f"You may not change {model._meta.verbose_name} {stored}."
+    return placement_refusal(user, row.instance, scope_keys(stored))
 
 
 class ScopedAdmin(admin.ModelAdmin):
@@ -81,6 +141,24 @@ class ScopedAdmin(admin.ModelAdmin):
             query = urlencode({"object_type": scope, "object_id": obj.pk})
             extra_context["grant_url"] = f"{reverse('admin:project_usergrant_add')}?{query}"
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        """The model's form, refusing to save the object where the user may not put it."""
+        form = super().get_form(request, obj, change, **kwargs)
+        stored_keys = scope_keys(obj) if obj is not None and obj.pk is not None else None
+        return placement_checked(form, request.user, stored_keys)
+
+    def save_formset(self, request, form, formset, change):
+        """Inline rows are checked like the page's own object: each new row needs the add
+        action where it lands, each changed row the change action (and, if it moves, the add
+        action where it goes), each deleted row the delete action. The page's transaction
+        rolls back on a refusal."""
+        if scope_paths(formset.model):
+            for row in formset.forms:
+                refusal = _inline_refusal(request.user, formset, row)
+                if refusal is not None:
+                    raise PermissionDenied(refusal)
+        super().save_formset(request, form, formset, change)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         related = db_field.remote_field.model

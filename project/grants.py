@@ -15,7 +15,19 @@ from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import CharField, F, Model, Q, QuerySet, Value
+from django.db.models import (
+    Case,
+    CharField,
+    F,
+    IntegerField,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
@@ -203,9 +215,43 @@ def visible_grants_filter(viewer, table: type[Model]) -> Q:
     return own | managed
 
 
+# ``?ordering=`` keys of the grant list -> the column each sorts on. Object types sort from the
+# widest scope to the narrowest (system, cluster, pool, lease, VM); principals by user or
+# group name, users and groups together.
+GRANT_ORDERINGS = {
+    "id": "id",
+    "role": "role_name",
+    "principal": "principal_name",
+    "object_type": "scope_rank",
+}
+
+
+def _ordering_columns(kind: str, ordering: list[str]) -> dict:
+    """The columns ``ordering`` sorts on, for the user rows (``kind`` "u") or group rows."""
+    wanted = {key.lstrip("-") for key in ordering}
+    columns: dict = {}
+    if "role" in wanted:
+        columns["role_name"] = Subquery(
+            Role.objects.filter(grant_codename=OuterRef("permission__codename")).values("name")[:1]
+        )
+    if "principal" in wanted:
+        columns["principal_name"] = F("user__username" if kind == "u" else "group__name")
+    if "object_type" in wanted:
+        columns["scope_rank"] = Case(
+            *(
+                When(content_type=scope_content_type(scope), then=Value(rank))
+                for rank, scope in enumerate(SCOPE_MODELS)
+            ),
+            default=Value(len(SCOPE_MODELS)),
+            output_field=IntegerField(),
+        )
+    return columns
+
+
 def grant_rows(
     viewer,
     *,
+    ordering: list[str] | None = None,
     only_own: bool = False,
     role: Role | None = None,
     user=None,
@@ -214,7 +260,8 @@ def grant_rows(
     object_id: int | None = None,
     grant_id: str | None = None,
 ) -> QuerySet:
-    """The grants ``viewer`` may see, as one union query of plain values, ordered by id.
+    """The grants ``viewer`` may see, as one union query of plain values, ordered by id
+    (or first by the ``GRANT_ORDERINGS`` keys in ``ordering``, "-" for descending).
 
     A user sees their own grants (directly and through their groups) and every grant on an
     object where they may manage grants; a superuser sees all. The keyword filters narrow it.
@@ -244,14 +291,19 @@ def grant_rows(
     else:
         user_rows = user_rows.filter(visible_grants_filter(viewer, UserObjectPermission))
         group_rows = group_rows.filter(visible_grants_filter(viewer, GroupObjectPermission))
-    columns = ("kind", "id", "codename", "content_type_id", "object_pk", "principal_id")
+    ordering = list(ordering or [])
+    by_user, by_group = _ordering_columns("u", ordering), _ordering_columns("g", ordering)
+    columns = ("kind", "id", "codename", "content_type_id", "object_pk", "principal_id", *by_user)
     users = user_rows.annotate(
-        kind=Value("u"), codename=F("permission__codename"), principal_id=F("user_id")
+        kind=Value("u"), codename=F("permission__codename"), principal_id=F("user_id"), **by_user
     ).values(*columns)
     groups = group_rows.annotate(
-        kind=Value("g"), codename=F("permission__codename"), principal_id=F("group_id")
+        kind=Value("g"), codename=F("permission__codename"), principal_id=F("group_id"), **by_group
     ).values(*columns)
-    return users.union(groups, all=True).order_by("kind", "id")
+    keys = [
+        ("-" if key.startswith("-") else "") + GRANT_ORDERINGS[key.lstrip("-")] for key in ordering
+    ]
+    return users.union(groups, all=True).order_by(*keys, "kind", "id")
 
 
 def to_grants(rows) -> list[Grant]:

@@ -216,6 +216,57 @@ def holds(user, action: str, obj: Model | None = None) -> bool:
     return False
 
 
+def _destination(obj: Model) -> tuple[list[str], list[str]]:
+    """Where ``obj`` would be, in words: the scope objects holding it ("cluster cl-2") and the
+    scopes it would be shared by ("cluster", for a template without one)."""
+    model = type(obj)
+    inside, shared_by = [], []
+    for scope, values in scope_keys(obj).items():
+        if scope == scope_of_model(model):
+            continue  # the object itself
+        holder = scope_model(scope)
+        names = ", ".join(str(o) for o in holder._default_manager.filter(pk__in=values))
+        inside.append(f"{holder._meta.verbose_name} {names}")
+    for scope in sorted(getattr(model, "grant_shared_scopes", set()) - scope_keys(obj).keys()):
+        shared_by.append(str(scope_model(scope)._meta.verbose_name))
+    return inside, shared_by
+
+
+def placement_refusal(
+    user, obj: Model, stored_keys: dict[str, set[Any]] | None = None
+) -> str | None:
+    """Why ``user`` may not write ``obj`` (as it will be saved) where it would be; None if they
+    may.
+
+    A new object (``stored_keys`` None) needs the add action where it will be. An object whose
+    scopes change (``stored_keys``: ``scope_keys()`` of the stored row) needs there what making
+    it there would, the add action, and the change action: moving a host into another cluster
+    puts a new host in that cluster. An object that stays where it is needs nothing more than
+    the change action already checked on it.
+    """
+    moving = stored_keys is not None
+    if moving and scope_keys(obj) == stored_keys:
+        return None
+    verbs = ("add", "change") if moving else ("add",)
+    if all(holds(user, default_action(type(obj), verb), obj) for verb in verbs):
+        return None
+    name = obj._meta.verbose_name
+    inside, shared_by = _destination(obj)
+    if shared_by:
+        where = "shared by every " + " and every ".join(shared_by)
+        what = f"make this {name} {where}" if moving else f"add a {name} {where}"
+        return f"You may not {what}: that needs a system-wide grant."
+    place = ", ".join(inside)
+    if not moving:
+        return f"You may not add a {name} in {place}." if place else f"You may not add a {name}."
+    plural = obj._meta.verbose_name_plural
+    return (
+        f"You may not move this {name}"
+        + (f" to {place}" if place else "")
+        + f": that needs the right to add and change {plural} there."
+    )
+
+
 def holds_at_system(user, action: str) -> bool:
     """Whether ``user`` may perform ``action`` system-wide (a grant on the System)."""
     from project.models import System

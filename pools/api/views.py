@@ -46,6 +46,7 @@ class VmPoolViewSet(ScopedModelViewSet):
         pool = self.get_object()
         serializer = self.get_serializer(pool, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
+        self.check_placement(serializer)
         warnings = services.update_pool(pool, dict(serializer.validated_data))
         data = self.get_serializer(self.queryset.all().get(pk=pool.pk)).data
         data["warnings"] = warnings

@@ -98,6 +98,16 @@ def _lookup(model, value, field: str, name: str):
     return found
 
 
+def _grant_ordering(value: str | None) -> list[str]:
+    """``?ordering=role,-principal`` as keys of ``grant_service.GRANT_ORDERINGS``."""
+    keys = [key.strip() for key in (value or "").split(",") if key.strip()]
+    unknown = [key for key in keys if key.lstrip("-") not in grant_service.GRANT_ORDERINGS]
+    if unknown:
+        choices = ", ".join(grant_service.GRANT_ORDERINGS)
+        raise ValidationError({"ordering": f"Cannot order by {unknown[0]}; use {choices}."})
+    return keys
+
+
 @extend_schema_view(
     list=extend_schema(
         parameters=[
@@ -106,6 +116,11 @@ def _lookup(model, value, field: str, name: str):
             OpenApiParameter("group", OpenApiTypes.STR),
             OpenApiParameter("object_type", OpenApiTypes.STR, enum=list(SCOPE_MODELS)),
             OpenApiParameter("object_id", OpenApiTypes.INT),
+            OpenApiParameter(
+                "ordering",
+                OpenApiTypes.STR,
+                description="Comma-separated: id, role, principal, object_type; '-' descends.",
+            ),
         ]
     ),
     retrieve=extend_schema(
@@ -135,6 +150,7 @@ class GrantViewSet(
             raise ValidationError({"object_type": f"Expected one of {', '.join(SCOPE_MODELS)}."})
         return grant_service.grant_rows(
             self.request.user,
+            ordering=_grant_ordering(params.get("ordering")),
             role=_lookup(Role, params.get("role"), "name", "role"),
             user=_lookup(User, params.get("user"), "username", "user"),
             group=_lookup(Group, params.get("group"), "name", "group"),

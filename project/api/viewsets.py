@@ -1,15 +1,25 @@
 """The base API viewset: every queryset restricted to what the caller may see, every write checked.
 
 Objects the caller may not see do not exist for them (404); objects they may see but not act on
-answer 403. Writes are atomic. Subclasses name their model, serializer and filters, and map
+answer 403. An update that moves an object into another scope is checked as a create there.
+Writes are atomic. Subclasses name their model, serializer and filters, and map
 extra actions to permissions in ``action_permissions``.
 """
 
 from django.db import transaction
+from django.db.models import Model
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
-from project.permissions import default_action, holds, restrict
+from project.api.serializers import ModelCleanSerializer
+from project.permissions import (
+    default_action,
+    holds,
+    placement_refusal,
+    restrict,
+    scope_keys,
+    scope_paths,
+)
 
 # DRF action -> default verb of the Django permission it needs.
 DEFAULT_VERBS = {
@@ -74,8 +84,19 @@ class ScopedViewSetMixin:
             serializer.save()
         self.reload(serializer)
 
+    def check_placement(self, serializer) -> None:
+        """Refuse an update that moves the object into other scopes (another cluster, no
+        cluster) unless the caller may add and change it there: a move is a create there."""
+        stored = serializer.instance
+        if not scope_paths(type(stored)):
+            return
+        refusal = placement_refusal(self.request.user, _as_saved(serializer), scope_keys(stored))
+        if refusal is not None:
+            raise PermissionDenied(refusal)
+
     def perform_update(self, serializer) -> None:
         with transaction.atomic():
+            self.check_placement(serializer)
             serializer.save()
         self.reload(serializer)
 
@@ -86,6 +107,18 @@ class ScopedViewSetMixin:
     def perform_destroy(self, instance) -> None:
         with transaction.atomic():
             instance.delete()
+
+
+def _as_saved(serializer) -> Model:
+    """The object an update will write: the stored row with the validated fields set."""
+    if isinstance(serializer, ModelCleanSerializer):
+        return serializer.unsaved_instance()
+    model = type(serializer.instance)
+    instance = model._default_manager.get(pk=serializer.instance.pk)
+    for field in model._meta.concrete_fields:
+        if field.name in serializer.validated_data:
+            setattr(instance, field.name, serializer.validated_data[field.name])
+    return instance
 
 
 class ScopedModelViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
