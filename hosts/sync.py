@@ -6,7 +6,8 @@ and then not at all. When no job runs on a VM, its lifecycle status follows the 
 change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
 its host's report for two sync intervals is PowerReportMissing. A report read before a job on
 a VM ended is not applied to that VM: the next one is. An unreachable host goes
-NonResponsive and its VMs Unknown — never Down, never restarted because of it.
+NonResponsive and its VMs Unknown — never Down, never restarted because of it. Each report
+also starts or stops the host's over-utilization clock (``overloaded_since``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import vm_stopped
 from project import events
 from project.models import EventKind
+from scheduling.balancer import track_host_load
 
 logger = logging.getLogger(__name__)
 
@@ -237,6 +239,8 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     result.vms_written = len(to_write)
     _sync_external(host, [d for u, d in reported.items() if u not in managed])
     _update_host(host, report, used_memory, now)
+    # The host's load is known now: the duration rules count from when it went over.
+    track_host_load(host)
     return result
 
 
@@ -284,6 +288,8 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
     if changed or stale:
         changed["last_seen_at"] = now
         Host.objects.filter(pk=host.pk).update(**changed, updated_at=now)
+        for name, value in changed.items():
+            setattr(host, name, value)
     if came_back:
         events.emit(
             EventKind.CHANGED,

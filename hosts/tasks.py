@@ -5,7 +5,10 @@ loop lock, so exactly one runs across all task clusters; before it ends it queue
 successor, and a schedule every minute
 (plus every worker start) revives the chain if its cluster died. Each tick it syncs the hosts
 that are due (every CORRAL_SYNC_INTERVAL seconds, or at once after a libvirt lifecycle event),
-reaps jobs whose worker died, and prunes old events.
+reaps jobs whose worker died, and runs the loops that are due: the balancers, the prestart
+monitor and the pruning of old events. When those last ran is kept in the database (loop
+locks that expire when the next run is due), not in the ticker: a ticker lives 15 s, less
+than their intervals, and a fresh one must neither skip them nor run them again too soon.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from project import events, loops
 logger = logging.getLogger(__name__)
 TICKER_LOCK = "ticker"
 PRUNE_EVERY_S = 600
+# Names of the loop locks that say when each loop is due next.
+DUE = "due-"
+BALANCE_DUE = f"{DUE}balance-"
+POOL_MONITOR_DUE = f"{DUE}pool-monitor"
+PRUNE_DUE = f"{DUE}prune-events"
 
 
 def run_job(job_id: int) -> str:
@@ -61,9 +69,6 @@ class Ticker:
         self.last_sync: dict[int, float] = {}
         self.in_flight: set[int] = set()
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="host-sync")
-        self.last_prune = 0.0
-        self.last_balance: dict[int, float] = {}
-        self.last_pool_monitor = 0.0
 
     def on_lifecycle_event(self, uri: str, domain_uuid: str, event: str) -> None:
         with self.urgent_lock:
@@ -115,24 +120,31 @@ class Ticker:
                 self.pool.submit(self._sync, host_id)
         jobs.reap()
         self.lease_events()
-        self.balance_due(now)
-        self.monitor_pools_due(now)
-        if now - self.last_prune > PRUNE_EVERY_S:
-            self.last_prune = now
+        # One read says which loops wait; a claim (a write) is tried only for one that is due.
+        waiting = loops.not_due(DUE)
+        self.balance_due(waiting)
+        self.monitor_pools_due(waiting)
+        if PRUNE_DUE not in waiting and loops.claim_run(PRUNE_DUE, PRUNE_EVERY_S):
             events.prune()
+            loops.forget_expired(BALANCE_DUE)  # clusters deleted since
 
-    def balance_due(self, now: float) -> None:
-        """Each cluster's balancer, every CORRAL_BALANCE_INTERVAL seconds."""
+    def balance_due(self, waiting: set[str] | None = None) -> list[int]:
+        """Each cluster's balancer, every CORRAL_BALANCE_INTERVAL seconds (one never run is due
+        at once); returns the clusters whose balancer it started."""
         from hosts.models import Cluster
 
+        waiting = loops.not_due(BALANCE_DUE) if waiting is None else waiting
+        started = []
         for cluster_id in Cluster.objects.values_list("pk", flat=True):
             key = -cluster_id  # clusters share the in-flight set with hosts, kept apart by sign
-            last = self.last_balance.get(cluster_id, now)
-            self.last_balance.setdefault(cluster_id, now)
-            if now - last >= settings.CORRAL_BALANCE_INTERVAL and key not in self.in_flight:
-                self.last_balance[cluster_id] = now
+            name = f"{BALANCE_DUE}{cluster_id}"
+            if name in waiting or key in self.in_flight:
+                continue
+            if loops.claim_run(name, settings.CORRAL_BALANCE_INTERVAL):
                 self.in_flight.add(key)
                 self.pool.submit(self._balance, cluster_id)
+                started.append(cluster_id)
+        return started
 
     def lease_events(self) -> None:
         """Start and end leases on time (and catch up on any missed while down)."""
@@ -143,12 +155,15 @@ class Ticker:
         except Exception:
             logger.exception("lease events failed")
 
-    def monitor_pools_due(self, now: float) -> None:
+    def monitor_pools_due(self, waiting: set[str] | None = None) -> bool:
         """The pools' prestart monitor, every VMPOOL_MONITOR_INTERVAL seconds."""
-        if now - self.last_pool_monitor < settings.VMPOOL_MONITOR_INTERVAL:
-            return
-        self.last_pool_monitor = now
+        waiting = loops.not_due(POOL_MONITOR_DUE) if waiting is None else waiting
+        if POOL_MONITOR_DUE in waiting:
+            return False
+        if not loops.claim_run(POOL_MONITOR_DUE, settings.VMPOOL_MONITOR_INTERVAL):
+            return False
         self.pool.submit(self._monitor_pools)
+        return True
 
     def _monitor_pools(self) -> None:
         from pools.services import monitor_all

@@ -7,6 +7,7 @@ UPDATEs make acquiring atomic on PostgreSQL and SQLite alike.
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -39,6 +40,21 @@ def _take(name: str, holder: str, ttl: float) -> bool:
         return True
     except IntegrityError:
         return False
+
+
+def claim_run(name: str, every: float) -> bool:
+    """Claim this run of a loop that runs every ``every`` seconds: True for one caller per
+    interval across every ticker, task cluster and machine; a loop that never ran is due at once.
+
+    The row's expiry is when the next run is due, so the schedule outlives any one ticker.
+    """
+    return _take(name, f"run-{uuid.uuid4().hex[:12]}", every)
+
+
+def not_due(prefix: str) -> set[str]:
+    """The loops (names starting with ``prefix``) that ran and are not due again yet."""
+    waiting = LoopLock.objects.filter(name__startswith=prefix, expires_at__gte=timezone.now())
+    return set(waiting.values_list("name", flat=True))
 
 
 def abandoned(name: str, observe: float) -> bool:

@@ -9,16 +9,22 @@ migrated within ``CORRAL_BALANCE_COOLDOWN`` seconds is not moved again.
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from hosts.models import Cluster, Host, JobKind, VirtualMachine
 from scheduling import registry
+from scheduling.models import Policy
 from scheduling.scheduler import (
+    HOLDING,
     build_context,
     effective_properties,
     policy_of,
     running_vms,
 )
+from scheduling.units.base import HostState
+
+DEFAULT_HIGH_UTILIZATION = 80
 
 
 def _track_overload(hosts, states, high: float) -> None:
@@ -27,11 +33,47 @@ def _track_overload(hosts, states, high: float) -> None:
     for host, state in zip(hosts, states, strict=True):
         over = state.cpu_load_percent > high
         if over and host.overloaded_since is None:
-            Host.objects.filter(pk=host.pk).update(overloaded_since=now)
+            Host.objects.filter(pk=host.pk, overloaded_since__isnull=True).update(
+                overloaded_since=now
+            )
             host.overloaded_since = state.overloaded_since = now
         elif not over and host.overloaded_since is not None:
             Host.objects.filter(pk=host.pk).update(overloaded_since=None)
             host.overloaded_since = state.overloaded_since = None
+
+
+def track_host_load(host: Host) -> None:
+    """Start or stop one host's over-utilization clock from its load now.
+
+    Run after each report of the host, so the duration rules (the CPUOverloaded filter, the
+    balancers' "over for long enough") count from when the host went over, whatever the
+    policy's balancer and however seldom it runs. The load is the scheduler's: measured CPU use
+    where the host reports it, else the vCPUs its VMs hold (arriving ones included) per CPU.
+    """
+    cluster = Cluster.objects.select_related("policy__balance").get(pk=host.cluster_id)
+    policy = cluster.policy
+    if policy is None:
+        policy = Policy.objects.select_related("balance").filter(is_default=True).first()
+    properties = effective_properties(policy, cluster) if policy is not None else {}
+    high = properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
+    held = VirtualMachine.objects.filter(
+        Q(host_id=host.pk, status__in=HOLDING) | Q(migrating_to_id=host.pk)
+    ).aggregate(vcpus=Sum("vcpus"))
+    state = HostState(
+        id=host.pk,
+        name=host.name,
+        status=host.status,
+        reservable=host.reservable,
+        cpus=host.cpus or 0,
+        memory_capacity_mb=0,
+        committed_memory_mb=0,
+        committed_vcpus=held["vcpus"] or 0,
+        vm_count=0,
+        networks=set(),
+        overloaded_since=host.overloaded_since,
+        measured_cpu_percent=host.cpu_usage_percent,
+    )
+    _track_overload([host], [state], high)
 
 
 def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:
@@ -51,7 +93,9 @@ def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:
     properties = effective_properties(policy, cluster)
     ctx = build_context(cluster, None, "balance", hosts, properties)
     if not dry_run:
-        _track_overload(hosts, ctx.hosts, properties.get("HighUtilization", 80))
+        _track_overload(
+            hosts, ctx.hosts, properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
+        )
     ctx.running_vms = running_vms(hosts)
     try:
         choice = registry.load(policy.balance).balance(ctx.hosts, ctx)

@@ -245,6 +245,20 @@ class EvenGuestDistribution(PolicyUnitBase):
 # -- balancers ------------------------------------------------------------------------------
 
 
+def _staying_under(choice, targets: list[HostState], ctx, high: float):
+    """Anti-bounce: keep only the targets whose load stays under ``high`` once the VM arrives
+    (no choice if none does)."""
+    if choice is None:
+        return None
+    moved = next(v for v in ctx.running_vms if v.id == choice.vm_id)
+    choice.candidate_host_ids = [
+        t.id
+        for t in targets
+        if t.cpus and 100.0 * (t.committed_vcpus + moved.vcpus) / t.cpus < high
+    ]
+    return choice if choice.candidate_host_ids else None
+
+
 def _pick_vm(ctx, source: HostState, targets: list[HostState], reason: str):
     if not targets:
         return None
@@ -285,16 +299,7 @@ class EvenDistributionBalance(PolicyUnitBase):
         choice = _pick_vm(
             ctx, source, targets, f"{source.name} CPU load {source.cpu_load_percent:.0f}%"
         )
-        if choice is None:
-            return None
-        moved = next(v for v in ctx.running_vms if v.id == choice.vm_id)
-        # Anti-bounce: only targets that stay under the threshold once the VM arrives.
-        choice.candidate_host_ids = [
-            t.id
-            for t in targets
-            if t.cpus and 100.0 * (t.committed_vcpus + moved.vcpus) / t.cpus < high
-        ]
-        return choice if choice.candidate_host_ids else None
+        return _staying_under(choice, targets, ctx, high)
 
 
 class PowerSavingBalance(PolicyUnitBase):
@@ -320,7 +325,8 @@ class PowerSavingBalance(PolicyUnitBase):
             return None
         source = min(cold, key=lambda h: (h.cpu_load_percent, h.id))
         targets = [h for h in up if h.id != source.id and low <= h.cpu_load_percent < high]
-        return _pick_vm(ctx, source, targets, f"{source.name} is under-utilized; emptying it")
+        choice = _pick_vm(ctx, source, targets, f"{source.name} is under-utilized; emptying it")
+        return _staying_under(choice, targets, ctx, high)
 
 
 BUILTIN_UNITS: list[type[PolicyUnitBase]] = [
