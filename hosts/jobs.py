@@ -2,10 +2,10 @@
 
 A job is submitted as a Pending row. Jobs on one VM form a queue in id order: only its head
 is handed to a task worker, and when it finishes the next one is. A second identical request
-while one is still pending is answered with that job (CloudStack's coalescing). The worker
-runs the operation's steps, journalling each, checking for cancellation between steps and
-heartbeating; a job whose heartbeat goes stale (its worker died) is failed by ``reap()``,
-and its VM set to what its host reports.
+while one is still pending at the tail of the queue is answered with that job (CloudStack's
+coalescing). The worker runs the operation's steps, journalling each, checking for
+cancellation between steps and heartbeating; a job whose heartbeat goes stale (its worker
+died) is failed by ``reap()``, and its VM set to what its host reports.
 """
 
 from __future__ import annotations
@@ -85,22 +85,28 @@ def submit(
     requested_by=None,
     coalesce: bool = True,
 ) -> Job:
-    """Queue a job; returns it (or the identical pending job it was coalesced into)."""
+    """Queue a job; returns it (or the identical pending job at the tail of the VM's queue it
+    was coalesced into)."""
     params = params or {}
     with transaction.atomic():
         if vm is not None:
             # The VM row is the queue's lock: submissions and dispatches for it take turns.
             vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
             if coalesce:
-                pending = (
-                    Job.objects.filter(vm=vm, kind=kind, state=JobState.PENDING)
-                    .order_by("-id")
-                    .first()
+                # Only into the tail of the queue: coalescing past a job queued after it
+                # (start, shutdown, start) would reorder what the user asked for.
+                tail = (
+                    Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).order_by("-id").first()
                 )
-                if pending is not None and pending.params == params:
-                    Job.objects.filter(pk=pending.pk).update(coalesced=pending.coalesced + 1)
-                    pending.refresh_from_db()
-                    return pending
+                if (
+                    tail is not None
+                    and tail.state == JobState.PENDING
+                    and tail.kind == kind
+                    and tail.params == params
+                ):
+                    Job.objects.filter(pk=tail.pk).update(coalesced=tail.coalesced + 1)
+                    tail.refresh_from_db()
+                    return tail
         job = Job.objects.create(
             kind=kind,
             vm=vm,
@@ -298,7 +304,7 @@ def _claim(job_id: int) -> Job | None:
 
 def run(job_id: int) -> str:
     """Run one job to its end (the django-q2 task body). Returns its final state."""
-    from hosts.operations import OPERATIONS, finish_vm
+    from hosts.operations import OPERATIONS, changed_outside, finish_vm
 
     job = _claim(job_id)
     if job is None:
@@ -309,6 +315,7 @@ def run(job_id: int) -> str:
     logger.info("job %s (%s) started", job.pk, job.kind, extra=extra)
     state, result, error_code, error_message = JobState.SUCCEEDED, None, "", ""
     lost = False
+    settled = None
     with _Heartbeat(job.pk):
         try:
             result = operation(context)
@@ -328,7 +335,7 @@ def run(job_id: int) -> str:
         finally:
             # A lost job's VM was settled by the reaper and may be another job's by now.
             if job.vm_id is not None and not lost:
-                finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
+                settled = finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
     if lost:
         logger.warning(
             "job %s (%s) was failed while its worker was stalled; it stops here",
@@ -337,6 +344,21 @@ def run(job_id: int) -> str:
             extra=extra,
         )
         return "lost"
+    if state == JobState.SUCCEEDED and settled is not None:
+        # The host's final word on the VM must be what the job did: an outside change that
+        # came after the job's own wait (during its last hooks, say) contradicts it.
+        contradiction = changed_outside(job.kind, settled)
+        if contradiction:
+            state, error_code, error_message = JobState.FAILED, "changed_outside", contradiction
+            context.log(f"Failed: {contradiction}")
+            events.alert(
+                "vm",
+                settled.pk,
+                contradiction,
+                vm_id=settled.pk,
+                cluster_id=settled.cluster_id,
+                pool_id=settled.pool_id,
+            )
     if context.placement is not None and "placement" not in (result or {}):
         result = {**(result or {}), "placement": context.placement}
     _finish(job, state, result, error_code, error_message)

@@ -3,7 +3,8 @@
 Each operation moves the VM to a transitional status while it runs, works through its steps
 (hooks, placement, libvirt calls, waiting for the host to report the result) and returns a
 result. Whatever happens, ``finish_vm`` then sets the VM to the stationary state its host
-reports: a failed step never leaves a guess behind.
+reports: a failed step never leaves a guess behind; and a job whose VM the host reports other
+than it left it (changed outside Corral meanwhile) fails (``changed_outside``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.db import transaction
 from hosts import driver
 from hosts.hooks import HookFailed, run_hooks
 from hosts.jobs import JobContext, JobFailed
-from hosts.models import Host, JobKind, VirtualMachine, VmStatus
+from hosts.models import Host, JobKind, PowerState, VirtualMachine, VmStatus
 from hosts.placement import (
     NoHostAvailable,
     SchedulerBusy,
@@ -112,9 +113,13 @@ def wait_for(ctx: JobContext, host: Host, wanted: set[str], failing: set[str], w
 
 def start(ctx: JobContext) -> dict:
     vm = ctx.refresh_vm()
-    if vm.host is not None and _current_state(vm) in RUNNING:
+    state = _current_state(vm)
+    if vm.host is not None and state in RUNNING:
         ctx.log(f"Already running on {vm.host.name}")
         return {"host": vm.host.name, "already": True}
+    if state == "paused":
+        # Creating a domain that is paused does nothing: starting it means resuming it.
+        return _resume_paused(ctx, vm)
     if vm.reservation_id is not None and vm.reservation.lease.status != "ACTIVE":
         lease = vm.reservation.lease
         raise JobFailed(
@@ -144,6 +149,15 @@ def start(ctx: JobContext) -> dict:
     wait_for(ctx, host, RUNNING, STOPPED, "starting")
     _hooks(ctx, "vm-post-start", 0.9)
     return {"host": host.name, "placement": explanation}
+
+
+def _resume_paused(ctx: JobContext, vm: VirtualMachine) -> dict:
+    _set_status(vm, VmStatus.RESUMING)
+    ctx.step(f"Resuming the paused VM on {vm.host.name}", 0.4)
+    _call(driver.resume, vm.host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to run", 0.7)
+    wait_for(ctx, vm.host, RUNNING, STOPPED, "resuming")
+    return {"host": vm.host.name, "resumed": True}
 
 
 def _needs_base_snapshot(vm: VirtualMachine) -> bool:
@@ -389,14 +403,15 @@ OPERATIONS = {
 }
 
 
-def finish_vm(vm_id: int, *, succeeded: bool) -> None:
-    """After a job: the VM takes the stationary state its host reports (never a guess).
+def finish_vm(vm_id: int, *, succeeded: bool) -> VirtualMachine | None:
+    """After a job: the VM takes the stationary state its host reports (never a guess);
+    returns it so settled (None when the job deleted it).
 
     An interrupted migration is resolved by asking both hosts where the domain is.
     """
     vm = VirtualMachine.objects.select_related("host", "migrating_to").filter(pk=vm_id).first()
     if vm is None:
-        return  # deleted by the job
+        return None  # deleted by the job
     if vm.migrating_to_id is not None:
         landed = vm.migrating_to
         try:
@@ -407,4 +422,52 @@ def finish_vm(vm_id: int, *, succeeded: bool) -> None:
         if there is not None:
             fields["host"] = landed
         VirtualMachine.objects.filter(pk=vm_id).update(**fields)
-    reconcile_vm(vm_id)
+    return reconcile_vm(vm_id)
+
+
+# What the host must report once an operation has succeeded. Anything else is a change made
+# outside Corral while the job ran, after its own wait: it contradicts the job, so it fails it.
+EXPECTED_STATES = {
+    JobKind.START: RUNNING,
+    JobKind.RESUME: RUNNING,
+    JobKind.SHUTDOWN: STOPPED | {PowerState.REPORT_MISSING},
+    JobKind.POWEROFF: STOPPED | {PowerState.REPORT_MISSING},
+    JobKind.SUSPEND: {"paused"},
+    JobKind.MIGRATE: RUNNING | {"paused"},  # a paused VM migrates paused
+}
+BEING = {
+    JobKind.START: "started",
+    JobKind.RESUME: "resumed",
+    JobKind.SHUTDOWN: "shut down",
+    JobKind.POWEROFF: "powered off",
+    JobKind.SUSPEND: "suspended",
+    JobKind.MIGRATE: "migrated",
+}
+HAPPENED = {
+    "running": "was started outside Corral",
+    "blocked": "was started outside Corral",
+    "paused": "was paused outside Corral",
+    "pmsuspended": "was paused outside Corral",
+    "shutdown": "began shutting down outside Corral",
+    "shutoff": "was shut off outside Corral",
+    "crashed": "crashed",
+    PowerState.REPORT_MISSING: "was removed from its host outside Corral",
+}
+
+
+def changed_outside(kind: str, vm: VirtualMachine) -> str:
+    """Why the settled ``vm`` contradicts its just-succeeded ``kind`` job ("" when it does not).
+
+    Reads what ``finish_vm`` just asked the host: no further libvirt call.
+    """
+    wanted = EXPECTED_STATES.get(kind)
+    state = vm.power_state if vm.host_id is not None else PowerState.REPORT_MISSING
+    if wanted is None or state in wanted or state == PowerState.UNKNOWN:
+        return ""  # an unreachable host says nothing either way: the sync will tell
+    happened = HAPPENED.get(state, f"became {state} outside Corral")
+    if state in RUNNING and kind == JobKind.SUSPEND:
+        happened = "was resumed outside Corral"
+    return (
+        f"VM {vm.name} {happened} while it was being {BEING[kind]}; "
+        f"it is {vm.get_status_display()} now."
+    )

@@ -40,7 +40,8 @@ def delete_vm(vm: VirtualMachine, *, requested_by=None) -> Job | None:
     return jobs.submit(JobKind.DELETE, vm=vm, requested_by=requested_by)
 
 
-# What each operation needs the VM to be, when no other job on it is queued or running.
+# What each operation needs the VM to be, when no other job on it is queued or running
+# (starting a paused VM resumes it).
 ALLOWED_FROM = {
     JobKind.START: {VmStatus.DOWN, VmStatus.PAUSED},
     JobKind.SHUTDOWN: {VmStatus.UP, VmStatus.PAUSED},
@@ -54,7 +55,8 @@ ALLOWED_FROM = {
 def request_operation(
     vm: VirtualMachine, kind: str, *, requested_by, params: dict | None = None
 ) -> Job:
-    """Queue an operation on a VM as a job (coalesced into an identical pending one).
+    """Queue an operation on a VM as a job (coalesced into an identical pending one at the
+    tail of the VM's queue).
 
     Refused (409) when the VM is idle in a state the operation cannot start from; when other
     jobs are queued on the VM, the queue decides in order.

@@ -1,5 +1,6 @@
 """VM operations end to end: the API queues a job, the job drives a real libvirt host."""
 
+import sys
 import threading
 
 import pytest
@@ -142,6 +143,31 @@ def test_stopping_a_running_vm_leaves_it_down_and_shut_off_on_its_host(
     assert _reported(vm.host_id, vm) == "shutoff"
 
 
+def test_a_vm_started_outside_corral_during_its_shutdown_fails_the_job_and_stays_up(
+    running_vm, manager, hooks_dir, tmp_path
+):
+    vm = running_vm()
+    client = manager(vm)
+    host = Host.objects.get(pk=vm.host_id)
+    # The post-stop hook plays an administrator who starts the domain again behind Corral,
+    # after the job saw it stop.
+    restart = tmp_path / "restart.py"
+    restart.write_text(
+        "import libvirt\n"
+        f"libvirt.open({host.uri!r}).lookupByUUIDString({str(vm.uuid)!r}).create()\n"
+    )
+    hooks_dir("vm-post-stop", "50-restart", f"exec {sys.executable} {restart}")
+
+    job = _operate(client, vm, "shutdown")
+
+    assert (job["state"], job["error"]["code"]) == ("failed", "changed_outside")
+    assert job["error"]["message"] == (
+        f"VM {vm.name} was started outside Corral while it was being shut down; it is Up now."
+    )
+    assert _vm(client, vm)["status"] == "up"
+    assert _reported(vm.host_id, vm) == "running"
+
+
 def test_suspend_pauses_a_running_vm(running_vm, manager):
     vm = running_vm()
     client = manager(vm)
@@ -162,6 +188,20 @@ def test_resume_runs_a_paused_vm_again(running_vm, manager):
 
     assert job["state"] == "succeeded"
     assert _vm(client, vm)["status"] == "up"
+    assert _reported(vm.host_id, vm) == "running"
+
+
+def test_start_on_a_paused_vm_resumes_it_where_it_is(running_vm, manager, settings):
+    settings.CORRAL_TRANSITION_TIMEOUT = 15  # a start that waits in vain fails soon
+    vm = running_vm()
+    client = manager(vm)
+    _operate(client, vm, "suspend")
+
+    job = _operate(client, vm, "start")
+
+    assert (job["state"], job["error"]) == ("succeeded", None)
+    shown = _vm(client, vm)
+    assert (shown["status"], shown["host"]) == ("up", vm.host_id)
     assert _reported(vm.host_id, vm) == "running"
 
 

@@ -4,7 +4,7 @@ import threading
 
 from django.db import close_old_connections, connection
 
-from hosts import jobs
+from hosts import driver, jobs
 from hosts.models import Job, JobKind, JobState
 from tests.conftest import wait_until
 
@@ -66,3 +66,18 @@ def test_an_identical_pending_request_is_coalesced_into_the_first(db, make_vm, a
     assert again.pk == first.pk and again.coalesced == 1
     assert other.pk != first.pk
     assert Job.objects.filter(vm=vm).count() == 2
+
+
+def test_start_shutdown_start_leaves_the_vm_up_as_last_asked(transactional_db, sim_vm):
+    vm = sim_vm()
+
+    submitted = [jobs.submit(kind, vm=vm) for kind in ("start", "shutdown", "start")]
+
+    queue = list(Job.objects.filter(vm=vm).order_by("id").values_list("kind", "coalesced"))
+    assert queue == [("start", 0), ("shutdown", 0), ("start", 0)]
+    assert len({job.pk for job in submitted}) == 3
+    for job in submitted:
+        assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+    vm.refresh_from_db()
+    assert vm.status == "up"
+    assert driver.domain_power_state(vm.host.uri, str(vm.uuid)) == "running"

@@ -247,8 +247,14 @@ def test_while_a_job_runs_the_vm_status_is_left_to_the_job(starting_vm):
     during = VirtualMachine.objects.get(pk=vm.pk)
     assert (during.status, during.power_state) == ("starting", "shutoff")
     assert _alerts(vm) == []
-    assert release().state == "succeeded"
+    finished = release()
+    message = (
+        f"VM {vm.name} was shut off outside Corral while it was being started; it is Down now."
+    )
+    assert (finished.state, finished.error_code) == ("failed", "changed_outside")
+    assert finished.error_message == message
     assert VirtualMachine.objects.get(pk=vm.pk).status == "down"
+    assert _alerts(vm) == [message]
 
 
 def test_while_a_job_runs_a_move_to_another_host_still_applies(starting_vm, sim_hosts):
@@ -260,9 +266,11 @@ def test_while_a_job_runs_a_move_to_another_host_still_applies(starting_vm, sim_
 
     during = VirtualMachine.objects.get(pk=vm.pk)
     assert (during.host_id, during.status) == (destination.pk, "starting")
-    release()
+    finished = release()
     after = VirtualMachine.objects.get(pk=vm.pk)
     assert (after.host_id, after.status) == (destination.pk, "up")
+    # The VM runs, as the start job asked, just elsewhere: nothing contradicts the job.
+    assert (finished.state, finished.error_code) == ("succeeded", "")
 
 
 # -- domains Corral does not manage --------------------------------------------------------------
@@ -354,8 +362,9 @@ def test_syncing_a_host_with_many_vms_takes_a_fixed_number_of_queries(
         domains=[driver.DomainReport(str(vm.uuid), vm.name, "running") for vm in vms],
     )
 
-    # Every VM row changes here; SQLite splits the bulk update at its parameter limit.
-    with django_assert_max_num_queries(12):
+    # Every VM row changes here; SQLite splits the bulk update at its parameter limit. The
+    # host's load takes six more: its cluster, policy and thresholds, the vCPUs held, the clock.
+    with django_assert_max_num_queries(18):
         result = sync.apply_report(host.pk, report)
 
     assert result.vms_written == count
