@@ -333,12 +333,14 @@ def run(job_id: int) -> str:
             state, error_code, error_message = JobState.FAILED, "internal_error", str(exc)
             context.log(f"Failed: {exc}")
         finally:
-            # A lost job's VM was settled by the reaper and may be another job's by now.
+            # A job failed meanwhile by the reaper (it ran too long, say, in one long call) is
+            # lost too: its VM was settled then and may be another job's by now.
+            lost = lost or not Job.objects.filter(pk=job.pk, state__in=RUNNING_JOB_STATES).exists()
             if job.vm_id is not None and not lost:
                 settled = finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
     if lost:
         logger.warning(
-            "job %s (%s) was failed while its worker was stalled; it stops here",
+            "job %s (%s) was failed by the reaper while it ran; it stops here",
             job.pk,
             job.kind,
             extra=extra,
@@ -404,40 +406,86 @@ def request_cancel(job: Job) -> Job:
     return job
 
 
-def reap() -> list[int]:
-    """Fail running jobs whose worker stopped heartbeating; re-dispatch lost pending jobs.
+def _dead_here(worker: str) -> bool:
+    """Whether ``worker`` ("host:pid") ran on this machine and its process is gone (its task
+    cluster was killed and restarted): no need to wait for its heartbeat to go stale."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
-    The VM of a failed job is set to the stationary state its host reports.
+
+def _why_reap(job: Job, stale, too_old) -> tuple[str, str, dict, str] | None:
+    """(error code, message, the condition that must still hold when failing it, a note for
+    the journal) when the running ``job`` must be failed, else None."""
+    if job.heartbeat_at is not None and job.heartbeat_at < stale:
+        return (
+            "worker_lost",
+            f"The worker running this job ({job.worker}) stopped responding; "
+            "the VM was set to what its host reports.",
+            {"heartbeat_at__lt": stale},
+            "its worker stopped responding",
+        )
+    if _dead_here(job.worker):
+        return (
+            "worker_lost",
+            f"The worker running this job ({job.worker}) is gone (its task cluster stopped); "
+            "the VM was set to what its host reports.",
+            {"worker": job.worker},
+            "its worker is gone",
+        )
+    if job.started_at is not None and job.started_at < too_old:
+        limit = settings.CORRAL_JOB_MAX_SECONDS
+        return (
+            "timeout",
+            f"The job ran longer than {limit:g} s (CORRAL_JOB_MAX_SECONDS); "
+            "the VM was set to what its host reports.",
+            {"started_at__lt": too_old},
+            f"it ran longer than {limit:g} s",
+        )
+    return None
+
+
+def reap() -> list[int]:
+    """Fail running jobs that cannot end well; re-dispatch lost pending jobs.
+
+    A running job is failed when its worker stopped heartbeating, when its worker's process on
+    this machine is gone (a task cluster killed and restarted: no wait for the heartbeat), or
+    when it has run longer than ``CORRAL_JOB_MAX_SECONDS`` (so no VM stays Starting, Stopping
+    or Migrating longer than that; a worker still on it stops at its next step). The VM of a
+    failed job is set to the stationary state its host reports.
     """
     from hosts.operations import finish_vm
 
-    stale = timezone.now() - timedelta(seconds=settings.CORRAL_JOB_HEARTBEAT_TIMEOUT)
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.CORRAL_JOB_HEARTBEAT_TIMEOUT)
+    too_old = now - timedelta(seconds=settings.CORRAL_JOB_MAX_SECONDS)
     reaped = []
-    for job in Job.objects.filter(state__in=RUNNING_JOB_STATES, heartbeat_at__lt=stale):
+    for job in Job.objects.filter(state__in=RUNNING_JOB_STATES).order_by("pk"):
+        why = _why_reap(job, stale, too_old)
+        if why is None:
+            continue
+        code, message, still, note = why
         if job.vm_id is not None:
             # Settle the VM first, so nobody sees the job failed while its VM is still Starting.
             finish_vm(job.vm_id, succeeded=False)
         with transaction.atomic():
-            updated = Job.objects.filter(
-                pk=job.pk, state__in=RUNNING_JOB_STATES, heartbeat_at__lt=stale
-            ).update(
+            updated = Job.objects.filter(pk=job.pk, state__in=RUNNING_JOB_STATES, **still).update(
                 state=JobState.FAILED,
-                error_code="worker_lost",
-                error_message=(
-                    f"The worker running this job ({job.worker}) stopped responding; "
-                    "the VM was set to what its host reports."
-                ),
+                error_code=code,
+                error_message=message,
                 finished_at=timezone.now(),
             )
             if not updated:
                 continue
-            JobJournal.objects.create(job=job, message="Failed: its worker stopped responding")
-            logger.warning(
-                "job %s failed: its worker %s stopped responding",
-                job.pk,
-                job.worker,
-                extra=log_extra(job),
-            )
+            JobJournal.objects.create(job=job, message=f"Failed: {note}")
+            logger.warning("job %s failed: %s", job.pk, message, extra=log_extra(job))
             job.refresh_from_db()
             _job_event(job)
             transaction.on_commit(lambda job=job: job_finished.send(sender=Job, job=job))

@@ -232,6 +232,8 @@ CORRAL_TICKER_RUN_SECONDS = float(os.environ.get("CORRAL_TICKER_RUN_SECONDS", "1
 CORRAL_JOB_HEARTBEAT_INTERVAL = float(os.environ.get("CORRAL_JOB_HEARTBEAT_INTERVAL", "2"))
 CORRAL_JOB_HEARTBEAT_TIMEOUT = float(os.environ.get("CORRAL_JOB_HEARTBEAT_TIMEOUT", "20"))
 CORRAL_TRANSITION_TIMEOUT = float(os.environ.get("CORRAL_TRANSITION_TIMEOUT", "120"))
+# The longest a job may run (hooks, placement, waits, a migration): the reaper fails it then.
+CORRAL_JOB_MAX_SECONDS = float(os.environ.get("CORRAL_JOB_MAX_SECONDS", "900"))
 CORRAL_JOB_DISPATCH_RETRY = float(os.environ.get("CORRAL_JOB_DISPATCH_RETRY", "30"))
 CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOURS", "24"))
 # How long one server-sent-events response of the portal lasts before the browser reconnects.
