@@ -1,13 +1,14 @@
 """Many users taking VMs from one pool at the same moment (PostgreSQL: row locks, SKIP LOCKED):
 every request is answered, no VM goes to two users, no user passes the limit."""
 
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from rest_framework.test import APIClient
 
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
@@ -92,3 +93,43 @@ def test_one_user_firing_ten_requests_at_once_gets_exactly_max_user_vms(postgres
     assert {body["detail"] for status, body in answers if status == 409} == {
         f"You hold 2 VM(s) of {pool.name}, its limit per user; return one before taking another."
     }
+
+
+def test_a_vm_locked_by_another_transaction_is_skipped_without_waiting(postgres_only, pool_of):
+    pool = pool_of(up=2, down=1)
+    [user] = _users_of(pool, 1)
+    first, second = VirtualMachine.objects.filter(pool=pool, status=VmStatus.UP).order_by(
+        "pool_index", "pk"
+    )
+    answered = threading.Event()
+    answers = []
+
+    def allocate() -> None:
+        close_old_connections()
+        try:
+            client = APIClient()
+            client.force_authenticate(user)
+            response = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
+            answers.append((response.status_code, response.json()))
+        finally:
+            connection.close()
+            answered.set()
+
+    taker = threading.Thread(target=allocate)
+    with transaction.atomic():
+        # Another request (a return, an admin action) holds the first free VM's row.
+        VirtualMachine.objects.select_for_update().get(pk=first.pk)
+        taker.start()
+        answered_while_locked = answered.wait(timeout=20)
+    taker.join(timeout=20)
+
+    assert answered_while_locked, "the allocation waited for the locked VM"
+    [(status, body)] = answers
+    assert status == 200, body
+    assert (body["vm"]["id"], body["vm"]["status"], body["instant"]) == (
+        second.pk,
+        VmStatus.UP,
+        True,
+    )
+    assert VirtualMachine.objects.get(pk=first.pk).owner_id is None
+    assert VirtualMachine.objects.get(pk=second.pk).owner_id == user.pk

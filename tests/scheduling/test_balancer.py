@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from hosts import driver, jobs
 from hosts.models import Host, Job, JobKind, VirtualMachine
+from scheduling import registry
 from scheduling.balancer import balance_cluster
 
 
@@ -298,3 +299,42 @@ def test_the_balancers_job_moves_the_vm_off_the_hot_host_and_the_next_run_leaves
     assert second["action"] == "none"
     assert Job.objects.filter(kind=JobKind.MIGRATE).count() == 1
     assert VirtualMachine.objects.get(pk=moved.pk).host_id == sim2.pk
+
+
+def test_a_balancer_migration_the_policy_prefers_not_to_make_ends_with_the_vm_staying(
+    sim_cluster, vm_in, make_template, make_policy, settings
+):
+    settings.CORRAL_SCHEDULING_UNITS = ["tests.scheduling.user_units.PreferNamedHost"]
+    registry.sync_units()
+    # The balancer finds sim-1 hot, but the policy's only weight prefers sim-1 itself.
+    policy = make_policy(
+        filters=["HostStatus", "Memory", "CPU"],
+        weights=["PreferNamedHost"],
+        balance="OptimalForEvenDistributionBalance",
+        properties={
+            "HighUtilization": 80,
+            "CpuOverCommitDurationMinutes": 2,
+            "PreferredHost": "sim-1",
+        },
+    )
+    cluster, (sim1, sim2, sim3) = sim_cluster(policy=policy)
+    template = make_template(vcpus=7, memory_mb=128, disk_gb=1)
+    Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="maintenance")
+    started = [vm_in(cluster, template=template) for _ in range(2)]
+    for vm in started:
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == "succeeded"
+    Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="up")
+    _hot_since(sim1, minutes=10)
+
+    proposed = balance_cluster(cluster.pk)
+    outcome = jobs.run(proposed["job"])
+
+    job = Job.objects.get(pk=proposed["job"])
+    kept = VirtualMachine.objects.get(pk=proposed["vm"])
+    assert (proposed["action"], proposed["from"], outcome) == ("migrate", "sim-1", "succeeded")
+    assert job.result["stayed"] == "sim-1"
+    assert job.result["placement"]["outcome"] == "stayed"
+    assert (kept.host_id, kept.status, kept.migrating_to_id) == (sim1.pk, "up", None)
+    assert driver.domain_power_state(sim1.uri, str(kept.uuid)) == "running"
+    assert driver.domain_power_state(sim2.uri, str(kept.uuid)) is None
+    assert driver.domain_power_state(sim3.uri, str(kept.uuid)) is None
