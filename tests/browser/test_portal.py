@@ -63,7 +63,7 @@ def test_a_user_takes_a_prestarted_vm_that_is_up_at_once_and_shutting_it_down_gi
 
     # Stopped, the VM goes back to its (automatic) pool and out of the user's hands: My VMs
     # follows the shutdown until it no longer lists the VM.
-    expect(page).to_have_url(re.compile(r"/vms/$"))
+    expect(page).to_have_url(re.compile(r"/vms/(\?gone=1)?$"))
     expect(page.locator("#messages")).to_contain_text(f"Shut down of {vm.name} queued")
     expect(vm_row(page, vm.name)).to_have_count(0, timeout=VM_START_MS)
     expect(page.locator("#my-vms")).to_contain_text("You have no VMs.")

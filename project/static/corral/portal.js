@@ -7,6 +7,25 @@
 (function () {
   "use strict";
   var body = document.body;
+  // Once the page is being left (a form posted, a link followed), a refresh that answers late
+  // must neither start nor send the browser elsewhere: the user's own navigation wins.
+  var leaving = false;
+  document.addEventListener("submit", function () {
+    leaving = true;
+  });
+  window.addEventListener("beforeunload", function () {
+    leaving = true;
+  });
+  window.addEventListener("pageshow", function () {
+    leaving = false; // back on this page (from the browser's back/forward cache)
+  });
+  ["htmx:beforeRequest", "htmx:beforeOnLoad"].forEach(function (name) {
+    body.addEventListener(name, function (event) {
+      if (leaving) {
+        event.preventDefault();
+      }
+    });
+  });
   var url = body.dataset.eventStream;
   if (!url || !window.EventSource) {
     return;
