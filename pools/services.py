@@ -54,9 +54,14 @@ def _active_job(kind: str | None = None):
     return Exists(jobs_on_vm)
 
 
+def _free_vms():
+    """VMs that no user holds and no admin holds back."""
+    return VirtualMachine.objects.filter(owner__isnull=True, admin_hold=False)
+
+
 def unassigned(pool: VmPool):
     """The pool's VMs that no user holds and no admin holds back."""
-    return VirtualMachine.objects.filter(pool=pool, owner__isnull=True, admin_hold=False)
+    return _free_vms().filter(pool=pool)
 
 
 # -- pools and their VMs ---------------------------------------------------------------------
@@ -335,7 +340,7 @@ def on_vm_stopped(sender=None, vm_id: int | None = None, **kwargs) -> None:
 
 def _prestarted():
     """Unassigned VMs that are Up, or on their way up (a start job pending or running)."""
-    return VirtualMachine.objects.filter(owner__isnull=True, admin_hold=False).filter(
+    return _free_vms().filter(
         Q(status__in=[VmStatus.UP, VmStatus.STARTING]) | Q(_active_job(JobKind.START))
     )
 
@@ -351,33 +356,16 @@ def monitor_pool(pool_id: int) -> int:
     The pool's row is locked while counting and queueing, so two monitors at once (two task
     clusters, or a tick and a nudge) never start more than needed; VMs already starting count.
     """
-    batch = settings.VMPOOL_MONITOR_BATCH_SIZE
-    attempts = settings.VMPOOL_MONITOR_MAX_ATTEMPTS
-    with transaction.atomic():
-        pool = VmPool.objects.select_for_update().filter(pk=pool_id).first()
-        if pool is None or pool.prestarted_vms == 0:
-            return 0
-        missing = pool.prestarted_vms - prestarted_count(pool)
-        if missing <= 0:
-            return 0
-        candidates = list(
-            unassigned(pool)
-            .filter(status=VmStatus.DOWN, prestart_failures__lt=attempts)
-            .filter(~_active_job())
-            .order_by("pool_index", "pk")[: min(missing, batch)]
-        )
-        started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
-    return len(started)
+    return _start_missing([pool_id])[pool_id]
 
 
 def monitor_all() -> dict[int, int]:
     """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
 
     The pools short of VMs are found in one query, so a run over pools at their level costs
-    that query alone and locks nothing. The short pools are then locked together (in id order;
-    ``monitor_pool`` locks one), counted again under their locks, and what each misses (up to a
-    batch per pool) is queued at once: a few queries for any number of pools, besides the task
-    queue's one message per start.
+    that query alone and locks nothing; the short ones are then served together
+    (``_start_missing``): a few queries for any number of pools, besides the task queue's one
+    message per start.
     """
     short = list(
         VmPool.objects.filter(prestarted_vms__gt=0)
@@ -385,13 +373,23 @@ def monitor_all() -> dict[int, int]:
         .filter(prestarted__lt=F("prestarted_vms"))
         .values_list("pk", flat=True)
     )
-    if not short:
-        return {}
+    return _start_missing(short) if short else {}
+
+
+def _start_missing(pool_ids: list[int]) -> dict[int, int]:
+    """Queue starts for what each pool misses of its prestarted VMs (up to a batch per pool);
+    pool id -> VMs started, for every id given.
+
+    The pools are locked together, in id order, and counted again under their locks; their
+    candidates (Down, unassigned, not given up on, no job) are picked in one query and queued
+    in one batch.
+    """
     batch = settings.VMPOOL_MONITOR_BATCH_SIZE
+    counts = dict.fromkeys(pool_ids, 0)
     with transaction.atomic():
         levels = dict(
             VmPool.objects.select_for_update()
-            .filter(pk__in=short, prestarted_vms__gt=0)
+            .filter(pk__in=pool_ids, prestarted_vms__gt=0)
             .order_by("pk")
             .values_list("pk", "prestarted_vms")
         )
@@ -408,11 +406,12 @@ def monitor_all() -> dict[int, int]:
             for pool_id, level in levels.items()
             if level > counted.get(pool_id, 0)
         }
+        if not missing:
+            return counts
         ranked = (
-            VirtualMachine.objects.filter(
+            _free_vms()
+            .filter(
                 pool__in=list(missing),
-                owner__isnull=True,
-                admin_hold=False,
                 status=VmStatus.DOWN,
                 prestart_failures__lt=settings.VMPOOL_MONITOR_MAX_ATTEMPTS,
             )
@@ -428,7 +427,6 @@ def monitor_all() -> dict[int, int]:
         candidates = [vm for vm in ranked if vm.rank <= missing[vm.pool_id]]
         started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
     pool_of = {vm.pk: vm.pool_id for vm in candidates}
-    counts = dict.fromkeys(short, 0)
     for job in started:
         counts[pool_of[job.vm_id]] += 1
     return counts
