@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from hosts.models import Job, JobJournal, JobKind, JobState, VirtualMachine
@@ -467,7 +468,13 @@ def reap() -> list[int]:
     stale = now - timedelta(seconds=settings.CORRAL_JOB_HEARTBEAT_TIMEOUT)
     too_old = now - timedelta(seconds=settings.CORRAL_JOB_MAX_SECONDS)
     reaped = []
-    for job in Job.objects.filter(state__in=RUNNING_JOB_STATES).order_by("pk"):
+    # Only the jobs one of the reasons may apply to: stale, too old, or run on this machine.
+    suspects = Job.objects.filter(state__in=RUNNING_JOB_STATES).filter(
+        Q(heartbeat_at__lt=stale)
+        | Q(started_at__lt=too_old)
+        | Q(worker__startswith=f"{socket.gethostname()}:")
+    )
+    for job in suspects.order_by("pk"):
         why = _why_reap(job, stale, too_old)
         if why is None:
             continue

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from hosts.models import Cluster, Host, JobKind, VirtualMachine
 from scheduling import registry
-from scheduling.models import Policy
 from scheduling.scheduler import (
     HOLDING,
     build_context,
@@ -51,10 +50,7 @@ def track_host_load(host: Host) -> None:
     where the host reports it, else the vCPUs its VMs hold (arriving ones included) per CPU.
     """
     cluster = Cluster.objects.select_related("policy__balance").get(pk=host.cluster_id)
-    policy = cluster.policy
-    if policy is None:
-        policy = Policy.objects.select_related("balance").filter(is_default=True).first()
-    properties = effective_properties(policy, cluster) if policy is not None else {}
+    properties = effective_properties(policy_of(cluster), cluster)
     high = properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
     held = VirtualMachine.objects.filter(
         Q(host_id=host.pk, status__in=HOLDING) | Q(migrating_to_id=host.pk)
