@@ -255,6 +255,19 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message=
         time.sleep(interval)
 
 
+def lock_waiters() -> int:
+    """How many sessions on the test database wait for a lock now (PostgreSQL)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # a transaction sees one snapshot
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _close_event_listener(django_db_setup):
     """The event feed's LISTEN connection must close before the test database is dropped."""

@@ -13,7 +13,7 @@ from hosts import driver, jobs
 from hosts.models import Job, JobKind, VirtualMachine
 from pools import services as pool_services
 from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
-from tests.conftest import wait_until
+from tests.conftest import lock_waiters, wait_until
 
 pytestmark = pytest.mark.django_db
 LABEL = "hosts.VirtualMachine"
@@ -340,7 +340,7 @@ def test_saving_a_vms_page_keeps_an_owner_the_vm_was_given_meanwhile(
     saver = threading.Thread(target=save_the_page)
     saver.start()
     try:
-        wait_until(_someone_waits_for_a_lock, timeout=30, message="the save never waited")
+        wait_until(lock_waiters, timeout=30, message="the save never waited")
     finally:
         release.set()
         giver.join(30)
@@ -349,15 +349,6 @@ def test_saving_a_vms_page_keeps_an_owner_the_vm_was_given_meanwhile(
     assert outcome["response"].status_code == 302
     taken_vm.refresh_from_db()
     assert (taken_vm.description, taken_vm.owner) == ("noted in the console", bob)
-
-
-def _someone_waits_for_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0] > 0
 
 
 # --- prestart failures -------------------------------------------------------------------

@@ -17,7 +17,7 @@ from leases.capacity import LIVE_LEASES
 from leases.models import Allocation, Lease
 from project.grants import grant_role, scope_object
 from project.models import Role
-from tests.conftest import unique, wait_until
+from tests.conftest import lock_waiters, unique, wait_until
 from tests.leases.conftest import at, instances
 
 User = get_user_model()
@@ -136,16 +136,6 @@ def test_every_accepted_lease_holds_exactly_what_it_asked_for(postgres_only, res
         assert sum(a["slots"] for a in reservation["allocations"]) == reservation["amount"]
 
 
-def _waiting_on_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")  # a transaction sees one snapshot
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
-
-
 def test_two_requests_of_one_user_at_once_cannot_both_pass_the_quota(
     postgres_only, reservable_hosts, lease_user, settings
 ):
@@ -168,9 +158,9 @@ def test_two_requests_of_one_user_at_once_cannot_both_pass_the_quota(
             list(Host.objects.filter(reservable=True).select_for_update())
             answers = [workers.submit(_post_all, [owner], [body]) for body in bodies]
             wait_until(
-                lambda: _waiting_on_locks() == 2,
+                lambda: lock_waiters() == 2,
                 timeout=60,
-                message=lambda: f"{_waiting_on_locks()} requests wait for the hosts' rows",
+                message=lambda: f"{lock_waiters()} requests wait for the hosts' rows",
             )
         outcomes = sorted((answer.result()[0] for answer in answers), key=lambda a: a[0])
 

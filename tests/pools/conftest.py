@@ -3,13 +3,21 @@ cluster of the simulated hosts, and running queued tasks in this process as a wo
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import pytest
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection, transaction
 from django_q.models import OrmQ
+from guardian.models import UserObjectPermission
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from pools import services
 from pools.models import VmPool
+from project.models import Role
 from tests.conftest import unique
 from tests.jobs.conftest import make_role, sim_cluster, sim_hosts  # noqa: F401
 
@@ -130,3 +138,40 @@ def run_queued_tasks(limit: int = 500) -> int:
 
 def prestart_jobs(pool: VmPool):
     return Job.objects.filter(vm__pool=pool, kind=JobKind.START, params__reason=services.PRESTART)
+
+
+@contextlib.contextmanager
+def holding_grant_row(user, vm: VirtualMachine, seconds: float = 60):
+    """While inside, another connection holds an uncommitted UserRole grant row for ``user`` on
+    ``vm`` (rolled back on leaving): an allocation of ``vm`` to ``user`` that must insert that
+    grant waits there, after it has assigned the VM and before it commits."""
+    role = Role.objects.get(name="UserRole")
+    permission = Permission.objects.get(
+        content_type=ContentType.objects.get_for_model(VirtualMachine),
+        codename=role.grant_codename,
+    )
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                UserObjectPermission.objects.create(
+                    user=user,
+                    permission=permission,
+                    content_type=permission.content_type,
+                    object_pk=str(vm.pk),
+                )
+                holding.set()
+                release.wait(seconds)
+                transaction.set_rollback(True)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(20), "the grant row was never held"
+        yield
+    finally:
+        release.set()
+        holder.join(30)

@@ -12,32 +12,19 @@ the allocation must insert (the same user, role and VM) until the job has ended.
 import threading
 
 import pytest
-from django.contrib.auth.models import Permission
-from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
-from guardian.models import UserObjectPermission
+from django.db import connection
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from pools import services
-from project.models import Role
-from tests.conftest import wait_until
-from tests.pools.conftest import pool_vms
+from tests.conftest import lock_waiters, wait_until
+from tests.pools.conftest import holding_grant_row, pool_vms
 
 
 @pytest.fixture
 def postgres_only(transactional_db):
     if connection.vendor != "postgresql":
         pytest.skip("holding one transaction inside another's needs PostgreSQL's row locks")
-
-
-def _waiting_for_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0] > 0
 
 
 def test_a_vm_whose_start_job_ends_while_it_is_handed_out_comes_with_that_job(
@@ -49,28 +36,7 @@ def test_a_vm_whose_start_job_ends_while_it_is_handed_out_comes_with_that_job(
     Job.objects.filter(pk=start.pk).update(state=JobState.RUNNING)
     VirtualMachine.objects.filter(pk=vm.pk).update(status=VmStatus.STARTING)
     user = pool_user(pool)
-    role = Role.objects.get(name="UserRole")
-    permission = Permission.objects.get(
-        content_type=ContentType.objects.get_for_model(VirtualMachine),
-        codename=role.grant_codename,
-    )
-    holding, release = threading.Event(), threading.Event()
     outcome = {}
-
-    def hold_the_grant_row() -> None:
-        try:
-            with transaction.atomic():
-                UserObjectPermission.objects.create(
-                    user=user,
-                    permission=permission,
-                    content_type=permission.content_type,
-                    object_pk=str(vm.pk),
-                )
-                holding.set()
-                release.wait(30)
-                transaction.set_rollback(True)
-        finally:
-            connection.close()
 
     def allocate() -> None:
         try:
@@ -80,18 +46,14 @@ def test_a_vm_whose_start_job_ends_while_it_is_handed_out_comes_with_that_job(
         finally:
             connection.close()
 
-    holder = threading.Thread(target=hold_the_grant_row)
-    holder.start()
-    assert holding.wait(10)
-    taker = threading.Thread(target=allocate)
-    taker.start()
-    wait_until(_waiting_for_a_lock, timeout=10, message="the allocation never waited")
+    with holding_grant_row(user, vm, seconds=30):
+        taker = threading.Thread(target=allocate)
+        taker.start()
+        wait_until(lock_waiters, timeout=10, message="the allocation never waited")
 
-    # The start job ends while the allocation waits between picking the VM and answering
-    # (the VM's row is the allocation's until it commits; the job's row is free).
-    Job.objects.filter(pk=start.pk).update(state=JobState.SUCCEEDED)
-    release.set()
-    holder.join(10)
+        # The start job ends while the allocation waits between picking the VM and answering
+        # (the VM's row is the allocation's until it commits; the job's row is free).
+        Job.objects.filter(pk=start.pk).update(state=JobState.SUCCEEDED)
     taker.join(30)
 
     assert "error" not in outcome, outcome.get("error")

@@ -12,32 +12,19 @@ the allocation must insert (the same user, role and VM) until the shrink or dele
 import threading
 
 import pytest
-from django.contrib.auth.models import Permission
-from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
-from guardian.models import UserObjectPermission
+from django.db import connection
 
 from hosts.models import Job, VirtualMachine, VmStatus
 from pools import services
 from pools.models import VmPool
-from project.models import Role
-from tests.conftest import wait_until
-from tests.pools.conftest import pool_vms
+from tests.conftest import lock_waiters, wait_until
+from tests.pools.conftest import holding_grant_row, pool_vms
 
 
 @pytest.fixture
 def postgres_only(transactional_db):
     if connection.vendor != "postgresql":
         pytest.skip("holding one transaction inside another's needs PostgreSQL's row locks")
-
-
-def _lock_waiters() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
 
 
 def _in_thread(work, outcome: dict, key: str) -> threading.Thread:
@@ -57,44 +44,16 @@ def _in_thread(work, outcome: dict, key: str) -> threading.Thread:
 def _while_allocation_is_open(pool, user, vm, request) -> dict:
     """Allocate a VM of ``pool`` to ``user`` (it will be ``vm``), and while that allocation has
     assigned the VM but not committed, start ``request``; then let both finish."""
-    role = Role.objects.get(name="UserRole")
-    permission = Permission.objects.get(
-        content_type=ContentType.objects.get_for_model(VirtualMachine),
-        codename=role.grant_codename,
-    )
-    holding, release = threading.Event(), threading.Event()
     outcome: dict = {}
-
-    def hold_the_grant_row() -> None:
-        try:
-            with transaction.atomic():
-                UserObjectPermission.objects.create(
-                    user=user,
-                    permission=permission,
-                    content_type=permission.content_type,
-                    object_pk=str(vm.pk),
-                )
-                holding.set()
-                release.wait(60)
-                transaction.set_rollback(True)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_the_grant_row)
-    holder.start()
-    try:
-        assert holding.wait(20)
+    with holding_grant_row(user, vm):
         taker = _in_thread(lambda: services.allocate_vm(pool, user), outcome, "allocation")
-        wait_until(lambda: _lock_waiters() >= 1, timeout=30, message="allocation never waited")
+        wait_until(lambda: lock_waiters() >= 1, timeout=30, message="allocation never waited")
         requester = _in_thread(request, outcome, "response")
         wait_until(
-            lambda: _lock_waiters() >= 2 or not requester.is_alive(),
+            lambda: lock_waiters() >= 2 or not requester.is_alive(),
             timeout=30,
             message="the request neither waited nor ended",
         )
-    finally:
-        release.set()
-        holder.join(30)
     taker.join(60)
     requester.join(60)
     assert "allocation-error" not in outcome, outcome["allocation-error"]
