@@ -20,8 +20,8 @@ from hosts.models import (
 )
 from hosts.usage import Load, load, with_usage
 from project.admin_base import ScopedAdmin, recent_filter
-from project.api.errors import Conflict
 from project.db import count_of
+from project.errors import Refused
 from project.permissions import holds, restrict
 
 ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter  # a filter never names what the user cannot see
@@ -222,8 +222,8 @@ class HostAdmin(ScopedAdmin):
                 continue
             try:
                 outcome = service(host, requested_by=request.user)
-            except Conflict as exc:
-                self.message_user(request, str(exc.detail), messages.ERROR)
+            except Refused as exc:
+                self.message_user(request, exc.message, messages.ERROR)
                 continue
             yield host, outcome
 
@@ -278,8 +278,8 @@ def _vm_operation(name: str, description: str, permission: str):
                 continue
             try:
                 job = services.request_operation(vm, kind, requested_by=request.user)
-            except Conflict as exc:
-                modeladmin.message_user(request, str(exc.detail), messages.ERROR)
+            except Refused as exc:
+                modeladmin.message_user(request, exc.message, messages.ERROR)
                 continue
             queued.append(f"{vm.name} (job #{job.pk})")
         if queued:
@@ -408,8 +408,8 @@ class VirtualMachineAdmin(ScopedAdmin):
                 continue
             try:
                 return_vm(vm, requested_by=request.user)
-            except Conflict as exc:
-                self.message_user(request, str(exc.detail), messages.ERROR)
+            except Refused as exc:
+                self.message_user(request, exc.message, messages.ERROR)
                 continue
             returned.append(vm.name)
         if returned:
@@ -443,8 +443,8 @@ class VirtualMachineAdmin(ScopedAdmin):
         "deleted" at once, one defined on a host is "queued" to be removed from it first."""
         try:
             job = services.delete_vm(vm, requested_by=request.user)
-        except Conflict as exc:
-            self.message_user(request, f"Not deleted: {exc.detail}", messages.ERROR)
+        except Refused as exc:
+            self.message_user(request, f"Not deleted: {exc.message}", messages.ERROR)
             return ""
         if job is None:
             return "deleted"

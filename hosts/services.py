@@ -7,7 +7,7 @@ from hosts import jobs
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project import events
-from project.api.errors import Conflict
+from project.errors import Refused
 from project.grants import grant_role
 from project.models import EventKind, Role
 from project.permissions import holds
@@ -30,8 +30,9 @@ def delete_vm(vm: VirtualMachine, *, requested_by=None) -> Job | None:
     domain from the host first (returned). A running VM is refused: shut it down first."""
     vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
     if vm.status != VmStatus.DOWN:
-        raise Conflict(
-            f"VM {vm.name} is {vm.get_status_display()}; shut it down before deleting it."
+        raise Refused(
+            "vm_not_down",
+            f"VM {vm.name} is {vm.get_status_display()}; shut it down before deleting it.",
         )
     busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
     if vm.host_id is None and not busy:
@@ -64,10 +65,14 @@ def request_operation(
     busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
     if not busy and vm.status not in ALLOWED_FROM[kind]:
         if vm.status == VmStatus.UNKNOWN:
-            raise Conflict(f"The host of VM {vm.name} is not responding; its state is unknown.")
-        raise Conflict(
+            raise Refused(
+                "host_unreachable",
+                f"The host of VM {vm.name} is not responding; its state is unknown.",
+            )
+        raise Refused(
+            "bad_state",
             f"VM {vm.name} is {vm.get_status_display()}; "
-            f"it cannot {JobKind(kind).label.lower()} from there."
+            f"it cannot {JobKind(kind).label.lower()} from there.",
         )
     return jobs.submit(kind, vm=vm, params=params or {}, requested_by=requested_by)
 
@@ -88,7 +93,7 @@ def put_in_maintenance(host: Host, *, requested_by=None) -> list[Job]:
     # foreign key to this row at commit, and must not wait here while we wait for that VM.
     host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status == HostStatus.MAINTENANCE:
-        raise Conflict(f"Host {host.name} is in maintenance already.")
+        raise Refused("in_maintenance", f"Host {host.name} is in maintenance already.")
     by = f" by {requested_by.get_username()}" if requested_by is not None else ""
     Host.objects.filter(pk=host.pk).update(
         status=HostStatus.MAINTENANCE,
@@ -119,7 +124,9 @@ def activate_host(host: Host, *, requested_by=None) -> Host:
     Up (or NonResponsive). Refused (409) when the host is not in maintenance."""
     host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status != HostStatus.MAINTENANCE:
-        raise Conflict(f"Host {host.name} is not in maintenance; nothing to activate.")
+        raise Refused(
+            "not_in_maintenance", f"Host {host.name} is not in maintenance; nothing to activate."
+        )
     host.status, host.status_detail = HostStatus.CONNECTING, ""
     host.save(update_fields=["status", "status_detail", "updated_at"])
     events.emit(

@@ -14,7 +14,7 @@ from hosts import services
 from hosts.models import Job, JobKind, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools.models import PoolType
-from project.api.errors import Conflict
+from project.errors import Refused
 from project.permissions import holds_at_system, restrict
 
 VIEW = "hosts.view_virtualmachine"
@@ -149,8 +149,8 @@ def vm_operation(request, vm_id: int, operation: str):
         return redirect("portal:vm", vm_id=vm.pk)
     try:
         job = services.request_operation(vm, operation, requested_by=request.user)
-    except Conflict as refused:
-        messages.error(request, str(refused.detail))
+    except Refused as refused:
+        messages.error(request, refused.message)
         return redirect("portal:vm", vm_id=vm.pk)
     messages.info(request, f"{job.get_kind_display()} of {vm.name} queued (job {job.pk}).")
     if operation in STOPS and vm.pool_id is not None and vm.pool.type == PoolType.AUTOMATIC:
@@ -176,8 +176,8 @@ def vm_return(request, vm_id: int):
         return redirect("portal:vm", vm_id=vm.pk)
     try:
         return_vm(vm, requested_by=request.user)
-    except Conflict as refused:
-        messages.error(request, str(refused.detail))
+    except Refused as refused:
+        messages.error(request, refused.message)
         return redirect("portal:vm", vm_id=vm.pk)
     messages.success(request, f"VM {vm.name} went back to pool {vm.pool.name}.")
     return redirect("portal:vms")

@@ -39,7 +39,7 @@ from leases.models import (
     ResourceType,
 )
 from project import events
-from project.api.errors import Conflict
+from project.errors import Refused
 from project.grants import grant_role
 from project.models import EventKind, Role
 
@@ -58,8 +58,9 @@ RESERVATION_FIELDS = (
 )
 
 
-class LeaseRefused(Conflict):
-    default_code = "lease_refused"
+class LeaseRefused(Refused):
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__("lease_refused", message, field=field)
 
 
 def _scope(lease: Lease) -> dict:

@@ -25,7 +25,7 @@ from leases.forms import (
     suggested_vm_name,
 )
 from leases.models import Allocation, Lease, LeaseStatus, Reservation
-from project.api.errors import Conflict
+from project.errors import Refused
 from project.permissions import holds, holds_at_system, restrict
 
 VIEW = "leases.view_lease"
@@ -112,9 +112,9 @@ def lease_create(request):
                     reservations=[form.reservation_request()],
                     group=data.get("group"),
                 )
-            except Conflict as refused:
+            except Refused as refused:
                 answer = capacity_answer(data["start"], data["end"], form.reservation_request())
-                form.add_error(None, str(refused.detail))
+                form.add_error(None, refused.message)
             else:
                 messages.success(request, f"Lease {lease.name} accepted.")
                 return redirect("portal:lease", lease_id=lease.pk)
@@ -218,8 +218,8 @@ def lease_end(request, lease_id: int):
     if form.is_valid():
         try:
             lease = services.update_lease(lease, {"end": form.cleaned_data["end"]})
-        except Conflict as refused:
-            form.add_error("end", str(refused.detail))
+        except Refused as refused:
+            form.add_error("end", refused.message)
         except ValidationError as invalid:
             for message in invalid.messages:
                 form.add_error("end", message)
@@ -245,8 +245,8 @@ def lease_launch(request, lease_id: int):
     vm = vm_services.create_vm(vm, created_by=request.user)
     try:
         vm_services.request_operation(vm, JobKind.START, requested_by=request.user)
-    except Conflict as refused:
-        messages.error(request, f"VM {vm.name} was created but not started: {refused.detail}")
+    except Refused as refused:
+        messages.error(request, f"VM {vm.name} was created but not started: {refused.message}")
     else:
         messages.info(request, f"VM {vm.name} launched into lease {lease.name}; it is starting.")
     return redirect("portal:vm", vm_id=vm.pk)

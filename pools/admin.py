@@ -6,7 +6,7 @@ from django.db.models import F
 from pools import services
 from pools.models import VmPool
 from project.admin_base import ScopedAdmin
-from project.api.errors import Conflict
+from project.errors import Refused
 from project.permissions import holds
 
 
@@ -90,14 +90,14 @@ class VmPoolAdmin(ScopedAdmin):
                 setattr(obj, name, getattr(original, name))
             for warning in services.update_pool(obj, changes):
                 self.message_user(request, warning.capitalize() + ".", messages.WARNING)
-        except Conflict as exc:
-            self.message_user(request, f"Nothing changed: {exc.detail}", messages.ERROR)
+        except Refused as exc:
+            self.message_user(request, f"Nothing changed: {exc.message}", messages.ERROR)
 
     def delete_model(self, request, obj):
         try:
             services.delete_pool(obj)
-        except Conflict as exc:
-            self.message_user(request, f"Not deleted: {exc.detail}", messages.ERROR)
+        except Refused as exc:
+            self.message_user(request, f"Not deleted: {exc.message}", messages.ERROR)
 
     @admin.action(
         description="Prestart now (run the monitor for the selected pools)",

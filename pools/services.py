@@ -22,8 +22,8 @@ from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools.models import PoolType, VmPool
 from project import events
-from project.api.errors import Conflict
 from project.db import count_of
+from project.errors import Refused
 from project.grants import grant_role, revoke_role
 from project.models import EventKind, Role
 
@@ -32,12 +32,14 @@ User = get_user_model()
 PRESTART = "prestart"
 
 
-class PoolExhausted(Conflict):
-    default_code = "pool_exhausted"
+class PoolExhausted(Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__("pool_exhausted", message)
 
 
-class UserLimitReached(Conflict):
-    default_code = "user_limit"
+class UserLimitReached(Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__("user_limit", message)
 
 
 @dataclass
@@ -100,7 +102,7 @@ def _add_vms(pool: VmPool, count: int) -> list[VirtualMachine]:
         with transaction.atomic():
             VirtualMachine.objects.bulk_create(made)
     except IntegrityError as exc:
-        raise Conflict(f"Could not create the pool's VMs: {exc}") from exc
+        raise Refused("vm_create_failed", f"Could not create the pool's VMs: {exc}") from exc
     created = list(VirtualMachine.objects.filter(pool=pool, pool_index__gte=start))
     for vm in created:
         jobs.submit(JobKind.PREPARE, vm=vm)
@@ -164,10 +166,11 @@ def _shrink(pool: VmPool, count: int) -> None:
         )
     if len(chosen) < count:
         stopped = removable.filter(status=VmStatus.DOWN).count()
-        raise Conflict(
+        raise Refused(
+            "cannot_shrink",
             f"Cannot shrink {pool.name} by {count}: only {stopped} unassigned stopped and "
             f"{removable.count() - stopped} unassigned running VMs can go (the others are "
-            "assigned or busy)."
+            "assigned or busy).",
         )
     for vm in chosen:
         _remove_vm(vm)
@@ -180,7 +183,9 @@ def _remove_vm(vm: VirtualMachine) -> None:
         pool=None, admin_hold=True
     )
     if not taken_out:
-        raise Conflict(f"VM {vm.name} was given to a user meanwhile; it was not removed.")
+        raise Refused(
+            "vm_taken", f"VM {vm.name} was given to a user meanwhile; it was not removed."
+        )
     if vm.status in (VmStatus.UP, VmStatus.PAUSED):
         jobs.submit(JobKind.POWEROFF, vm=vm)
     if vm.host_id is None and vm.status == VmStatus.DOWN:
@@ -202,8 +207,9 @@ def delete_pool(pool: VmPool, *, force: bool = False) -> None:
     held = [vm for vm in vms if vm.owner_id]
     if held and not force:
         names = ", ".join(vm.name for vm in held[:5])
-        raise Conflict(
-            f"Users hold VMs of {pool.name} ({names}); return them first, or delete with force."
+        raise Refused(
+            "pool_in_use",
+            f"Users hold VMs of {pool.name} ({names}); return them first, or delete with force.",
         )
     for vm in vms:
         if vm.owner_id:
@@ -297,7 +303,7 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
             .get(pk=vm.pk)
         )
         if vm.pool is None:
-            raise Conflict(f"VM {vm.name} is not in a pool.")
+            raise Refused("not_in_pool", f"VM {vm.name} is not in a pool.")
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_GET, require_POST
 from hosts.models import VirtualMachine
 from pools import services
 from pools.models import VmPool
-from project.api.errors import Conflict
 from project.db import count_of
+from project.errors import Refused
 from project.permissions import restrict
 
 
@@ -54,8 +54,8 @@ def take_vm(request, pool_id: int):
     pool = get_object_or_404(_takeable(request.user), pk=pool_id)
     try:
         allocation = services.allocate_vm(pool, request.user)
-    except Conflict as refused:
-        messages.error(request, str(refused.detail))
+    except Refused as refused:
+        messages.error(request, refused.message)
         return redirect("portal:home")
     vm = allocation.vm
     if allocation.instant:

@@ -38,9 +38,9 @@ from hosts.models import (
     VirtualMachine,
 )
 from project import events
-from project.api.errors import Conflict
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
+from project.errors import Refused
 from project.permissions import holds
 
 
@@ -196,7 +196,10 @@ class JobViewSet(ScopedReadOnlyViewSet):
         """Cancel a pending job at once, or a running one at its next step."""
         job = self.get_object()
         if job.state not in (JobState.PENDING, JobState.RUNNING):
-            raise Conflict(f"Job {job.pk} is {job.get_state_display().lower()}; nothing to cancel.")
+            raise Refused(
+                "nothing_to_cancel",
+                f"Job {job.pk} is {job.get_state_display().lower()}; nothing to cancel.",
+            )
         job = jobs.request_cancel(job)
         return Response(JobSerializer(self.queryset.get(pk=job.pk)).data)
 

@@ -1,7 +1,8 @@
 """Every API error is JSON: ``{"field": ["message"]}`` for bad fields, else ``{"detail": ...}``.
 
-Model validation errors become 400s with field messages; deleting something still in use
-(PROTECT) and write conflicts become 409s, so bad input never surfaces as a 500.
+Model validation errors become 400s with field messages; a use case's refusal
+(``project.errors.Refused``) a 409, or a 400 on its field when it names one; deleting something
+still in use (PROTECT) and write conflicts become 409s, so bad input never surfaces as a 500.
 """
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,6 +14,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from project.errors import Refused
 
 
 class Conflict(exceptions.APIException):
@@ -32,7 +35,12 @@ def _describe_protected(exc: ProtectedError | RestrictedError) -> str:
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, DjangoValidationError):
+    if isinstance(exc, Refused):
+        if exc.field:
+            exc = exceptions.ValidationError({exc.field: [exc.message]}, code=exc.code)
+        else:
+            exc = Conflict(exc.message, code=exc.code)
+    elif isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))
     elif isinstance(exc, (ProtectedError, RestrictedError)):
         exc = Conflict(_describe_protected(exc))

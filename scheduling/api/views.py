@@ -13,8 +13,8 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from hosts.models import Cluster
-from project.api.errors import Conflict
 from project.api.viewsets import ScopedModelViewSet
+from project.errors import Refused
 from project.permissions import holds, holds_at_system, restrict
 from scheduling import services
 from scheduling.api.serializers import (
@@ -63,7 +63,9 @@ class PolicyUnitViewSet(
             or Policy.objects.filter(balance=unit).exists()
         )
         if in_use:
-            raise Conflict(f"Unit {unit.name} is used by a policy; remove it from there first.")
+            raise Refused(
+                "unit_in_use", f"Unit {unit.name} is used by a policy; remove it from there first."
+            )
         unit.delete()
 
 
@@ -99,7 +101,9 @@ class PolicyViewSet(viewsets.ModelViewSet):
     def perform_destroy(self, policy):
         _as_drf(services.check_may_change, self.request.user, policy)
         if Cluster.objects.filter(policy=policy).exists() or policy.is_default:
-            raise Conflict(f"Policy {policy.name} is in use; give its clusters another first.")
+            raise Refused(
+                "policy_in_use", f"Policy {policy.name} is in use; give its clusters another first."
+            )
         policy.delete()
 
     @extend_schema(request=ClonePolicySerializer, responses={201: PolicySerializer})
@@ -151,7 +155,7 @@ class _PolicyPartViewSet(
         _as_drf(services.check_may_change, self.request.user, policy)
         unit = serializer.validated_data["unit"]
         if self.model.objects.filter(policy=policy, unit=unit).exists():
-            raise Conflict(f"{unit.name} is in policy {policy.name} already.")
+            raise Refused("unit_in_policy", f"{unit.name} is in policy {policy.name} already.")
         serializer.save(policy=policy)
 
     def perform_destroy(self, part):
@@ -193,7 +197,10 @@ class PolicyBalanceViewSet(viewsets.ViewSet):
         body = PolicyBalanceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if policy.balance_id is not None:
-            raise Conflict(f"Policy {policy.name} has a balancer; delete it first (one at most).")
+            raise Refused(
+                "balancer_exists",
+                f"Policy {policy.name} has a balancer; delete it first (one at most).",
+            )
         policy.balance = body.validated_data["unit"]
         policy.save(update_fields=["balance", "updated_at"])
         return Response(PolicyBalanceSerializer(policy).data, status=status.HTTP_201_CREATED)
