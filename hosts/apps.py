@@ -9,6 +9,10 @@ class HostsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
+        from project import scopes
+
+        scopes.register("cluster", "hosts.Cluster", rank=10)
+        scopes.register("vm", "hosts.VirtualMachine", rank=40)
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(revive_ticker, dispatch_uid="corral-revive-ticker")
 

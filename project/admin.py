@@ -4,11 +4,11 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from project import events
+from project import events, scopes
 from project import grants as grant_service
 from project.admin_base import recent_filter
 from project.models import Event, GroupGrant, Role, UserGrant
-from project.permissions import SCOPE_MODELS, holds, holds_at_system, scope_of_model
+from project.permissions import holds, holds_at_system, scope_of_model
 from project.roles import delete_grant_permissions, ensure_grant_permissions
 
 MANAGE_GRANTS = "project.manage_grants"
@@ -64,7 +64,7 @@ class RoleAdmin(admin.ModelAdmin):
 
 class GrantForm(forms.ModelForm):
     role = forms.ModelChoiceField(Role.objects.all())
-    object_type = forms.ChoiceField(choices=[(s, s) for s in SCOPE_MODELS])
+    object_type = forms.ChoiceField(choices=scopes.choices)
     object_id = forms.IntegerField(
         required=False, min_value=1, help_text="Leave empty for a system-wide grant."
     )

@@ -31,9 +31,9 @@ from django.db.models import (
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
+from project import scopes
 from project.models import Role, System
 from project.permissions import (
-    SCOPE_MODELS,
     default_action,
     held_actions,
     restrict,
@@ -65,9 +65,9 @@ def scope_object(object_type: str, object_id: int | None, *, seen_by=None) -> Mo
     With ``seen_by``, an object that user may not see is reported as missing too, so that
     trying to grant on it does not reveal that it exists.
     """
-    if object_type not in SCOPE_MODELS:
+    if object_type not in scopes.names():
         raise ValidationError(
-            {"object_type": f"Unknown object type; expected one of {', '.join(SCOPE_MODELS)}."}
+            {"object_type": f"Unknown object type; expected one of {', '.join(scopes.names())}."}
         )
     if object_type == "system":
         if object_id is not None:
@@ -206,7 +206,7 @@ def visible_grants_filter(viewer, table: type[Model]) -> Q:
         return Q()
     own = Q(user=viewer) if table is UserObjectPermission else Q(group__user=viewer)
     managed = Q(pk__in=[])
-    for scope in SCOPE_MODELS:
+    for scope in scopes.names():
         objects = restrict(scope_model(scope).objects.all(), viewer, MANAGE_GRANTS)
         managed |= Q(
             content_type=scope_content_type(scope),
@@ -240,9 +240,9 @@ def _ordering_columns(kind: str, ordering: list[str]) -> dict:
         columns["scope_rank"] = Case(
             *(
                 When(content_type=scope_content_type(scope), then=Value(rank))
-                for rank, scope in enumerate(SCOPE_MODELS)
+                for rank, scope in enumerate(scopes.names())
             ),
-            default=Value(len(SCOPE_MODELS)),
+            default=Value(len(scopes.names())),
             output_field=IntegerField(),
         )
     return columns

@@ -121,7 +121,6 @@ class Event(models.Model):
         "pool": "pool_id",
         "lease": "lease_id",
     }
-    grant_scope_requires = {"pool": "pools.change_vmpool"}
 
     class Meta:
         ordering = ["id"]

@@ -16,37 +16,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.contrib.auth.models import AnonymousUser, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import BigIntegerField, Exists, Model, Q, QuerySet
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-# Scope name -> model label. The order is from the widest to the narrowest.
-SCOPE_MODELS: dict[str, str] = {
-    "system": "project.System",
-    "cluster": "hosts.Cluster",
-    "pool": "pools.VmPool",
-    "lease": "leases.Lease",
-    "vm": "hosts.VirtualMachine",
-}
+from project import scopes
 
 
 def scope_model(scope: str) -> type[Model]:
-    return apps.get_model(SCOPE_MODELS[scope])
+    return scopes.model(scope)
 
 
 def scope_of_model(model: type[Model]) -> str | None:
-    label = model._meta.label
-    for scope, model_label in SCOPE_MODELS.items():
-        if model_label == label:
-            return scope
-    return None
+    return scopes.of_model(model)
 
 
 def scope_content_type(scope: str) -> ContentType:
-    return ContentType.objects.get_for_model(scope_model(scope))
+    return scopes.content_type(scope)
 
 
 def default_action(model: type[Model], verb: str) -> str:
@@ -80,9 +68,12 @@ def scope_requirement(model: type[Model], scope: str) -> str | None:
     """The action a role must also hold for a grant at ``scope`` to reach ``model``'s rows.
 
     A pool grant reaches the pool's VMs only for roles that manage the pool: UserRole on a
-    pool lets a user take VMs from it, not see or use the VMs other users took.
+    pool lets a user take VMs from it, not see or use the VMs other users took. The scope
+    object itself needs nothing more.
     """
-    return getattr(model, "grant_scope_requires", {}).get(scope)
+    if scope_of_model(model) == scope:
+        return None
+    return scopes.get(scope).contents_need
 
 
 def _grants(

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 
-from project.permissions import SCOPE_MODELS, scope_model
+from project import scopes
 
 # Apps whose permissions are Corral actions.
 ACTION_APPS = ("project", "hosts", "scheduling", "pools", "leases")
@@ -139,8 +139,8 @@ def _actions_for(spec: dict) -> list[Permission]:
 
 def ensure_grant_permissions(role) -> None:
     """Create the guardian permission ``role_<name>`` on every scope model, once."""
-    for scope in SCOPE_MODELS:
-        content_type = ContentType.objects.get_for_model(scope_model(scope))
+    for scope in scopes.names():
+        content_type = ContentType.objects.get_for_model(scopes.model(scope))
         Permission.objects.get_or_create(
             content_type=content_type,
             codename=role.grant_codename,

@@ -295,8 +295,6 @@ class VirtualMachine(models.Model):
         "pool": "pool_id",
         "lease": "reservation__lease_id",
     }
-    # Pool users take VMs from a pool; only pool managers reach every VM in it.
-    grant_scope_requires = {"pool": "pools.change_vmpool"}
 
     class Meta:
         ordering = ["cluster__name", "name"]

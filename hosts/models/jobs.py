@@ -82,7 +82,6 @@ class Job(models.Model):
         "cluster": ("vm__cluster_id", "host__cluster_id"),
         "pool": "vm__pool_id",
     }
-    grant_scope_requires = {"pool": "pools.change_vmpool"}
 
     class Meta:
         ordering = ["-id"]

@@ -5,10 +5,10 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from project import scopes
 from project.api.serializers import NameRelatedField
 from project.grants import Grant, scope_object
 from project.models import Role
-from project.permissions import SCOPE_MODELS
 from project.roles import ACTION_APPS
 
 User = get_user_model()
@@ -86,9 +86,15 @@ class GrantSerializer(serializers.Serializer):
     group = NameRelatedField(
         slug_field="name", queryset=Group.objects.all(), required=False, allow_null=True
     )
-    object_type = serializers.ChoiceField(choices=list(SCOPE_MODELS))
+    object_type = serializers.ChoiceField(choices=[])
     object_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     object_name = serializers.CharField(read_only=True)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        # Scopes are registered by the apps that own them, once every app is ready.
+        fields["object_type"].choices = scopes.names()
+        return fields
 
     def to_representation(self, grant: Grant):
         return {

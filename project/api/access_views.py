@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from project import grants as grant_service
+from project import scopes
 from project.api.access_serializers import (
     ActionSerializer,
     GrantSerializer,
@@ -25,7 +26,7 @@ from project.api.access_serializers import (
 )
 from project.api.viewsets import ScopedModelViewSet
 from project.models import Role
-from project.permissions import SCOPE_MODELS, holds, holds_at_system
+from project.permissions import holds, holds_at_system
 from project.roles import delete_grant_permissions, ensure_grant_permissions
 
 User = get_user_model()
@@ -114,7 +115,7 @@ def _grant_ordering(value: str | None) -> list[str]:
             OpenApiParameter("role", OpenApiTypes.STR),
             OpenApiParameter("user", OpenApiTypes.STR),
             OpenApiParameter("group", OpenApiTypes.STR),
-            OpenApiParameter("object_type", OpenApiTypes.STR, enum=list(SCOPE_MODELS)),
+            OpenApiParameter("object_type", OpenApiTypes.STR, enum=scopes.names()),
             OpenApiParameter("object_id", OpenApiTypes.INT),
             OpenApiParameter(
                 "ordering",
@@ -146,8 +147,8 @@ class GrantViewSet(
     def get_queryset(self):
         params = self.request.query_params
         object_type = params.get("object_type") or None
-        if object_type is not None and object_type not in SCOPE_MODELS:
-            raise ValidationError({"object_type": f"Expected one of {', '.join(SCOPE_MODELS)}."})
+        if object_type is not None and object_type not in scopes.names():
+            raise ValidationError({"object_type": f"Expected one of {', '.join(scopes.names())}."})
         return grant_service.grant_rows(
             self.request.user,
             ordering=_grant_ordering(params.get("ordering")),
