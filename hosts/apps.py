@@ -9,10 +9,23 @@ class HostsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from project import scopes
+        from hosts import dashboard, metrics, roles
+        from project import events, scopes
+        from project import metrics as project_metrics
 
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
+        roles.register()
+        for object_type, action in {
+            "vm": "hosts.view_virtualmachine",
+            "job": "hosts.view_job",
+            "host": "hosts.view_host",
+            "cluster": "hosts.view_cluster",
+        }.items():
+            events.register_object_type(object_type, action)
+        project_metrics.register(metrics.collect)
+        project_metrics.allow_scraping_with("hosts.view_host")
+        dashboard.register()
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(revive_ticker, dispatch_uid="corral-revive-ticker")
 

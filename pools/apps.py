@@ -7,12 +7,17 @@ class PoolsConfig(AppConfig):
 
     def ready(self) -> None:
         from hosts.signals import job_finished, vm_stopped
-        from pools import services
-        from project import scopes
+        from pools import dashboard, metrics, roles, services
+        from project import events, scopes
+        from project import metrics as project_metrics
 
         # A pool grant reaches the pool's VMs only for roles that manage the pool: UserRole on
         # a pool lets a user take VMs from it, not see or use the VMs other users took.
         scopes.register("pool", "pools.VmPool", rank=20, contents_need="pools.change_vmpool")
+        roles.register()
+        events.register_object_type("pool", "pools.view_vmpool")
+        project_metrics.register(metrics.collect)
+        dashboard.register()
 
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
         job_finished.connect(services.on_job_finished, dispatch_uid="pools-prestart-failures")

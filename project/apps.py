@@ -8,11 +8,18 @@ class ProjectConfig(AppConfig):
     verbose_name = "Access"
 
     def ready(self) -> None:
-        from project import scopes
+        from project import dashboard, scopes
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
         scopes.register("system", "project.System", rank=0)
+        dashboard.register(
+            "alerts",
+            model_label="project.Event",
+            template="admin/corral/dashboard/alerts.html",
+            compute=dashboard.alerts,
+            rank=40,
+        )
 
 
 class CorralAdminConfig(admin_apps.AdminConfig):

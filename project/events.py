@@ -29,15 +29,14 @@ logger = logging.getLogger(__name__)
 CHANNEL = "corral_events"
 POLL_INTERVAL_S = 0.25
 
-# Which action lets a user see events about each kind of object.
-VIEW_ACTIONS = {
-    "vm": "hosts.view_virtualmachine",
-    "job": "hosts.view_job",
-    "host": "hosts.view_host",
-    "cluster": "hosts.view_cluster",
-    "pool": "pools.view_vmpool",
-    "lease": "leases.view_lease",
-}
+# Which action lets a user see events about each kind of object: registered by the app that
+# owns the kind (``register_object_type`` from its ``AppConfig.ready()``).
+VIEW_ACTIONS: dict[str, str] = {}
+
+
+def register_object_type(object_type: str, view_action: str) -> None:
+    """Events about ``object_type`` objects are seen by whoever holds ``view_action`` on them."""
+    VIEW_ACTIONS[object_type] = view_action
 
 
 def emit(

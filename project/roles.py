@@ -10,123 +10,63 @@ from django.db import transaction
 
 from project import scopes
 
-# Apps whose permissions are Corral actions.
-ACTION_APPS = ("project", "hosts", "scheduling", "pools", "leases")
+# Apps whose permissions are Corral actions: project's own, and each app that defines or
+# extends a role (``define``/``contribute`` from its ``AppConfig.ready()``).
+_action_apps: list[str] = ["project"]
 
-VM_USE = [
-    "hosts.view_virtualmachine",
-    "hosts.operate_virtualmachine",
-    "hosts.view_job",
-    "hosts.cancel_job",
-]
-VM_MANAGE = VM_USE + [
-    "hosts.change_virtualmachine",
-    "hosts.delete_virtualmachine",
-    "hosts.migrate_virtualmachine",
-]
-
+# Role name -> {"description", "actions": [action, ...] or "__all__", "apps": [app label, ...]}.
+# ``apps`` gives a role every action of those apps. Filled by the apps as they get ready.
 BUILTIN_ROLES: dict[str, dict] = {
     "SuperUser": {
         "description": "Every action on everything in its scope, including users and roles.",
         "actions": "__all__",
     },
-    "ClusterAdmin": {
-        "description": "Manages clusters: hosts, templates, VMs, pools and grants in them.",
-        "actions": [
-            "hosts.view_cluster",
-            "hosts.add_cluster",
-            "hosts.change_cluster",
-            "hosts.delete_cluster",
-            "hosts.view_host",
-            "hosts.add_host",
-            "hosts.change_host",
-            "hosts.delete_host",
-            "hosts.view_externaldomain",
-            "hosts.view_template",
-            "hosts.add_template",
-            "hosts.change_template",
-            "hosts.delete_template",
-            "hosts.add_virtualmachine",
-            *VM_MANAGE,
-            "pools.view_vmpool",
-            "pools.add_vmpool",
-            "pools.change_vmpool",
-            "pools.delete_vmpool",
-            "pools.allocate_vmpool",
-            "pools.return_vmpool",
-            "scheduling.view_affinitygroup",
-            "scheduling.add_affinitygroup",
-            "scheduling.change_affinitygroup",
-            "scheduling.delete_affinitygroup",
-            "scheduling.view_policy",
-            "scheduling.view_policyunit",
-            "project.manage_grants",
-        ],
-    },
-    "PoolAdmin": {
-        "description": "Manages VM pools and their VMs, and grants users the use of them.",
-        "actions": [
-            # A pool is created in a cluster, which the creator must be able to name.
-            "hosts.view_cluster",
-            "pools.view_vmpool",
-            "pools.add_vmpool",
-            "pools.change_vmpool",
-            "pools.delete_vmpool",
-            "pools.allocate_vmpool",
-            "pools.return_vmpool",
-            *VM_MANAGE,
-            "hosts.view_template",
-            "project.manage_grants",
-        ],
-    },
-    "PolicyAdmin": {
-        "description": "Manages scheduling policies and the clusters' choice of policy.",
-        "actions": ["hosts.view_cluster", "hosts.change_cluster", "hosts.view_host"],
-        "apps": ["scheduling"],
-    },
-    "PowerUser": {
-        "description": "Creates VMs; becomes UserVmManager of each VM it creates.",
-        "actions": ["hosts.view_cluster", "hosts.view_template", "hosts.add_virtualmachine"],
-    },
-    "UserVmManager": {
-        "description": "Uses, changes and deletes the VMs it is granted on.",
-        "actions": VM_MANAGE,
-    },
-    "UserRole": {
-        "description": "Uses the VMs granted to it, and takes VMs from the pools granted to it.",
-        "actions": [*VM_USE, "pools.view_vmpool", "pools.allocate_vmpool"],
-    },
-    "LeaseUser": {
-        "description": "Creates leases; becomes LeaseOwner of each lease it creates.",
-        "actions": ["leases.add_lease"],
-    },
-    "LeaseOwner": {
-        "description": "Sees, changes and deletes the leases it is granted on, and uses their VMs.",
-        "actions": [
-            "leases.view_lease",
-            "leases.change_lease",
-            "leases.delete_lease",
-            "leases.view_reservation",
-            "hosts.add_virtualmachine",
-            "hosts.view_template",
-            *VM_USE,
-        ],
-    },
 }
+
+
+def action_apps() -> tuple[str, ...]:
+    return tuple(_action_apps)
+
+
+def _note_app(action: str) -> None:
+    app_label = action.partition(".")[0]
+    if app_label not in _action_apps:
+        _action_apps.append(app_label)
+
+
+def define(name: str, description: str, actions: list[str] = (), *, apps: list[str] = ()) -> None:
+    """A built-in role and its actions (an app's own role, from its ``ready()``)."""
+    spec = BUILTIN_ROLES.setdefault(name, {"actions": [], "apps": []})
+    spec["description"] = description
+    contribute(name, actions, apps=apps)
+
+
+def contribute(name: str, actions: list[str] = (), *, apps: list[str] = ()) -> None:
+    """Give a built-in role (defined here or by another app) more actions: an app adds its
+    own actions to the roles that reach its objects (pools add theirs to ClusterAdmin)."""
+    spec = BUILTIN_ROLES.setdefault(name, {"description": "", "actions": [], "apps": []})
+    for action in actions:
+        if action not in spec["actions"]:
+            spec["actions"].append(action)
+        _note_app(action)
+    for app_label in apps:
+        spec.setdefault("apps", []).append(app_label)
+        if app_label not in _action_apps:
+            _action_apps.append(app_label)
 
 
 def _actions_for(spec: dict) -> list[Permission]:
     permissions = Permission.objects.select_related("content_type")
     if spec["actions"] == "__all__":
         return list(
-            permissions.filter(content_type__app_label__in=ACTION_APPS + ("auth",)).exclude(
+            permissions.filter(content_type__app_label__in=action_apps() + ("auth",)).exclude(
                 codename__startswith="role_"
             )
         )
     wanted = set(spec["actions"])
     found = [
         p
-        for p in permissions.filter(content_type__app_label__in=ACTION_APPS)
+        for p in permissions.filter(content_type__app_label__in=action_apps())
         if f"{p.content_type.app_label}.{p.codename}" in wanted
         or p.content_type.app_label in spec.get("apps", ())
     ]

@@ -7,6 +7,9 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
+        from scheduling import roles
         from scheduling.registry import sync
+
+        roles.register()
 
         post_migrate.connect(sync, sender=self, dispatch_uid="corral-scheduling-sync")

@@ -9,7 +9,7 @@ from project import scopes
 from project.api.serializers import NameRelatedField
 from project.grants import Grant, scope_object
 from project.models import Role
-from project.roles import ACTION_APPS
+from project.roles import action_apps
 
 User = get_user_model()
 
@@ -20,7 +20,7 @@ def action_name(permission: Permission) -> str:
 
 def action_permissions():
     return (
-        Permission.objects.filter(content_type__app_label__in=ACTION_APPS + ("auth",))
+        Permission.objects.filter(content_type__app_label__in=action_apps() + ("auth",))
         .exclude(codename__startswith="role_")
         .select_related("content_type")
     )
