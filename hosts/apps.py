@@ -9,8 +9,8 @@ class HostsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from hosts import dashboard, metrics, roles
-        from project import events, scopes
+        from hosts import dashboard, jobs, metrics, roles
+        from project import events, loops, scopes
         from project import metrics as project_metrics
 
         scopes.register("cluster", "hosts.Cluster", rank=10)
@@ -26,6 +26,7 @@ class HostsConfig(AppConfig):
         project_metrics.register(metrics.collect)
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
+        loops.register("reap", jobs.reap)
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(revive_ticker, dispatch_uid="corral-revive-ticker")
 

@@ -1,4 +1,4 @@
-"""Where VMs run: one scheduling decision per cluster at a time, through the cluster's policy.
+"""Where VMs run: one scheduling decision per cluster at a time, by a pluggable provider.
 
 ``decision(cluster_id)`` is a transaction holding the cluster's row lock — the scheduling lock,
 which works across processes and machines. Inside it a caller asks ``place()`` for hosts and
@@ -7,23 +7,83 @@ later decision counts that VM as a pending resource of the host. Acquiring the l
 after ``CORRAL_SCHEDULER_LOCK_TIMEOUT`` seconds on PostgreSQL, and a holder that hangs loses
 it after ``CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT``; nothing slow (libvirt, hooks) ever runs while
 it is held.
+
+Which hosts fit, and in what order, is the placement provider's answer: the scheduling app
+registers its scheduler (``set_provider``) when it is ready. ``Decision`` and
+``NoHostAvailable`` are the provider's vocabulary.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
 from hosts.models import Cluster, Host, HostStatus, VirtualMachine, VmStatus
-from scheduling.scheduler import Decision, NoHostAvailable, schedule
+from hosts.sync import sync_host
 
-__all__ = ["Decision", "NoHostAvailable", "decision", "place", "wait_for_pending"]
+__all__ = [
+    "Decision",
+    "NoHostAvailable",
+    "SchedulerBusy",
+    "decision",
+    "place",
+    "set_provider",
+    "wait_for_pending",
+]
+
+
+class NoHostAvailable(Exception):
+    """No host can run the VM; ``explanation`` says why, unit by unit."""
+
+    def __init__(self, message: str, explanation: dict):
+        super().__init__(message)
+        self.message = message
+        self.explanation = explanation
 
 
 class SchedulerBusy(NoHostAvailable):
     pass
+
+
+@dataclass
+class Decision:
+    """The hosts able to run the VM, best first, and why.
+
+    Host rows are loaded when first asked for: most callers want only the best one.
+    """
+
+    host_ids: list[int]
+    explanation: dict[str, Any] = field(default_factory=dict)
+    loaded: dict[int, Host] = field(default_factory=dict, repr=False)
+
+    @property
+    def host(self) -> Host:
+        return self._load(self.host_ids[:1])[0]
+
+    @property
+    def hosts(self) -> list[Host]:
+        return self._load(self.host_ids)
+
+    def _load(self, ids: list[int]) -> list[Host]:
+        missing = [pk for pk in ids if pk not in self.loaded]
+        if missing:
+            self.loaded.update(Host.objects.in_bulk(missing))
+        return [self.loaded[pk] for pk in ids]
+
+
+# provider(vm, purpose=..., hosts=...) -> Decision, or NoHostAvailable.
+Provider = Callable[..., Decision]
+_provider: list[Provider] = []
+
+
+def set_provider(provider: Provider) -> None:
+    """Make ``provider`` the one that chooses hosts (the scheduler, from its app's ready())."""
+    _provider[:] = [provider]
 
 
 class decision:  # noqa: N801 (used as a context manager)
@@ -65,7 +125,9 @@ def place(
     vm: VirtualMachine, *, purpose: str = "start", hosts: list[Host] | None = None
 ) -> Decision:
     """Hosts for ``vm``, best first (call inside ``decision()``)."""
-    return schedule(vm, hosts=hosts, purpose=purpose)
+    if not _provider:
+        raise RuntimeError("No placement provider is registered (is the scheduling app on?).")
+    return _provider[0](vm, purpose=purpose, hosts=hosts)
 
 
 def wait_for_pending(vm: VirtualMachine) -> bool:
@@ -83,8 +145,6 @@ def wait_for_pending(vm: VirtualMachine) -> bool:
         return False
     for host_id in connecting.values_list("pk", flat=True):
         # Read new hosts now rather than wait for the ticker (whose worker may be busy).
-        from hosts.sync import sync_host
-
         sync_host(host_id)
     deadline = time.monotonic() + settings.CORRAL_PENDING_WAIT
     while (pending.exists() or connecting.exists()) and time.monotonic() < deadline:

@@ -1,4 +1,5 @@
-"""Signals other apps listen to (pools return VMs to their pool when they stop)."""
+"""Signals the apps above hosts listen to: pools return VMs to their pool when they stop, leases
+move reserved capacity off a host that stops answering, the balancer tracks each host's load."""
 
 from django.dispatch import Signal
 
@@ -8,3 +9,10 @@ vm_stopped = Signal()
 
 # A job ended. Sent after it is committed. kwargs: job (with its final state).
 job_finished = Signal()
+
+# A host's report was just written (inside the sync's transaction, the host row locked).
+# kwargs: host (as updated by the report).
+host_reported = Signal()
+
+# A host went NonResponsive. Sent after it is committed. kwargs: host.
+host_unreachable = Signal()

@@ -32,10 +32,9 @@ from hosts.models import (
     VmStatus,
 )
 from hosts.models.jobs import RUNNING_JOB_STATES
-from hosts.signals import vm_stopped
+from hosts.signals import host_reported, host_unreachable, vm_stopped
 from project import events
 from project.models import EventKind
-from scheduling.balancer import track_host_load
 
 logger = logging.getLogger(__name__)
 
@@ -239,8 +238,8 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     result.vms_written = len(to_write)
     _sync_external(host, [d for u, d in reported.items() if u not in managed])
     _update_host(host, report, used_memory, now)
-    # The host's load is known now: the duration rules count from when it went over.
-    track_host_load(host)
+    # The host's load is known now (the balancer starts or stops its overload clock).
+    host_reported.send(sender=Host, host=host)
     return result
 
 
@@ -314,8 +313,7 @@ def mark_unreachable(host_id: int, detail: str) -> SyncResult:
         message = f"Host {host.name} is not responding: {detail}"
         result.alerts.append(message)
         events.alert("host", host.pk, message, cluster_id=host.cluster_id)
-        if host.reservable:
-            transaction.on_commit(lambda: _reallocate_leases(host.pk))
+        transaction.on_commit(lambda: host_unreachable.send(sender=Host, host=host))
     busy = Job.objects.filter(vm__host=host, state__in=RUNNING_JOB_STATES).values("vm_id")
     stale = VirtualMachine.objects.filter(host=host).exclude(pk__in=busy)
     stale = stale.exclude(status=VmStatus.UNKNOWN, power_state=PowerState.UNKNOWN)
@@ -328,15 +326,6 @@ def mark_unreachable(host_id: int, detail: str) -> SyncResult:
         updated_at=now,
     )
     return result
-
-
-def _reallocate_leases(host_id: int) -> None:
-    from leases.services import reallocate_from
-
-    try:
-        reallocate_from(host_id)
-    except Exception:
-        logger.exception("moving lease capacity off host %s failed", host_id)
 
 
 def reconcile_vm(vm_id: int) -> VirtualMachine:

@@ -4,11 +4,12 @@ The ticker is one long-running task (CORRAL_TICKER_RUN_SECONDS, 15 s by default)
 loop lock, so exactly one runs across all task clusters; before it ends it queues its
 successor, and a schedule every minute
 (plus every worker start) revives the chain if its cluster died. Each tick it syncs the hosts
-that are due (every CORRAL_SYNC_INTERVAL seconds, or at once after a libvirt lifecycle event),
-reaps jobs whose worker died, and runs the loops that are due: the balancers, the prestart
-monitor and the pruning of old events. When those last ran is kept in the database (loop
-locks that expire when the next run is due), not in the ticker: a ticker lives 15 s, less
-than their intervals, and a fresh one must neither skip them nor run them again too soon.
+that are due (every CORRAL_SYNC_INTERVAL seconds, or at once after a libvirt lifecycle event)
+and runs the loops the apps registered (``project.loops``) that are due: hosts' own reaper of
+jobs whose worker died, the lease events, the balancers, the prestart monitor, the pruning of
+old events. When interval loops last ran is kept in the database (loop locks that expire when
+the next run is due), not in the ticker: a ticker lives 15 s, less than their intervals, and a
+fresh one must neither skip them nor run them again too soon.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -26,16 +28,10 @@ from django.db import close_old_connections, connection
 from hosts import jobs, sync
 from hosts.driver import LifecycleListener
 from hosts.models import Host, HostStatus
-from project import events, loops
+from project import loops
 
 logger = logging.getLogger(__name__)
 TICKER_LOCK = "ticker"
-PRUNE_EVERY_S = 600
-# Names of the loop locks that say when each loop is due next.
-DUE = "due-"
-BALANCE_DUE = f"{DUE}balance-"
-POOL_MONITOR_DUE = f"{DUE}pool-monitor"
-PRUNE_DUE = f"{DUE}prune-events"
 
 
 def run_job(job_id: int) -> str:
@@ -68,6 +64,7 @@ class Ticker:
         self.urgent_lock = threading.Lock()
         self.last_sync: dict[int, float] = {}
         self.in_flight: set[int] = set()
+        self.running_loops: set[tuple[str, Any]] = set()
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="host-sync")
 
     def on_lifecycle_event(self, uri: str, domain_uuid: str, event: str) -> None:
@@ -118,76 +115,45 @@ class Ticker:
                 self.in_flight.add(host_id)
                 self.last_sync[host_id] = now
                 self.pool.submit(self._sync, host_id)
-        jobs.reap()
-        self.lease_events()
-        # One read says which loops wait; a claim (a write) is tried only for one that is due.
-        waiting = loops.not_due(DUE)
-        self.balance_due(waiting)
-        self.monitor_pools_due(waiting)
-        if PRUNE_DUE not in waiting and loops.claim_run(PRUNE_DUE, PRUNE_EVERY_S):
-            events.prune()
-            loops.forget_expired(BALANCE_DUE)  # clusters deleted since
+        # One read says which interval loops wait; a claim (a write) is tried only for one due.
+        waiting = loops.not_due(loops.DUE)
+        for loop in loops.registered():
+            self.run_due(loop.name, waiting)
 
-    def balance_due(self, waiting: set[str] | None = None) -> list[int]:
-        """Each cluster's balancer, every CORRAL_BALANCE_INTERVAL seconds (one never run is due
-        at once); returns the clusters whose balancer it started."""
-        from hosts.models import Cluster
-
-        waiting = loops.not_due(BALANCE_DUE) if waiting is None else waiting
+    def run_due(self, name: str, waiting: set[str] | None = None) -> list[Any]:
+        """Run the loop ``name`` if it is due (every key of a keyed loop that is); returns the
+        keys started (``[None]`` for a loop without keys, ``[]`` when nothing was due)."""
+        loop = loops.get(name)
+        if loop.every is None:
+            self._run(loop, None)
+            return [None]
+        waiting = loops.not_due(loop.due_name()) if waiting is None else waiting
         started = []
-        for cluster_id in Cluster.objects.values_list("pk", flat=True):
-            key = -cluster_id  # clusters share the in-flight set with hosts, kept apart by sign
-            name = f"{BALANCE_DUE}{cluster_id}"
-            if name in waiting or key in self.in_flight:
+        for key in loop.keys() if loop.keys is not None else [None]:
+            run = (loop.name, key)
+            if loop.due_name(key) in waiting or run in self.running_loops:
                 continue
-            if loops.claim_run(name, settings.CORRAL_BALANCE_INTERVAL):
-                self.in_flight.add(key)
-                self.pool.submit(self._balance, cluster_id)
-                started.append(cluster_id)
+            if loops.claim_run(loop.due_name(key), loop.every()):
+                started.append(key)
+                if loop.threaded:
+                    self.running_loops.add(run)
+                    self.pool.submit(self._run_threaded, loop, key)
+                else:
+                    self._run(loop, key)
         return started
 
-    def lease_events(self) -> None:
-        """Start and end leases on time (and catch up on any missed while down)."""
-        from leases.services import run_due_events
-
+    def _run(self, loop: loops.Loop, key: Any) -> None:
         try:
-            run_due_events()
+            loop.run() if key is None else loop.run(key)
         except Exception:
-            logger.exception("lease events failed")
+            logger.exception("loop %s%s failed", loop.name, "" if key is None else f" ({key})")
 
-    def monitor_pools_due(self, waiting: set[str] | None = None) -> bool:
-        """The pools' prestart monitor, every VMPOOL_MONITOR_INTERVAL seconds."""
-        waiting = loops.not_due(POOL_MONITOR_DUE) if waiting is None else waiting
-        if POOL_MONITOR_DUE in waiting:
-            return False
-        if not loops.claim_run(POOL_MONITOR_DUE, settings.VMPOOL_MONITOR_INTERVAL):
-            return False
-        self.pool.submit(self._monitor_pools)
-        return True
-
-    def _monitor_pools(self) -> None:
-        from pools.services import monitor_all
-
+    def _run_threaded(self, loop: loops.Loop, key: Any) -> None:
         try:
             close_old_connections()
-            monitor_all()
-        except Exception:
-            logger.exception("the prestart monitor failed")
+            self._run(loop, key)
         finally:
-            connection.close()
-
-    def _balance(self, cluster_id: int) -> None:
-        from scheduling.balancer import balance_cluster
-
-        try:
-            close_old_connections()
-            outcome = balance_cluster(cluster_id)
-            if outcome.get("action") == "migrate":
-                logger.info("balancer: %s", outcome)
-        except Exception:
-            logger.exception("balancing cluster %s failed", cluster_id)
-        finally:
-            self.in_flight.discard(-cluster_id)
+            self.running_loops.discard((loop.name, key))
             connection.close()
 
     def _sync(self, host_id: int) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
-from hosts.models import Host, VirtualMachine
+from hosts.models import HOLDING_STATUSES, Host, VirtualMachine
 from project.db import count_of
 
 
@@ -29,9 +29,7 @@ def _sum_of(vms: QuerySet, field: str, host_field: str) -> Coalesce:
 def with_usage(hosts: QuerySet) -> QuerySet:
     """Annotate ``committed_memory_mb``, ``committed_vcpus`` and ``running_vms``: the VMs
     holding the host (running, starting, stopping, unknown…) plus those migrating to it."""
-    from scheduling.scheduler import HOLDING
-
-    holding = VirtualMachine.objects.filter(status__in=HOLDING)
+    holding = VirtualMachine.objects.filter(status__in=HOLDING_STATUSES)
     arriving = VirtualMachine.objects.all()
     return hosts.annotate(
         committed_memory_mb=_sum_of(holding, "memory_mb", "host")

@@ -6,11 +6,16 @@ class LeasesConfig(AppConfig):
     verbose_name = "Leases"
 
     def ready(self) -> None:
-        from leases import metrics, roles
+        from hosts.signals import host_unreachable
+        from leases import metrics, placement, roles, services, tasks
         from project import events, scopes
         from project import metrics as project_metrics
+        from scheduling import constraints
 
         scopes.register("lease", "leases.Lease", rank=30)
         roles.register()
         events.register_object_type("lease", "leases.view_lease")
         project_metrics.register(metrics.collect)
+        constraints.register(placement.reserved_hosts)
+        tasks.register()
+        host_unreachable.connect(services.on_host_unreachable, dispatch_uid="leases-host-lost")

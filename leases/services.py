@@ -409,6 +409,17 @@ def reserved_slots(reservation: Reservation, exclude_vm: int | None = None) -> d
     }
 
 
+def on_host_unreachable(sender, host, **kwargs) -> None:
+    """``hosts.signals.host_unreachable``: plan the live reservations on a lost reservable host
+    again on the others (never fatal to the sync that noticed)."""
+    if not host.reservable:
+        return
+    try:
+        reallocate_from(host.pk)
+    except Exception:
+        logger.exception("moving lease capacity off host %s failed", host.pk)
+
+
 def reallocate_from(host_id: int) -> list[str]:
     """A reservable host failed: move the capacity its live reservations held to other
     reservable hosts; a lease whose reservation cannot move is marked degraded (an alert

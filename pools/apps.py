@@ -7,7 +7,7 @@ class PoolsConfig(AppConfig):
 
     def ready(self) -> None:
         from hosts.signals import job_finished, vm_stopped
-        from pools import dashboard, metrics, roles, services
+        from pools import dashboard, metrics, roles, services, tasks
         from project import events, scopes
         from project import metrics as project_metrics
 
@@ -18,6 +18,7 @@ class PoolsConfig(AppConfig):
         events.register_object_type("pool", "pools.view_vmpool")
         project_metrics.register(metrics.collect)
         dashboard.register()
+        tasks.register()
 
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
         job_finished.connect(services.on_job_finished, dispatch_uid="pools-prestart-failures")

@@ -1,8 +1,10 @@
 """django-q2 entry points for pools: the prestart monitor (on a nudge, and from the ticker)."""
 
+from django.conf import settings
 from django.db import close_old_connections
 
 from pools import services
+from project import loops
 
 
 def monitor_pool(pool_id: int) -> int:
@@ -13,3 +15,10 @@ def monitor_pool(pool_id: int) -> int:
 def monitor_all() -> dict:
     close_old_connections()
     return services.monitor_all()
+
+
+def register() -> None:
+    """The prestart monitor over every pool, every VMPOOL_MONITOR_INTERVAL seconds."""
+    loops.register(
+        "pool-monitor", services.monitor_all, every=lambda: settings.VMPOOL_MONITOR_INTERVAL
+    )

@@ -8,11 +8,12 @@ class ProjectConfig(AppConfig):
     verbose_name = "Access"
 
     def ready(self) -> None:
-        from project import dashboard, scopes
+        from project import dashboard, scopes, tasks
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
         scopes.register("system", "project.System", rank=0)
+        tasks.register()
         dashboard.register(
             "alerts",
             model_label="project.Event",

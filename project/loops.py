@@ -1,14 +1,19 @@
-"""Locks for periodic loops: one holder at a time across every task cluster and machine.
+"""Periodic loops: their registry, and locks that give each one holder at a time across every
+task cluster and machine.
 
-A holder renews its lock every tick; one that dies loses it when it expires. Conditional
-UPDATEs make acquiring atomic on PostgreSQL and SQLite alike.
+Each app registers its loops (``register`` from its ``AppConfig.ready()``); the ticker in
+``hosts.tasks`` runs them. A holder renews its lock every tick; one that dies loses it when it
+expires. Conditional UPDATEs make acquiring atomic on PostgreSQL and SQLite alike.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -83,3 +88,59 @@ def forget_expired(prefix: str) -> int:
         name__startswith=prefix, expires_at__lt=timezone.now()
     ).delete()
     return deleted
+
+
+# -- the periodic loops the ticker runs ----------------------------------------------------------
+
+DUE = "due-"
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A periodic loop, run by the ticker (``hosts.tasks``) across every task cluster.
+
+    ``every`` gives the seconds between runs (read at each tick, so settings may change);
+    without it the loop runs on every tick, inline. With ``keys``, each key (a cluster id, say)
+    is a run of its own, due on its own and never run twice at once; ``run`` then takes the
+    key. A run that is due is claimed in the database (``claim_run``), so a short-lived ticker
+    neither skips it nor runs it again too soon. ``threaded`` runs go on the ticker's thread
+    pool (with their own database connection), the others inline.
+    """
+
+    name: str
+    run: Callable[..., Any]
+    every: Callable[[], float] | None = None
+    keys: Callable[[], Iterable[Any]] | None = None
+    threaded: bool = True
+
+    def due_name(self, key: Any = None) -> str:
+        """The name of the lock that says when this run is due next."""
+        return f"{DUE}{self.name}" if key is None else f"{DUE}{self.name}-{key}"
+
+
+_loops: dict[str, Loop] = {}
+
+
+def register(
+    name: str,
+    run: Callable[..., Any],
+    *,
+    every: Callable[[], float] | None = None,
+    keys: Callable[[], Iterable[Any]] | None = None,
+    threaded: bool = True,
+) -> None:
+    """Have the ticker run ``run`` periodically (called from an app's ``AppConfig.ready()``)."""
+    _loops[name] = Loop(name, run, every, keys, threaded if every is not None else False)
+
+
+def registered() -> list[Loop]:
+    """Every loop: those run on every tick first, then the interval loops, each in the order
+    their apps registered them."""
+    loops = list(_loops.values())
+    return [loop for loop in loops if loop.every is None] + [
+        loop for loop in loops if loop.every is not None
+    ]
+
+
+def get(name: str) -> Loop:
+    return _loops[name]

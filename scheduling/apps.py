@@ -7,9 +7,14 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
-        from scheduling import roles
+        from hosts import placement
+        from hosts.signals import host_reported
+        from scheduling import balancer, roles, scheduler, tasks
         from scheduling.registry import sync
 
         roles.register()
+        tasks.register()
+        placement.set_provider(scheduler.place)
+        host_reported.connect(balancer.on_host_reported, dispatch_uid="balancer-track-load")
 
         post_migrate.connect(sync, sender=self, dispatch_uid="corral-scheduling-sync")

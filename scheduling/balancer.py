@@ -12,10 +12,10 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from hosts.models import Cluster, Host, JobKind, VirtualMachine
+from hosts import jobs
+from hosts.models import HOLDING_STATUSES, Cluster, Host, JobKind, VirtualMachine
 from scheduling import registry
 from scheduling.scheduler import (
-    HOLDING,
     build_context,
     effective_properties,
     policy_of,
@@ -41,6 +41,11 @@ def _track_overload(hosts, states, high: float) -> None:
             host.overloaded_since = state.overloaded_since = None
 
 
+def on_host_reported(sender, host: Host, **kwargs) -> None:
+    """``hosts.signals.host_reported``: the duration rules count from when the host went over."""
+    track_host_load(host)
+
+
 def track_host_load(host: Host) -> None:
     """Start or stop one host's over-utilization clock from its load now.
 
@@ -53,7 +58,7 @@ def track_host_load(host: Host) -> None:
     properties = effective_properties(policy_of(cluster), cluster)
     high = properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
     held = VirtualMachine.objects.filter(
-        Q(host_id=host.pk, status__in=HOLDING) | Q(migrating_to_id=host.pk)
+        Q(host_id=host.pk, status__in=HOLDING_STATUSES) | Q(migrating_to_id=host.pk)
     ).aggregate(vcpus=Sum("vcpus"))
     state = HostState(
         id=host.pk,
@@ -74,8 +79,6 @@ def track_host_load(host: Host) -> None:
 
 def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:
     """Run the cluster's balancer once: what it chose and why, and the job if it queued one."""
-    from hosts import jobs
-
     cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
     policy = policy_of(cluster)
     if policy.balance_id is None or policy.balance.name == "None":

@@ -15,7 +15,6 @@ and record the decision, so decisions in a cluster never race.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import timedelta
 from numbers import Real
 from typing import Any
@@ -24,8 +23,18 @@ from django.conf import settings
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from hosts.models import Cluster, Host, Job, JobKind, JobState, VirtualMachine, VmStatus
-from scheduling import registry
+from hosts.models import (
+    HOLDING_STATUSES,
+    Cluster,
+    Host,
+    Job,
+    JobKind,
+    JobState,
+    VirtualMachine,
+    VmStatus,
+)
+from hosts.placement import Decision, NoHostAvailable
+from scheduling import constraints, registry
 from scheduling.models import AffinityGroup, Policy, PolicyUnit
 from scheduling.units.base import (
     AffinityState,
@@ -42,49 +51,7 @@ logger = logging.getLogger(__name__)
 ALWAYS_ENFORCED = ReservationFilter()
 
 # VMs in these states hold their host's resources (pending ones included: Starting).
-HOLDING = [
-    VmStatus.UP,
-    VmStatus.PAUSED,
-    VmStatus.STARTING,
-    VmStatus.STOPPING,
-    VmStatus.SUSPENDING,
-    VmStatus.RESUMING,
-    VmStatus.MIGRATING,
-    VmStatus.UNKNOWN,
-]
-
-
-class NoHostAvailable(Exception):
-    def __init__(self, message: str, explanation: dict):
-        super().__init__(message)
-        self.message = message
-        self.explanation = explanation
-
-
-@dataclass
-class Decision:
-    """The hosts able to run the VM, best first, and why.
-
-    Host rows are loaded when first asked for: most callers want only the best one.
-    """
-
-    host_ids: list[int]
-    explanation: dict[str, Any] = field(default_factory=dict)
-    loaded: dict[int, Host] = field(default_factory=dict, repr=False)
-
-    @property
-    def host(self) -> Host:
-        return self._load(self.host_ids[:1])[0]
-
-    @property
-    def hosts(self) -> list[Host]:
-        return self._load(self.host_ids)
-
-    def _load(self, ids: list[int]) -> list[Host]:
-        missing = [pk for pk in ids if pk not in self.loaded]
-        if missing:
-            self.loaded.update(Host.objects.in_bulk(missing))
-        return [self.loaded[pk] for pk in ids]
+HOLDING = HOLDING_STATUSES
 
 
 def policy_of(cluster: Cluster) -> Policy:
@@ -243,18 +210,11 @@ def build_context(
 
 
 def _reservation_hosts(vm: VirtualMachine | None) -> set[int] | None:
-    """For a VM launched into a lease's reservation: the hosts with a slot left for it."""
-    if vm is None or vm.reservation_id is None:
+    """The hosts capacity is held on for ``vm`` (a lease's reservation, say), from the
+    providers registered in ``scheduling.constraints``; None when nothing holds it."""
+    if vm is None:
         return None
-    from leases.models import LeaseStatus
-    from leases.services import reserved_slots
-
-    reservation = vm.reservation
-    if reservation.lease.status != LeaseStatus.ACTIVE:
-        return set()
-    return {
-        host for host, left in reserved_slots(reservation, exclude_vm=vm.pk).items() if left > 0
-    }
+    return constraints.reserved_hosts(vm)
 
 
 def _check_answer(method: str, answer) -> None:
@@ -406,4 +366,10 @@ def running_vms(hosts: list[Host]) -> list[RunningVm]:
     ]
 
 
-__all__ = ["Decision", "NoHostAvailable", "effective_properties", "policy_of", "schedule"]
+def place(vm: VirtualMachine, *, purpose: str = "start", hosts: list[Host] | None = None):
+    """The placement provider ``hosts.placement`` calls: ``schedule()`` by the VM's cluster's
+    policy."""
+    return schedule(vm, hosts=hosts, purpose=purpose)
+
+
+__all__ = ["Decision", "NoHostAvailable", "effective_properties", "place", "policy_of", "schedule"]

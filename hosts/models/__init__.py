@@ -1,6 +1,7 @@
 """The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
 
 from hosts.models.inventory import (
+    HOLDING_STATUSES,
     STATIONARY_STATUSES,
     Cluster,
     Host,
@@ -14,6 +15,7 @@ from hosts.models.inventory import (
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
 
 __all__ = [
+    "HOLDING_STATUSES",
     "STATIONARY_STATUSES",
     "Cluster",
     "ExternalDomain",

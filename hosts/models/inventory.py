@@ -197,6 +197,18 @@ class VmStatus(models.TextChoices):
 
 STATIONARY_STATUSES = {VmStatus.DOWN, VmStatus.UP, VmStatus.PAUSED, VmStatus.UNKNOWN}
 
+# VMs in these states hold their host's resources (pending ones included: Starting).
+HOLDING_STATUSES = [
+    VmStatus.UP,
+    VmStatus.PAUSED,
+    VmStatus.STARTING,
+    VmStatus.STOPPING,
+    VmStatus.SUSPENDING,
+    VmStatus.RESUMING,
+    VmStatus.MIGRATING,
+    VmStatus.UNKNOWN,
+]
+
 
 class PowerState(models.TextChoices):
     """The raw power state a host reports for a domain (libvirt's names), or why none came."""

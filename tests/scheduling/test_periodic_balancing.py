@@ -20,7 +20,7 @@ def _balanced_by_a_fresh_ticker() -> set[int]:
     """The clusters whose balancer a newly started ticker runs on its first tick."""
     ticker = Ticker()
     try:
-        return set(ticker.balance_due())
+        return set(ticker.run_due("balance"))
     finally:
         ticker.pool.shutdown(wait=True)
 
@@ -60,7 +60,7 @@ def test_the_prestart_monitor_keeps_its_interval_across_tickers(transactional_db
     settings.VMPOOL_MONITOR_INTERVAL = 60
     tickers = [Ticker(), Ticker()]
     try:
-        ran = [ticker.monitor_pools_due() for ticker in tickers]
+        ran = [bool(ticker.run_due("pool-monitor")) for ticker in tickers]
     finally:
         for ticker in tickers:
             ticker.pool.shutdown(wait=True)

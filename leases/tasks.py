@@ -1,0 +1,11 @@
+"""The lease events loop: leases start and end on time (missed events too, after downtime),
+checked on every tick of the ticker."""
+
+from __future__ import annotations
+
+from leases import services
+from project import loops
+
+
+def register() -> None:
+    loops.register("lease-events", services.run_due_events)

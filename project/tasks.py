@@ -1,0 +1,19 @@
+"""Project's own loop: old events are pruned (and the schedules of loop runs whose key is gone,
+such as a deleted cluster's balancer, forgotten)."""
+
+from __future__ import annotations
+
+from project import events, loops
+
+PRUNE_EVERY_S = 600
+
+
+def prune() -> None:
+    events.prune()
+    for loop in loops.registered():
+        if loop.keys is not None:
+            loops.forget_expired(f"{loops.DUE}{loop.name}-")
+
+
+def register() -> None:
+    loops.register("prune-events", prune, every=lambda: PRUNE_EVERY_S, threaded=False)
