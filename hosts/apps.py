@@ -5,11 +5,13 @@ from django.db.models.signals import post_migrate
 class HostsConfig(AppConfig):
     name = "hosts"
     verbose_name = "Inventory"
+    api_urls = "hosts.api.urls"
+    portal_urls = "hosts.urls"
 
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from hosts import dashboard, jobs, metrics, roles
+        from hosts import dashboard, demo, jobs, metrics, roles
         from project import events, loops, scopes
         from project import metrics as project_metrics
 
@@ -27,6 +29,7 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
+        demo.register()
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(revive_ticker, dispatch_uid="corral-revive-ticker")
 

@@ -13,14 +13,29 @@ from django.views.decorators.http import require_GET, require_POST
 from hosts import services
 from hosts.models import Job, JobKind, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
-from pools.models import PoolType
 from project.errors import Refused
 from project.permissions import holds_at_system, restrict
 
 VIEW = "hosts.view_virtualmachine"
 OPERATE = "hosts.operate_virtualmachine"
-RETURN = "pools.return_vmpool"
 RECENT_JOBS = 8
+
+# What the apps above add to the VM pages (registered from their ``AppConfig.ready()``):
+# ``decorators`` are ``decorate(user, vms)`` setting more attributes on the listed VMs (in a
+# fixed number of queries), which the templates read (pools set ``can_return``);
+# ``leaves_on_stop`` are ``predicate(vm)``: true when stopping the VM takes it out of its
+# user's sight (a VM of an automatic pool goes back to its pool).
+decorators: list = []
+leaves_on_stop: list = []
+
+
+def extend_vm_pages(*, decorate=None, leaves_on_stop_if=None) -> None:
+    """Plug an app into the VM pages (see ``decorators`` and ``leaves_on_stop``)."""
+    if decorate is not None and decorate not in decorators:
+        decorators.append(decorate)
+    if leaves_on_stop_if is not None and leaves_on_stop_if not in leaves_on_stop:
+        leaves_on_stop.append(leaves_on_stop_if)
+
 
 # The buttons a VM offers, in order: (operation, label, the statuses it applies to).
 OPERATIONS = [
@@ -61,11 +76,6 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
             "pk", flat=True
         )
     )
-    returnable = set(
-        restrict(
-            VirtualMachine.objects.filter(pk__in=ids, pool__isnull=False), user, RETURN
-        ).values_list("pk", flat=True)
-    )
     for vm in vms:
         busy = bool(vm.active_jobs)
         vm.offered = [
@@ -73,7 +83,8 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
             for kind, label, allowed in OPERATIONS
             if vm.pk in operable and (busy or vm.status in allowed)
         ]
-        vm.can_return = vm.pool_id is not None and (vm.owner_id == user.pk or vm.pk in returnable)
+    for decorate in decorators:
+        decorate(user, vms)
     return vms
 
 
@@ -153,34 +164,11 @@ def vm_operation(request, vm_id: int, operation: str):
         messages.error(request, refused.message)
         return redirect("portal:vm", vm_id=vm.pk)
     messages.info(request, f"{job.get_kind_display()} of {vm.name} queued (job {job.pk}).")
-    if operation in STOPS and vm.pool_id is not None and vm.pool.type == PoolType.AUTOMATIC:
+    if operation in STOPS and any(leaves(vm) for leaves in leaves_on_stop):
         # Once stopped it goes back to its pool, out of its user's sight (often before the
         # browser follows this redirect): follow the job from My VMs, not from its page.
         return redirect("portal:vms")
     return redirect("portal:vm", vm_id=vm.pk)
-
-
-@require_POST
-@login_required
-def vm_return(request, vm_id: int):
-    """Give a pool VM back; a stateless pool reverts it for the next user."""
-    from pools.services import return_vm
-
-    vm = get_object_or_404(_visible(request.user), pk=vm_id)
-    may_return = vm.pool_id is not None and (
-        vm.owner_id == request.user.pk
-        or restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, RETURN).exists()
-    )
-    if not may_return:
-        messages.error(request, f"Only the user of {vm.name} or its pool's admin may return it.")
-        return redirect("portal:vm", vm_id=vm.pk)
-    try:
-        return_vm(vm, requested_by=request.user)
-    except Refused as refused:
-        messages.error(request, refused.message)
-        return redirect("portal:vm", vm_id=vm.pk)
-    messages.success(request, f"VM {vm.name} went back to pool {vm.pool.name}.")
-    return redirect("portal:vms")
 
 
 @require_GET

@@ -4,6 +4,8 @@ from django.apps import AppConfig
 class LeasesConfig(AppConfig):
     name = "leases"
     verbose_name = "Leases"
+    api_urls = "leases.api.urls"
+    portal_urls = "leases.urls"
 
     def ready(self) -> None:
         from hosts.signals import host_unreachable

@@ -4,10 +4,13 @@ from django.apps import AppConfig
 class PoolsConfig(AppConfig):
     name = "pools"
     verbose_name = "VM pools"
+    api_urls = "pools.api.urls"
+    portal_urls = "pools.urls"
 
     def ready(self) -> None:
+        from hosts import views as vm_pages
         from hosts.signals import job_finished, vm_stopped
-        from pools import dashboard, metrics, roles, services, tasks
+        from pools import dashboard, demo, metrics, roles, services, tasks, views
         from project import events, scopes
         from project import metrics as project_metrics
 
@@ -19,6 +22,10 @@ class PoolsConfig(AppConfig):
         project_metrics.register(metrics.collect)
         dashboard.register()
         tasks.register()
+        demo.register()
+        vm_pages.extend_vm_pages(
+            decorate=views.decorate_vms, leaves_on_stop_if=views.leaves_on_stop
+        )
 
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
         job_finished.connect(services.on_job_finished, dispatch_uid="pools-prestart-failures")

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from hosts.models import VirtualMachine
 from pools import services
-from pools.models import VmPool
+from pools.models import PoolType, VmPool
 from project.db import count_of
 from project.errors import Refused
 from project.permissions import restrict
@@ -63,3 +63,47 @@ def take_vm(request, pool_id: int):
     else:
         messages.info(request, f"VM {vm.name} is yours; it is starting now.")
     return redirect("portal:vm", vm_id=vm.pk)
+
+
+# -- on the VM pages (hosts' portal views) ----------------------------------------------------
+
+RETURN = "pools.return_vmpool"
+VIEW_VM = "hosts.view_virtualmachine"
+
+
+def decorate_vms(user, vms: list[VirtualMachine]) -> None:
+    """Whether the user may give each VM back to its pool (one query for any number)."""
+    ids = [vm.pk for vm in vms if vm.pool_id is not None]
+    returnable = set(
+        restrict(VirtualMachine.objects.filter(pk__in=ids), user, RETURN).values_list(
+            "pk", flat=True
+        )
+    )
+    for vm in vms:
+        vm.can_return = vm.pool_id is not None and (vm.owner_id == user.pk or vm.pk in returnable)
+
+
+def leaves_on_stop(vm: VirtualMachine) -> bool:
+    """A VM of an automatic pool goes back to its pool when it stops."""
+    return vm.pool_id is not None and vm.pool.type == PoolType.AUTOMATIC
+
+
+@require_POST
+@login_required
+def vm_return(request, vm_id: int):
+    """Give a pool VM back; a stateless pool reverts it for the next user."""
+    vm = get_object_or_404(restrict(VirtualMachine.objects.all(), request.user, VIEW_VM), pk=vm_id)
+    may_return = vm.pool_id is not None and (
+        vm.owner_id == request.user.pk
+        or restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, RETURN).exists()
+    )
+    if not may_return:
+        messages.error(request, f"Only the user of {vm.name} or its pool's admin may return it.")
+        return redirect("portal:vm", vm_id=vm.pk)
+    try:
+        services.return_vm(vm, requested_by=request.user)
+    except Refused as refused:
+        messages.error(request, refused.message)
+        return redirect("portal:vm", vm_id=vm.pk)
+    messages.success(request, f"VM {vm.name} went back to pool {vm.pool.name}.")
+    return redirect("portal:vms")

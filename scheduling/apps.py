@@ -5,6 +5,7 @@ from django.db.models.signals import post_migrate
 class SchedulingConfig(AppConfig):
     name = "scheduling"
     verbose_name = "Scheduling"
+    api_urls = "scheduling.api.urls"
 
     def ready(self) -> None:
         from hosts import placement

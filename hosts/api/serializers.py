@@ -301,14 +301,3 @@ class EventSerializer(serializers.ModelSerializer):
 class EventFeedSerializer(serializers.Serializer):
     token = serializers.IntegerField(help_text="Pass as ?since= to get what comes next.")
     events = EventSerializer(many=True)
-
-
-class BalancePreviewSerializer(serializers.Serializer):
-    cluster = serializers.CharField()
-    policy = serializers.CharField()
-    action = serializers.ChoiceField(choices=["none", "migrate"])
-    reason = serializers.CharField()
-    vm = serializers.IntegerField(required=False)
-    vm_name = serializers.CharField(required=False)
-    candidates = serializers.ListField(child=serializers.CharField(), required=False)
-    loads = serializers.DictField(child=serializers.FloatField(), required=False)

@@ -3,13 +3,12 @@
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hosts import jobs, services
 from hosts.api.serializers import (
-    BalancePreviewSerializer,
     ClusterSerializer,
     EventFeedSerializer,
     EventSerializer,
@@ -41,7 +40,6 @@ from project import events
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
-from project.permissions import holds
 
 
 class ClusterViewSet(ScopedModelViewSet):
@@ -55,15 +53,6 @@ class ClusterViewSet(ScopedModelViewSet):
     filterset_class = ClusterFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id", "created_at"]
-
-    @extend_schema(responses=BalancePreviewSerializer)
-    @action(detail=True, methods=["get"])
-    def balance(self, request, pk=None):
-        """What the cluster's balancer would do now (a dry run: nothing moves)."""
-        from scheduling.balancer import balance_cluster
-
-        cluster = self.get_object()
-        return Response(balance_cluster(cluster.pk, dry_run=True))
 
 
 class HostViewSet(ScopedModelViewSet):
@@ -107,18 +96,6 @@ class VirtualMachineOperations:
     poweroff = _operation(JobKind.POWEROFF, "Stop the VM at once.")
     suspend = _operation(JobKind.SUSPEND, "Pause the running VM.")
     resume = _operation(JobKind.RESUME, "Resume the paused VM.")
-
-    @extend_schema(request=None, responses={202: JobSerializer(many=True)})
-    @action(detail=True, methods=["post"], url_path="return")
-    def return_to_pool(self, request, pk=None):
-        """Give the VM back to its pool (its user loses it; a stateless pool reverts it)."""
-        from pools.services import return_vm
-
-        vm = self.get_object()
-        if vm.owner_id != request.user.pk and not holds(request.user, "pools.return_vmpool", vm):
-            raise PermissionDenied("Only the VM's user or its pool's admin may return it.")
-        queued = return_vm(vm, requested_by=request.user)
-        return Response(JobSerializer(queued, many=True).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=MigrateSerializer, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])

@@ -4,4 +4,5 @@ from pools.api import views
 
 router = SimpleRouter()
 router.register("vmpools", views.VmPoolViewSet)
+router.register("vms", views.VmReturnViewSet, basename="vm-pool")
 urlpatterns = router.urls

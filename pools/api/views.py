@@ -2,16 +2,18 @@
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from hosts.api.serializers import JobSerializer
 from hosts.models import VirtualMachine
 from pools import services
 from pools.api.serializers import AllocationSerializer, VmPoolSerializer
 from pools.models import VmPool
-from project.api.viewsets import ScopedModelViewSet
-from project.permissions import restrict
+from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
+from project.permissions import holds, restrict
 
 
 class VmPoolViewSet(ScopedModelViewSet):
@@ -79,3 +81,19 @@ class VmPoolViewSet(ScopedModelViewSet):
                 context=self.get_serializer_context(),
             ).data
         )
+
+
+class VmReturnViewSet(ScopedViewSetMixin, viewsets.GenericViewSet):
+    """Giving a pool's VM back: its user, or an admin of its pool."""
+
+    queryset = VirtualMachine.objects.all()
+
+    @extend_schema(request=None, responses={202: JobSerializer(many=True)})
+    @action(detail=True, methods=["post"], url_path="return")
+    def return_to_pool(self, request, pk=None):
+        """Give the VM back to its pool (its user loses it; a stateless pool reverts it)."""
+        vm = self.get_object()
+        if vm.owner_id != request.user.pk and not holds(request.user, "pools.return_vmpool", vm):
+            raise PermissionDenied("Only the VM's user or its pool's admin may return it.")
+        queued = services.return_vm(vm, requested_by=request.user)
+        return Response(JobSerializer(queued, many=True).data, status=status.HTTP_202_ACCEPTED)

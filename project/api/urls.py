@@ -1,5 +1,7 @@
-"""Everything under /api/: each app's routes, access control, token login and the schema."""
+"""Everything under /api/: each app's routes (its ``api/urls.py``, named by ``api_urls`` on its
+AppConfig), access control, token login and the schema."""
 
+from django.apps import apps
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
@@ -14,10 +16,11 @@ router.register("users", access_views.UserViewSet)
 router.register("groups", access_views.GroupViewSet)
 
 urlpatterns = [
-    path("", include("hosts.api.urls")),
-    path("", include("scheduling.api.urls")),
-    path("", include("pools.api.urls")),
-    path("", include("leases.api.urls")),
+    *(
+        path("", include(config.api_urls))
+        for config in apps.get_app_configs()
+        if getattr(config, "api_urls", None)
+    ),
     path("", include(router.urls)),
     path("me/", access_views.MeView.as_view(), name="me"),
     path("auth/token/", lockout.ObtainTokenView.as_view(), name="auth-token"),

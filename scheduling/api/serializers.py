@@ -150,3 +150,14 @@ class AffinityGroupSerializer(ModelCleanSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
+
+
+class BalancePreviewSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    policy = serializers.CharField()
+    action = serializers.ChoiceField(choices=["none", "migrate"])
+    reason = serializers.CharField()
+    vm = serializers.IntegerField(required=False)
+    vm_name = serializers.CharField(required=False)
+    candidates = serializers.ListField(child=serializers.CharField(), required=False)
+    loads = serializers.DictField(child=serializers.FloatField(), required=False)

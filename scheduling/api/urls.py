@@ -7,6 +7,7 @@ router = SimpleRouter()
 router.register("schedulingpolicies", views.PolicyViewSet)
 router.register("schedulingpolicyunits", views.PolicyUnitViewSet)
 router.register("affinitygroups", views.AffinityGroupViewSet)
+router.register("clusters", views.ClusterBalanceViewSet, basename="cluster")
 
 
 def parts(prefix: str, viewset, name: str):

@@ -13,12 +13,13 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from hosts.models import Cluster
-from project.api.viewsets import ScopedModelViewSet
+from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
 from project.errors import Refused
 from project.permissions import holds, holds_at_system, restrict
 from scheduling import services
 from scheduling.api.serializers import (
     AffinityGroupSerializer,
+    BalancePreviewSerializer,
     ClonePolicySerializer,
     PolicyBalanceSerializer,
     PolicyFilterSerializer,
@@ -26,6 +27,7 @@ from scheduling.api.serializers import (
     PolicyUnitSerializer,
     PolicyWeightSerializer,
 )
+from scheduling.balancer import balance_cluster
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
 
 
@@ -223,3 +225,16 @@ class AffinityGroupViewSet(ScopedModelViewSet):
     filterset_fields = ["cluster", "vm_rule", "host_rule"]
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id"]
+
+
+class ClusterBalanceViewSet(ScopedViewSetMixin, viewsets.GenericViewSet):
+    """The balancer's dry run on a cluster the caller may see."""
+
+    queryset = Cluster.objects.all()
+
+    @extend_schema(responses=BalancePreviewSerializer)
+    @action(detail=True, methods=["get"])
+    def balance(self, request, pk=None):
+        """What the cluster's balancer would do now (a dry run: nothing moves)."""
+        cluster = self.get_object()
+        return Response(balance_cluster(cluster.pk, dry_run=True))

@@ -1,0 +1,18 @@
+"""Portal pages of the inventory: My VMs, a VM's page, its operations, a job's progress."""
+
+from django.urls import path, re_path
+
+from hosts import views
+
+urlpatterns = [
+    path("vms/", views.vm_list, name="vms"),
+    path("vms/rows/", views.vm_rows, name="vm-rows"),
+    path("vms/<int:vm_id>/", views.vm_detail, name="vm"),
+    path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
+    re_path(
+        rf"^vms/(?P<vm_id>[0-9]+)/(?P<operation>{'|'.join(sorted(views.OPERATION_KINDS))})/$",
+        views.vm_operation,
+        name="vm-operation",
+    ),
+    path("jobs/<int:job_id>/", views.job_progress, name="job"),
+]
