@@ -175,6 +175,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # An affinity group's VM rule and host rule share one set of choices: one enum in the schema.
+    "ENUM_NAME_OVERRIDES": {"AffinityRuleEnum": "scheduling.models.AffinityRule"},
 }
 
 # django-q2: the ORM broker by default (no extra service), Redis when REDIS_URL is set.

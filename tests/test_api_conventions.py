@@ -256,6 +256,25 @@ def test_schema_documents_list_filters_and_pagination(schema):
     assert {"cluster", "status", "name__icontains", "ordering", "limit", "offset", "q"} <= names
 
 
+def test_schema_names_a_pool_allocation_and_a_lease_host_allocation_apart(schema):
+    components = schema["components"]["schemas"]
+    allocatevm = schema["paths"]["/api/vmpools/{id}/allocatevm/"]["post"]["responses"]["200"]
+
+    assert allocatevm["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Allocation"
+    }
+    assert set(components["Allocation"]["properties"]) == {"vm", "job", "instant"}
+    assert components["Reservation"]["properties"]["allocations"]["items"] == {
+        "$ref": "#/components/schemas/HostAllocation"
+    }
+    assert set(components["HostAllocation"]["properties"]) == {
+        "host",
+        "host_name",
+        "slots",
+        "whole_host",
+    }
+
+
 def test_schema_documents_token_and_session_authentication(schema):
     schemes = schema["components"]["securitySchemes"]
 
