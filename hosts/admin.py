@@ -91,7 +91,7 @@ def load_bar(figures: Load, resource: str, reported: str = "") -> str:
         )
     return format_html(
         '<div class="corral-load" data-resource="{}" data-used="{}" data-capacity="{}">'
-        '<div style="white-space: nowrap"><meter min="0" max="{}" value="{}" high="{}" '
+        '<div class="meter-line"><meter min="0" max="{}" value="{}" high="{}" '
         'optimum="0" title="{}%">{}%</meter> {} of {} {}</div>'
         '<div class="mini quiet">{}</div></div>',
         resource,

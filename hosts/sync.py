@@ -6,7 +6,9 @@ and then not at all. When no job runs on a VM, its lifecycle status follows the 
 change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
 its host's report for two sync intervals is PowerReportMissing. A report read before a job on
 a VM ended is not applied to that VM: the next one is. An unreachable host goes
-NonResponsive and its VMs Unknown — never Down, never restarted because of it. Each report
+NonResponsive and its VMs Unknown — never Down, never restarted because of it. A host whose
+URI the allowlist refuses (a row written around validation) is Error, its VMs left as they
+were: it is never opened, so nothing is known of them. Each report
 also starts or stops the host's over-utilization clock (``overloaded_since``).
 """
 
@@ -169,6 +171,8 @@ def sync_host(host_id: int) -> SyncResult:
         return SyncResult(host_status=host.status)
     try:
         report = driver.host_report(host.uri)
+    except driver.UriRefused as exc:
+        return mark_refused(host_id, exc.message)
     except driver.DriverError as exc:
         return mark_unreachable(host_id, exc.message)
     return apply_report(host_id, report)
@@ -297,6 +301,30 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
             f"Host {host.name} is Up",
             cluster_id=host.cluster_id,
         )
+
+
+@transaction.atomic
+def mark_refused(host_id: int, detail: str) -> SyncResult:
+    """Host Error: its URI is one Corral never opens. One alert (when it becomes so); its VMs
+    are left as they are — the host was not asked, so nothing is known of them."""
+    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
+    result = SyncResult(host_status=HostStatus.ERROR)
+    detail = detail[:500]
+    if (host.status, host.status_detail) == (HostStatus.ERROR, detail):
+        return result
+    Host.objects.filter(pk=host.pk).update(
+        status=HostStatus.ERROR, status_detail=detail, updated_at=timezone.now()
+    )
+    message = f"Host {host.name} is in error: {detail}"
+    result.alerts.append(message)
+    events.alert("host", host.pk, message, cluster_id=host.cluster_id)
+    # Like an unreachable host, it holds no reservation any more (moved once, when it failed).
+    failed = host.status in (HostStatus.ERROR, HostStatus.NON_RESPONSIVE)
+    if host.reservable and not failed:
+        transaction.on_commit(lambda: _reallocate_leases(host.pk))
+    return result
 
 
 @transaction.atomic

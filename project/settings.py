@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "guardian",
     "django_q",
+    "csp",
     "project",
     "hosts",
     "scheduling",
@@ -63,6 +65,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "project.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -175,6 +178,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # An affinity group's VM rule and host rule share one set of choices: one enum in the schema.
+    "ENUM_NAME_OVERRIDES": {"AffinityRuleEnum": "scheduling.models.AffinityRule"},
 }
 
 # django-q2: the ORM broker by default (no extra service), Redis when REDIS_URL is set.
@@ -220,10 +225,56 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
 
+# HTTPS. In production (DEBUG off) a reverse proxy ends TLS and tells Django the scheme in
+# X-Forwarded-Proto (it must overwrite any such header a client sent). Everything that only
+# makes sense over HTTPS (Secure cookies, HSTS, the redirect) follows SECURE_COOKIES, which a
+# plain-HTTP test install turns off.
+HTTPS_ONLY = not DEBUG and env_flag("SECURE_COOKIES", True)
 if not DEBUG:
-    SESSION_COOKIE_SECURE = env_flag("SECURE_COOKIES", True)
-    CSRF_COOKIE_SECURE = env_flag("SECURE_COOKIES", True)
-    SECURE_CONTENT_TYPE_NOSNIFF = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = HTTPS_ONLY
+CSRF_COOKIE_SECURE = HTTPS_ONLY
+SECURE_SSL_REDIRECT = HTTPS_ONLY and env_flag("SECURE_SSL_REDIRECT", True)
+# HSTS: browsers that saw the header refuse plain HTTP to this host (and its subdomains) for
+# that long. Preloading commits the whole domain, for months, in every browser: the domain
+# owner's decision, not the application's. Off unless asked for, so Django's reminder to turn
+# it on (security.W021) is silenced; on only with what the preload list requires.
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000")) if HTTPS_ONLY else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_flag("SECURE_HSTS_PRELOAD")
+if SECURE_HSTS_SECONDS < 0:
+    raise ImproperlyConfigured("SECURE_HSTS_SECONDS must be 0 or more.")
+if SECURE_HSTS_PRELOAD and not (
+    HTTPS_ONLY and SECURE_HSTS_INCLUDE_SUBDOMAINS and SECURE_HSTS_SECONDS >= 31536000
+):
+    raise ImproperlyConfigured(
+        "SECURE_HSTS_PRELOAD needs HTTPS (SECURE_COOKIES on), SECURE_HSTS_INCLUDE_SUBDOMAINS "
+        "and SECURE_HSTS_SECONDS of at least 31536000 (one year)."
+    )
+if not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS.append("security.W021")
+
+# Headers on every response, in development too.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts, styles, images and requests from this site
+# only; no inline script or style, no eval, no plugins, never framed. The few pages that need
+# more get it in project/csp.py.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 # Timing of Corral's background loops (seconds unless named otherwise).
 CORRAL_SYNC_INTERVAL = float(os.environ.get("CORRAL_SYNC_INTERVAL", "5"))

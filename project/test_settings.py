@@ -19,3 +19,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 
 # Tests create many users; a fast hash keeps them quick (never use this outside tests).
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The test client, the live server and the test web servers speak plain HTTP on the loopback:
+# no redirect to HTTPS. tests/project/test_security_headers.py runs the production settings.
+SECURE_SSL_REDIRECT = False

@@ -256,6 +256,25 @@ def test_schema_documents_list_filters_and_pagination(schema):
     assert {"cluster", "status", "name__icontains", "ordering", "limit", "offset", "q"} <= names
 
 
+def test_schema_names_a_pool_allocation_and_a_lease_host_allocation_apart(schema):
+    components = schema["components"]["schemas"]
+    allocatevm = schema["paths"]["/api/vmpools/{id}/allocatevm/"]["post"]["responses"]["200"]
+
+    assert allocatevm["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Allocation"
+    }
+    assert set(components["Allocation"]["properties"]) == {"vm", "job", "instant"}
+    assert components["Reservation"]["properties"]["allocations"]["items"] == {
+        "$ref": "#/components/schemas/HostAllocation"
+    }
+    assert set(components["HostAllocation"]["properties"]) == {
+        "host",
+        "host_name",
+        "slots",
+        "whole_host",
+    }
+
+
 def test_schema_documents_token_and_session_authentication(schema):
     schemes = schema["components"]["securitySchemes"]
 
@@ -271,25 +290,32 @@ def test_schema_is_served_as_yaml_by_default(api):
     assert response.content.startswith(b"openapi: 3.")
 
 
-def test_docs_page_is_swagger_ui_pointing_at_the_schema(api):
+def _asset_urls(html: str) -> list[str]:
+    """Where the page loads its scripts, styles and icon from."""
+    return re.findall(r'<(?:script|link)[^>]+(?:src|href)="([^"]+)"', html)
+
+
+def test_docs_page_is_swagger_ui_started_by_a_script_pointing_at_the_schema(api):
     response = api.get("/api/docs/")
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     html = response.content.decode()
     assert 'id="swagger-ui"' in html
-    assert "/api/schema/" in html
+    assert "/api/docs/?script=" in _asset_urls(html)
+    # No script in the page itself: the Content-Security-Policy allows none.
+    assert not re.search(r"<script[^>]*>\s*[^<\s]", html)
 
-
-def _asset_urls(html: str) -> list[str]:
-    """Where the page loads its scripts, styles and icon from."""
-    return re.findall(r'<(?:script|link)[^>]+(?:src|href)="([^"]+)"', html)
+    script = api.get("/api/docs/", {"script": ""})
+    assert script.status_code == 200
+    assert script["Content-Type"].startswith("application/javascript")
+    assert 'url: "/api/schema/"' in script.content.decode()
 
 
 def test_docs_page_loads_every_asset_from_our_static_files(api):
     html = api.get("/api/docs/").content.decode()
 
-    urls = _asset_urls(html)
+    urls = [url for url in _asset_urls(html) if url != "/api/docs/?script="]
 
     assert any(url.endswith("swagger-ui-bundle.js") for url in urls)
     assert all(url.startswith(settings.STATIC_URL) for url in urls), urls

@@ -3,7 +3,7 @@
 Everything here takes a libvirt URI and plain values (never models), so it can be tested
 against ``test:///default`` in-process. Connections are cached per process and per URI,
 kept alive, and reopened after a failure. Errors are raised as ``DriverError`` subclasses
-with a message a person can act on.
+with a message a person can act on. A URI outside the allowlist of ``uris`` is never opened.
 """
 
 from hosts.driver.connection import (
@@ -11,6 +11,7 @@ from hosts.driver.connection import (
     DriverError,
     HostUnreachable,
     NotSupported,
+    UriRefused,
     close_all,
     connection,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "HostUnreachable",
     "LifecycleListener",
     "NotSupported",
+    "UriRefused",
     "close_all",
     "connection",
     "define",

@@ -15,6 +15,8 @@ from typing import TypeVar
 
 import libvirt
 
+from hosts.driver.uris import refusal
+
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -53,6 +55,12 @@ class DomainNotFound(DriverError):
 
 class NotSupported(DriverError):
     code = "not_supported"
+
+
+class UriRefused(DriverError):
+    """The URI is not one Corral opens (``hosts.driver.uris``): libvirt was not asked."""
+
+    code = "uri_refused"
 
 
 _lock = threading.Lock()
@@ -102,7 +110,14 @@ def _forget_after_fork() -> None:
 
 
 def connection(uri: str) -> libvirt.virConnect:
-    """An open, live connection to ``uri`` (reused; reopened if it died)."""
+    """An open, live connection to ``uri`` (reused; reopened if it died).
+
+    A URI the allowlist refuses is never handed to libvirt, wherever it came from: a row
+    written before the allowlist, or straight into the database, must not run its program.
+    """
+    reason = refusal(uri)
+    if reason is not None:
+        raise UriRefused(f"Corral does not open this host's URI: {reason}", uri=uri)
     ensure_event_loop()
     with _lock:
         _forget_after_fork()

@@ -216,7 +216,7 @@ class LeaseUpdateSerializer(serializers.Serializer):
         return changes
 
 
-class AllocationSerializer(serializers.Serializer):
+class HostAllocationSerializer(serializers.Serializer):
     host = serializers.IntegerField(source="host_id")
     host_name = serializers.CharField(source="host.name")
     slots = serializers.IntegerField()
@@ -225,7 +225,7 @@ class AllocationSerializer(serializers.Serializer):
 
 class ReservationSerializer(serializers.ModelSerializer):
     lease_id = serializers.IntegerField(read_only=True)
-    allocations = AllocationSerializer(many=True, read_only=True)
+    allocations = HostAllocationSerializer(many=True, read_only=True)
     launched = serializers.SerializerMethodField()
 
     class Meta:

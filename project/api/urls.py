@@ -3,11 +3,12 @@ AppConfig), access control, token login and the schema."""
 
 from django.apps import apps
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
 from project import lockout
 from project.api import access_views
+from project.csp import api_docs_policy
 
 router = SimpleRouter()
 router.register("roles", access_views.RoleViewSet)
@@ -25,5 +26,14 @@ urlpatterns = [
     path("me/", access_views.MeView.as_view(), name="me"),
     path("auth/token/", lockout.ObtainTokenView.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # Swagger UI with its start-up script served apart (?script), not inline: see project/csp.py.
+    path(
+        "docs/",
+        api_docs_policy(
+            SpectacularSwaggerSplitView.as_view(
+                url_name="schema", template_name="api/swagger_ui.html"
+            )
+        ),
+        name="api-docs",
+    ),
 ]

@@ -90,3 +90,29 @@ def run_action(client: Client, label: str, action: str, objects, **extra):
 def shown_messages(response) -> list[tuple[str, str]]:
     """(level, text) of every message the page shows."""
     return [(message.level_tag, str(message)) for message in get_messages(response.wsgi_request)]
+
+
+def page_form(client, url: str) -> dict:
+    """The data the admin page's form would post back unchanged, inline rows included."""
+    response = client.get(url)
+    assert response.status_code == 200, url
+    data = _bound_values(response.context["adminform"].form)
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        data.update(_bound_values(formset.management_form))
+        for row in formset.forms:
+            data.update(_bound_values(row))
+    return data
+
+
+def _bound_values(form) -> dict:
+    data = {}
+    for name in form.fields:
+        value = form[name].value()
+        data[form.add_prefix(name)] = "" if value is None else value
+    return data
+
+
+def form_errors(response) -> str:
+    assert response.status_code == 200, response.get("Location")
+    return str(response.context["adminform"].form.errors)

@@ -13,7 +13,7 @@ import pytest
 
 from hosts.models import Host, Template, VirtualMachine
 from pools.models import VmPool
-from tests.admin.conftest import admin_url, logged_in
+from tests.admin.conftest import admin_url, form_errors, logged_in, page_form
 
 pytestmark = pytest.mark.django_db
 
@@ -27,32 +27,6 @@ def admin_of_a_user_of_b(admin_of_a, grant, cluster_b):
 @pytest.fixture
 def console(admin_of_a_user_of_b):
     return logged_in(admin_of_a_user_of_b)
-
-
-def page_form(client, url: str) -> dict:
-    """The data the admin page's form would post back unchanged, inline rows included."""
-    response = client.get(url)
-    assert response.status_code == 200, url
-    data = _bound_values(response.context["adminform"].form)
-    for inline in response.context["inline_admin_formsets"]:
-        formset = inline.formset
-        data.update(_bound_values(formset.management_form))
-        for row in formset.forms:
-            data.update(_bound_values(row))
-    return data
-
-
-def _bound_values(form) -> dict:
-    data = {}
-    for name in form.fields:
-        value = form[name].value()
-        data[form.add_prefix(name)] = "" if value is None else value
-    return data
-
-
-def form_errors(response) -> str:
-    assert response.status_code == 200, response.get("Location")
-    return str(response.context["adminform"].form.errors)
 
 
 def test_moving_a_host_to_a_cluster_seen_but_not_managed_is_a_form_error(

@@ -2,8 +2,8 @@
 server on the test database, with the simulated hosts and a real task cluster running the jobs.
 
 Every page fails its test on a JavaScript error (an uncaught exception, a console error, a
-server error answering any request) and leaves a screenshot in var/browser-failures/ when its
-test fails.
+server error answering any request) or on anything the Content-Security-Policy blocked, and
+leaves a screenshot in var/browser-failures/ when its test fails.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ FAILURES_DIR = Path(__file__).resolve().parents[2] / "var" / "browser-failures"
 
 # What Chromium logs for a request answered with an error status (see BrowserErrors).
 FAILED_LOAD = re.compile(r"^Failed to load resource: the server responded with a status of 4\d\d")
+# Reports each Content-Security-Policy violation of a page (and its frames) to the test, from
+# before the page's own scripts run; Playwright's init scripts are not subject to the policy.
+REPORT_CSP_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.corralCspViolation({
+    directive: event.effectiveDirective,
+    blocked: event.blockedURI,
+    source: event.sourceFile,
+    line: event.lineNumber,
+    sample: event.sample,
+    disposition: event.disposition,
+  });
+});
+"""
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -56,7 +70,8 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """A test that passed still fails when a page it drove had a JavaScript error."""
+    """A test that passed still fails when a page it drove had a JavaScript error or a
+    Content-Security-Policy violation."""
     result = yield
     watcher = getattr(item, "browser_errors", None)
     errors = watcher.errors() if watcher else []
@@ -66,8 +81,11 @@ def pytest_runtest_call(item):
 
 
 class BrowserErrors:
-    """What went wrong in the pages of one test: uncaught exceptions, console errors, and
-    server errors answering any request.
+    """What went wrong in the pages of one test: uncaught exceptions, console errors,
+    Content-Security-Policy violations, and server errors answering any request.
+
+    A violation is reported twice, as a console error and as a ``securitypolicyviolation``
+    event (with the directive and what was blocked); either one fails the test.
 
     Chromium also logs a console error for every response with an error status; those are no
     script errors when the response was a page (a 404 page the test asked for), a 404 that
@@ -79,8 +97,17 @@ class BrowserErrors:
         self.found: list[str] = []
         self.failed_loads: list[tuple[str, str]] = []  # (resource URL, what the page logged)
         self.expected_failures: set[str] = set()
+        self.csp_violations: list[dict] = []
 
     def watch(self, page) -> None:
+        def on_csp_violation(source, violation):
+            self.csp_violations.append(violation)
+            self.found.append(
+                f"{source['frame'].url}: Content-Security-Policy violation: "
+                f"{violation['directive']} blocked {violation['blocked'] or 'inline'}"
+                f" ({violation['source']}:{violation['line']}) {violation['sample']!r}"
+            )
+
         def on_console(message):
             if message.type != "error":
                 return
@@ -99,6 +126,8 @@ class BrowserErrors:
             ):
                 self.expected_failures.add(response.url)
 
+        page.expose_binding("corralCspViolation", on_csp_violation)
+        page.add_init_script(REPORT_CSP_VIOLATIONS)
         page.on("pageerror", lambda exc: self.found.append(f"{page.url}: uncaught {exc}"))
         page.on("console", on_console)
         page.on("response", on_response)

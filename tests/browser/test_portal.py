@@ -89,11 +89,11 @@ def test_a_vm_that_must_start_shows_its_progress_live_until_it_is_up(
     page.evaluate("window.marker = 1")
     start_job = page.locator("#vm-jobs .job").first
     bar = start_job.get_by_role("progressbar")
-    expect(bar).to_have_attribute("aria-valuenow", INTERMEDIATE, timeout=VM_START_MS)
+    expect(bar).to_have_attribute("value", INTERMEDIATE, timeout=VM_START_MS)
     expect(page.locator("#vm-status")).to_have_attribute(
         "data-status", VmStatus.UP, timeout=VM_START_MS
     )
-    expect(bar).to_have_attribute("aria-valuenow", "100")
+    expect(bar).to_have_attribute("value", "100")
     expect(start_job).to_have_attribute("data-state", "succeeded")
     assert page.evaluate("window.marker") == 1, "the page was reloaded"
 

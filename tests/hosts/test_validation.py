@@ -336,21 +336,21 @@ GOOD_URIS = [
     "qemu+tls://h:16514/system",
     "test:///default",
     "test+unix:///default?socket=/tmp/x/libvirt-sock",
-    "xen:///system",
+    "qemu+libssh://corral@kvm1.example.org:2222/system?known_hosts=/srv/corral/known_hosts",
 ]
 
 # URI -> a phrase the refusal must contain.
 BAD_URIS = {
     "": "blank",
     "bogus": "Not a libvirt URI",
-    "http://host/": "Unknown libvirt driver 'http'",
+    "http://host/": "Corral does not open 'http' URIs",
     "qemu+smoke://h/system": "Unknown libvirt transport 'smoke'",
     "qemu+ssh://user:secret@h/system": "Do not put a password in the URI",
     "qemu+ssh://h": "needs a path",
     "qemu+ssh://h/": "needs a path",
-    "qemu+ssh://h:70000/system": "Port out of range",
-    "qemu+ssh://h:0/system": "port must be between 1 and 65535",
-    "qemu+ssh://h:ssh/system": "Not a valid libvirt URI",
+    "qemu+ssh://h:70000/system": "port must be a number between 1 and 65535",
+    "qemu+ssh://h:0/system": "port must be a number between 1 and 65535",
+    "qemu+ssh://h:ssh/system": "port must be a number between 1 and 65535",
     "qemu+ssh://h/sys tem": "cannot contain spaces",
 }
 

@@ -104,7 +104,7 @@ def test_taking_from_a_pool_with_none_running_starts_one_and_shows_its_job(pool_
     page = response.content.decode()
     assert f"VM {vm.name} is yours; it is starting now." in _messages(response)
     assert f'data-job="{job.pk}"' in page
-    assert 'role="progressbar"' in page
+    assert '<progress class="progress" max="100"' in page
 
 
 def test_the_per_user_limit_and_an_empty_pool_are_said_plainly_and_change_nothing(
@@ -235,7 +235,7 @@ def test_a_failed_job_shows_its_error_in_words(holder):
 
     assert 'data-state="failed"' in fragment
     assert "No host can run this VM: every host is out of memory." in fragment
-    assert 'aria-valuenow="50"' in fragment
+    assert '<progress class="progress" max="100" value="50"' in fragment
 
 
 def test_returning_a_vm_gives_it_back_and_takes_the_users_grant_away(holder):

@@ -53,9 +53,11 @@ class WebServer:
     """``gunicorn project.wsgi`` (2 workers of 4 threads) in its own process group, serving
     the test database with the settings a deployment would use (DEBUG off)."""
 
-    def __init__(self, log_path: Path, **env):
+    def __init__(self, log_path: Path, environ: dict[str, str] | None = None, **env):
+        """``environ``: the environment to start from (this process's by default); ``env``
+        is set over it, after the test database and the deployment defaults."""
         self.log_path = log_path
-        self.env = dict(os.environ)
+        self.env = dict(os.environ if environ is None else environ)
         self.env.pop("SQLITE_PATH", None)
         self.env.pop("DATABASE_URL", None)
         self.env.update(

@@ -1,0 +1,288 @@
+"""Which libvirt connection URIs Corral opens: an allowlist, part by part.
+
+libvirt runs a program on the machine that opens a connection when the URI asks it to: the
+``ext`` transport runs its ``command``, the ``command``, ``netcat`` and ``proxy`` parameters
+choose what ssh runs, and ssh reads a user or host name starting with ``-`` as an option.
+libvirt also decodes ``%XX`` escapes, reads parameter names in any case and splits the query
+at ``;`` as well as ``&``. So a URI is accepted only when every part is on a list: a driver and
+path Corral uses, a transport that runs nothing of the URI's choosing, plain user and host
+names, parameters that name no program, each value in a plain shape. ``refusal(uri)`` gives
+the reason a URI is refused (``None``: accepted); model validation and the driver's
+``connection()`` both ask it, so a URI written straight into the database is never opened.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+
+# driver -> the paths Corral opens. Any other test-driver path is a file the test driver would
+# read on this machine; qemu:///embed runs QEMU inside the process opening the connection.
+DRIVER_PATHS = {"qemu": ("/system", "/session"), "test": ("/default",)}
+SSH_TRANSPORTS = ("ssh", "libssh", "libssh2")
+NETWORK_TRANSPORTS = (*SSH_TRANSPORTS, "tls", "tcp")
+TRANSPORTS = (*NETWORK_TRANSPORTS, "unix")
+SSH_AUTH_METHODS = ("agent", "privkey", "password", "keyboard-interactive")
+MODES = ("auto", "legacy", "direct")
+# What the host's daemon may be asked to open (``name``): a local URI, never one that reaches
+# further (and could carry a program of its own).
+LOCAL_URIS = tuple(f"{driver}://{path}" for driver, paths in DRIVER_PATHS.items() for path in paths)
+
+# Parameters naming a program, refused in any letter case (libvirt ignores the case).
+PROGRAM_PARAMETERS = {
+    "command": "names a program for libvirt to run on the Corral server",
+    "netcat": "names a program for libvirt to run on the host through ssh",
+    "proxy": "chooses a program for libvirt to run on the host through ssh",
+}
+
+NOT_A_URI = (
+    "Not a libvirt URI: expected driver[+transport]://[user@][host][:port]/path, "
+    "for example qemu+ssh://root@host1/system."
+)
+EXT_TRANSPORT = (
+    "The libvirt 'ext' transport runs a program on the Corral server; "
+    "use ssh, libssh, libssh2, tls, tcp or unix."
+)
+PERCENT = (
+    "A libvirt URI may not hold '%' escapes: libvirt decodes them, so they could hide what "
+    "the URI asks for; write the characters plainly."
+)
+PASSWORD = "Do not put a password in the URI; use SSH keys or TLS certificates instead."
+PORT = "The port must be a number between 1 and 65535."
+
+_URI = re.compile(
+    r"(?P<scheme>[^:/?#]*)://(?P<authority>[^/?#]*)(?P<path>[^?#]*)"
+    r"(?:\?(?P<query>[^#]*))?(?P<fragment>#.*)?"
+)
+# A user-information part holding a password ("scheme://user:password@"), checked before
+# anything else so that a refusal always says so.
+_PASSWORD = re.compile(r"[^:/?#]*://[^/?#@]*:[^/?#]*@")
+_USER = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
+_DNS_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_PORT = re.compile(r"[0-9]{1,5}")
+_FILE_PATH = re.compile(r"/[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}")
+
+
+class _Refused(Exception):
+    """The first reason found; ``refusal`` returns it."""
+
+
+@functools.lru_cache(maxsize=1024)
+def refusal(uri: str) -> str | None:
+    """Why Corral refuses to open ``uri``, or ``None`` when it accepts it."""
+    try:
+        _check(uri)
+    except _Refused as refused:
+        return str(refused)
+    return None
+
+
+def _check(uri: str) -> None:
+    if not uri:
+        raise _Refused("Give a libvirt URI, for example qemu+ssh://root@host1/system.")
+    if any(ch.isspace() for ch in uri):
+        raise _Refused("A libvirt URI cannot contain spaces.")
+    if not (uri.isascii() and uri.isprintable()):
+        raise _Refused("A libvirt URI holds only printable ASCII characters.")
+    if _PASSWORD.match(uri):
+        raise _Refused(PASSWORD)
+    if "%" in uri:
+        raise _Refused(PERCENT)
+    match = _URI.fullmatch(uri)
+    if match is None or not match["scheme"]:
+        raise _Refused(NOT_A_URI)
+    if match["fragment"] is not None:
+        raise _Refused("A libvirt URI takes no fragment (the part from '#').")
+    driver, transport = _driver_and_transport(match["scheme"])
+    host = _check_authority(match["authority"], transport)
+    _check_path(driver, match["path"])
+    if match["query"] is not None:
+        _check_parameters(match["query"], transport, host)
+
+
+def _driver_and_transport(scheme: str) -> tuple[str, str | None]:
+    driver, plus, transport = scheme.partition("+")
+    if driver not in DRIVER_PATHS:
+        raise _Refused(
+            f"Corral does not open {driver!r} URIs: the libvirt drivers it supports are "
+            f"{' and '.join(DRIVER_PATHS)}."
+        )
+    if not plus:
+        return driver, None
+    if transport == "ext":
+        raise _Refused(EXT_TRANSPORT)
+    if transport not in TRANSPORTS:
+        raise _Refused(
+            f"Unknown libvirt transport {transport!r}; use ssh, libssh, libssh2, tls, tcp or unix."
+        )
+    return driver, transport
+
+
+def _check_authority(authority: str, transport: str | None) -> str:
+    """Check ``[user@]host[:port]`` against the transport; returns the host ('' for none)."""
+    userinfo, at, hostport = authority.rpartition("@")
+    if "@" in userinfo:
+        raise _Refused("A libvirt URI names at most one user: it has more than one '@'.")
+    if at:
+        _check_user(userinfo)
+    host, port = _host_and_port(hostport)
+    if transport == "unix" and authority:
+        raise _Refused(
+            "The unix transport reaches a socket on this machine: it takes no user, host or port."
+        )
+    if transport in NETWORK_TRANSPORTS and not host:
+        raise _Refused(
+            f"The {transport} transport needs a host, "
+            f"for example qemu+{transport}://kvm1.example.org/system."
+        )
+    if not host and (at or port):
+        raise _Refused("A user or a port needs a host.")
+    return host
+
+
+def _check_user(user: str) -> None:
+    if not user:
+        raise _Refused("The user name before '@' is empty.")
+    if user.startswith("-"):
+        raise _Refused(f"The user name {user!r} starts with '-': ssh would read it as an option.")
+    if not _USER.fullmatch(user):
+        raise _Refused(
+            f"The user name {user!r} may hold only letters, digits, '.', '_' and '-' (at most 64)."
+        )
+
+
+def _host_and_port(hostport: str) -> tuple[str, str]:
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            raise _Refused("An IPv6 address in a URI needs its closing ']'.")
+        host, rest = hostport[: end + 1], hostport[end + 1 :]
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError as exc:
+            raise _Refused(f"{host!r} is not an IPv6 address in brackets.") from exc
+    else:
+        host, colon, port = hostport.partition(":")
+        rest = colon + port
+        if host:
+            _check_host_name(host)
+    if not rest:
+        return host, ""
+    port = rest[1:]
+    if not rest.startswith(":") or not _PORT.fullmatch(port) or not 0 < int(port) < 65536:
+        raise _Refused(PORT)
+    return host, port
+
+
+def _check_host_name(host: str) -> None:
+    if host.startswith("-"):
+        raise _Refused(f"The host name {host!r} starts with '-': ssh would read it as an option.")
+    refused = _Refused(
+        f"The host {host!r} is not a DNS name, an IPv4 address or an IPv6 address in brackets."
+    )
+    if re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError as exc:
+            raise refused from exc
+    elif len(host) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in host.split(".")):
+        raise refused
+
+
+def _check_path(driver: str, path: str) -> None:
+    if path in ("", "/"):
+        raise _Refused(
+            "The URI needs a path naming the connection, such as /system, /session or /default."
+        )
+    allowed = DRIVER_PATHS[driver]
+    if path in allowed:
+        return
+    if driver == "qemu" and path == "/embed":
+        raise _Refused(
+            "qemu:///embed runs QEMU inside the Corral process; use /system or /session."
+        )
+    if driver == "test":
+        raise _Refused(
+            "The test driver's path must be /default: any other path names a file the test "
+            "driver would read on the Corral server."
+        )
+    raise _Refused(f"The {driver} driver's path is {' or '.join(allowed)}, not {path!r}.")
+
+
+def _check_parameters(query: str, transport: str | None, host: str) -> None:
+    seen = set()
+    for section in query.split("&"):
+        if not section:
+            raise _Refused("The URI has an empty parameter (a '?' or '&' with nothing after it).")
+        name, _, value = section.partition("=")
+        if name.lower() in PROGRAM_PARAMETERS:
+            raise _Refused(
+                f"The libvirt parameter {name!r} {PROGRAM_PARAMETERS[name.lower()]}; "
+                "it is not accepted."
+            )
+        check = PARAMETER_CHECKS.get(name)
+        if check is None:
+            raise _Refused(
+                f"Unknown libvirt URI parameter {name!r}; "
+                f"Corral accepts {', '.join(sorted(PARAMETER_CHECKS))}."
+            )
+        if name in seen:
+            raise _Refused(f"The parameter {name!r} is given more than once.")
+        seen.add(name)
+        check(name, value)
+        if name == "socket" and not (transport == "unix" or (transport is None and not host)):
+            raise _Refused(
+                "The socket parameter names a socket on this machine: use it with the unix "
+                "transport or a local URI, such as qemu+unix:///system?socket=/run/x/sock."
+            )
+
+
+def _file_path(name: str, value: str) -> None:
+    if not _FILE_PATH.fullmatch(value):
+        raise _Refused(
+            f"The {name} parameter must be an absolute path of letters, digits, '.', '_', '-' "
+            f"and '/', not {value!r}."
+        )
+
+
+def _flag(name: str, value: str) -> None:
+    if value not in ("0", "1"):
+        raise _Refused(f"The {name} parameter is 0 or 1, not {value!r}.")
+
+
+def _mode(name: str, value: str) -> None:
+    if value not in MODES:
+        raise _Refused(f"The mode parameter is auto, legacy or direct, not {value!r}.")
+
+
+def _ssh_auth(name: str, value: str) -> None:
+    methods = value.split(",")
+    if not all(method in SSH_AUTH_METHODS for method in methods):
+        raise _Refused(
+            f"The sshauth parameter is a comma-separated list of {', '.join(SSH_AUTH_METHODS)}, "
+            f"not {value!r}."
+        )
+    if len(set(methods)) != len(methods):
+        raise _Refused("The sshauth parameter names each method at most once.")
+
+
+def _local_uri(name: str, value: str) -> None:
+    if value not in LOCAL_URIS:
+        raise _Refused(
+            f"The name parameter is the URI the host's daemon opens: one of "
+            f"{', '.join(LOCAL_URIS)}, not {value!r}."
+        )
+
+
+PARAMETER_CHECKS = {
+    "socket": _file_path,
+    "keyfile": _file_path,
+    "known_hosts": _file_path,
+    "pkipath": _file_path,
+    "no_verify": _flag,
+    "no_tty": _flag,
+    "mode": _mode,
+    "sshauth": _ssh_auth,
+    "name": _local_uri,
+}
