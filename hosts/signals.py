@@ -14,5 +14,6 @@ job_finished = Signal()
 # kwargs: host (as updated by the report).
 host_reported = Signal()
 
-# A host went NonResponsive. Sent after it is committed. kwargs: host.
+# A host went out of use without being put in maintenance: NonResponsive, or Error (a URI
+# Corral refuses to open). Sent after it is committed. kwargs: host.
 host_unreachable = Signal()

@@ -322,8 +322,8 @@ def mark_refused(host_id: int, detail: str) -> SyncResult:
     events.alert("host", host.pk, message, cluster_id=host.cluster_id)
     # Like an unreachable host, it holds no reservation any more (moved once, when it failed).
     failed = host.status in (HostStatus.ERROR, HostStatus.NON_RESPONSIVE)
-    if host.reservable and not failed:
-        transaction.on_commit(lambda: _reallocate_leases(host.pk))
+    if not failed:
+        transaction.on_commit(lambda: host_unreachable.send(sender=Host, host=host))
     return result
 
 
