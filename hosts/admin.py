@@ -38,26 +38,10 @@ class HostInline(admin.TabularInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(ScopedAdmin):
-    list_display = ["name", "description", "policy", "host_count", "vm_count", "capacity_link"]
+    list_display = ["name", "description", "policy", "host_count", "vm_count"]
     search_fields = ["name", "description"]
     list_select_related = ["policy"]
     inlines = [HostInline]
-    actions = ["balance_dry_run"]
-
-    @admin.action(description="Show what the balancer would do now (dry run)")
-    def balance_dry_run(self, request, queryset):
-        from scheduling.balancer import balance_cluster
-
-        for cluster in queryset:
-            outcome = balance_cluster(cluster.pk, dry_run=True)
-            if outcome["action"] == "migrate":
-                text = (
-                    f"{cluster.name}: would move {outcome['vm_name']} from {outcome['from']} "
-                    f"to one of {', '.join(outcome['candidates'])} ({outcome['reason']})."
-                )
-            else:
-                text = f"{cluster.name}: nothing to move ({outcome['reason']})."
-            self.message_user(request, text)
 
     def get_queryset(self, request):
         return (
@@ -76,11 +60,6 @@ class ClusterAdmin(ScopedAdmin):
     @admin.display(ordering="vm_count", description="VMs")
     def vm_count(self, obj):
         return obj.vm_count
-
-    @admin.display(description="leases")
-    def capacity_link(self, obj):
-        url = reverse("admin:leases_capacity_timeline", args=[obj.pk])
-        return format_html('<a href="{}">capacity timeline</a>', url)
 
 
 def load_bar(figures: Load, resource: str, reported: str = "") -> str:
@@ -338,8 +317,6 @@ class VirtualMachineAdmin(ScopedAdmin):
         "shut_down",
         "power_off",
         "migrate",
-        "return_to_pool",
-        "clear_prestart_failures",
         "delete_selected",
     ]
 
@@ -354,9 +331,6 @@ class VirtualMachineAdmin(ScopedAdmin):
     def has_migrate_permission(self, request):
         return holds(request.user, "hosts.migrate_virtualmachine")
 
-    def has_return_permission(self, request):
-        return holds(request.user, "pools.return_vmpool")
-
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         if obj is not None:
@@ -364,60 +338,6 @@ class VirtualMachineAdmin(ScopedAdmin):
         else:
             fields.append("pool")  # a pool numbers and prepares its own VMs
         return fields
-
-    @admin.action(description="Clear prestart failures", permissions=["change"])
-    def clear_prestart_failures(self, request, queryset):
-        """Let the prestart monitor try again the VMs it gave up on."""
-        from pools.services import nudge_monitor
-
-        cleared, refused = [], []
-        for vm in queryset.filter(prestart_failures__gt=0):
-            if holds(request.user, "hosts.change_virtualmachine", vm):
-                cleared.append(vm)
-            else:
-                refused.append(vm.name)
-        for name in refused:
-            self.message_user(
-                request, f"You may not clear prestart failures of VM {name}.", messages.ERROR
-            )
-        VirtualMachine.objects.filter(pk__in=[vm.pk for vm in cleared]).update(prestart_failures=0)
-        for pool_id in {vm.pool_id for vm in cleared if vm.pool_id}:
-            nudge_monitor(pool_id)
-        if cleared:
-            self.message_user(
-                request,
-                f"Cleared prestart failures of {len(cleared)} VM(s): "
-                f"{', '.join(vm.name for vm in cleared)}; their pools may prestart them again.",
-                messages.SUCCESS,
-            )
-        elif not refused:
-            self.message_user(request, "No selected VM had prestart failures.", messages.INFO)
-
-    @admin.action(description="Return to pool", permissions=["return"])
-    def return_to_pool(self, request, queryset):
-        from pools.services import return_vm
-
-        returned = []
-        for vm in queryset:
-            if vm.owner_id != request.user.pk and not holds(
-                request.user, "pools.return_vmpool", vm
-            ):
-                self.message_user(
-                    request, f"You may not return VM {vm.name} to its pool.", messages.ERROR
-                )
-                continue
-            try:
-                return_vm(vm, requested_by=request.user)
-            except Refused as exc:
-                self.message_user(request, exc.message, messages.ERROR)
-                continue
-            returned.append(vm.name)
-        if returned:
-            self.message_user(
-                request,
-                f"Returned {len(returned)} VM(s) to their pools: {', '.join(returned)}.",
-                messages.SUCCESS,
-            )
 
     @admin.action(
         description="Delete selected VMs (stopped ones; removed from their host first)",

@@ -7,13 +7,14 @@ from django import forms
 from django.contrib import admin
 from django.http import Http404
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from hosts.models import Cluster
 from leases.capacity_timeline import chart, cluster_timeline
 from leases.models import Allocation, Lease, LeaseEvent, Reservation
-from project.admin_base import ScopedAdmin
+from project.admin_base import ScopedAdmin, extend_admin
 from project.permissions import restrict
 
 MAX_TIMELINE_DAYS = 90
@@ -177,3 +178,15 @@ class ReservationAdmin(ScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class CapacityLink:
+    """The clusters' admin screen links each cluster to its capacity timeline."""
+
+    @admin.display(description="leases")
+    def capacity_link(self, obj):
+        url = reverse("admin:leases_capacity_timeline", args=[obj.pk])
+        return format_html('<a href="{}">capacity timeline</a>', url)
+
+
+extend_admin(Cluster, CapacityLink, list_display=["capacity_link"])

@@ -8,8 +8,9 @@ class LeasesConfig(AppConfig):
     portal_urls = "leases.urls"
 
     def ready(self) -> None:
+        from hosts import checks
         from hosts.signals import host_unreachable
-        from leases import metrics, placement, roles, services, tasks
+        from leases import launch, metrics, placement, roles, services, tasks
         from project import events, scopes
         from project import metrics as project_metrics
         from scheduling import constraints
@@ -19,5 +20,6 @@ class LeasesConfig(AppConfig):
         events.register_object_type("lease", "leases.view_lease")
         project_metrics.register(metrics.collect)
         constraints.register(placement.reserved_hosts)
+        checks.add_launch_rule(launch.check_launch)
         tasks.register()
         host_unreachable.connect(services.on_host_unreachable, dispatch_uid="leases-host-lost")

@@ -3,9 +3,10 @@
 from django.contrib import admin, messages
 from django.db.models import F
 
+from hosts.models import VirtualMachine
 from pools import services
 from pools.models import VmPool
-from project.admin_base import ScopedAdmin
+from project.admin_base import ScopedAdmin, extend_admin
 from project.errors import Refused
 from project.permissions import holds
 
@@ -113,3 +114,64 @@ class VmPoolAdmin(ScopedAdmin):
                 continue
             started += services.monitor_pool(pool.pk)
         self.message_user(request, f"Queued {started} start job(s).")
+
+
+class PoolVmActions:
+    """What the VMs' admin screen offers for pools: give a VM back, let the prestart monitor
+    try again the VMs it gave up on."""
+
+    def has_return_permission(self, request):
+        return holds(request.user, "pools.return_vmpool")
+
+    @admin.action(description="Clear prestart failures", permissions=["change"])
+    def clear_prestart_failures(self, request, queryset):
+        """Let the prestart monitor try again the VMs it gave up on."""
+        cleared, refused = [], []
+        for vm in queryset.filter(prestart_failures__gt=0):
+            if holds(request.user, "hosts.change_virtualmachine", vm):
+                cleared.append(vm)
+            else:
+                refused.append(vm.name)
+        for name in refused:
+            self.message_user(
+                request, f"You may not clear prestart failures of VM {name}.", messages.ERROR
+            )
+        VirtualMachine.objects.filter(pk__in=[vm.pk for vm in cleared]).update(prestart_failures=0)
+        for pool_id in {vm.pool_id for vm in cleared if vm.pool_id}:
+            services.nudge_monitor(pool_id)
+        if cleared:
+            self.message_user(
+                request,
+                f"Cleared prestart failures of {len(cleared)} VM(s): "
+                f"{', '.join(vm.name for vm in cleared)}; their pools may prestart them again.",
+                messages.SUCCESS,
+            )
+        elif not refused:
+            self.message_user(request, "No selected VM had prestart failures.", messages.INFO)
+
+    @admin.action(description="Return to pool", permissions=["return"])
+    def return_to_pool(self, request, queryset):
+        returned = []
+        for vm in queryset:
+            if vm.owner_id != request.user.pk and not holds(
+                request.user, "pools.return_vmpool", vm
+            ):
+                self.message_user(
+                    request, f"You may not return VM {vm.name} to its pool.", messages.ERROR
+                )
+                continue
+            try:
+                services.return_vm(vm, requested_by=request.user)
+            except Refused as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+                continue
+            returned.append(vm.name)
+        if returned:
+            self.message_user(
+                request,
+                f"Returned {len(returned)} VM(s) to their pools: {', '.join(returned)}.",
+                messages.SUCCESS,
+            )
+
+
+extend_admin(VirtualMachine, PoolVmActions, actions=["return_to_pool", "clear_prestart_failures"])

@@ -167,3 +167,25 @@ class ScopedAdmin(admin.ModelAdmin):
                 related._default_manager.all(), request.user, default_action(related, "view")
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+def extend_admin(model, extension: type, **lists: list) -> None:
+    """Plug an upper app into a lower app's admin screen for ``model``: the screen becomes a
+    subclass of what is registered now with ``extension``'s methods (actions, columns,
+    permission checks), and each list attribute named in ``lists`` (``actions``,
+    ``list_display``…) gets those entries appended (before ``"delete_selected"`` for actions,
+    which stays last)."""
+    current = type(admin.site.get_model_admin(model))
+    attributes = {}
+    for name, added in lists.items():
+        values = [value for value in getattr(current, name) or [] if value not in added]
+        if name == "actions" and "delete_selected" in values:
+            at = values.index("delete_selected")
+            values[at:at] = added
+        else:
+            values += added
+        attributes[name] = values
+    extended = type(current.__name__, (extension, current), attributes)
+    extended.__module__ = current.__module__
+    admin.site.unregister(model)
+    admin.site.register(model, extended)

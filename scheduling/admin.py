@@ -3,9 +3,11 @@
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
-from project.admin_base import ScopedAdmin
+from hosts.models import Cluster
+from project.admin_base import ScopedAdmin, extend_admin
 from project.permissions import holds
 from scheduling import services
+from scheduling.balancer import balance_cluster
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
 
 
@@ -121,3 +123,23 @@ class AffinityGroupAdmin(ScopedAdmin):
     list_filter = [("cluster", admin.RelatedOnlyFieldListFilter), "vm_rule", "host_rule"]
     search_fields = ["name", "description"]
     filter_horizontal = ["vms", "hosts"]
+
+
+class BalanceDryRun:
+    """The clusters' admin screen shows what each cluster's balancer would do now."""
+
+    @admin.action(description="Show what the balancer would do now (dry run)")
+    def balance_dry_run(self, request, queryset):
+        for cluster in queryset:
+            outcome = balance_cluster(cluster.pk, dry_run=True)
+            if outcome["action"] == "migrate":
+                text = (
+                    f"{cluster.name}: would move {outcome['vm_name']} from {outcome['from']} "
+                    f"to one of {', '.join(outcome['candidates'])} ({outcome['reason']})."
+                )
+            else:
+                text = f"{cluster.name}: nothing to move ({outcome['reason']})."
+            self.message_user(request, text)
+
+
+extend_admin(Cluster, BalanceDryRun, actions=["balance_dry_run"])

@@ -8,14 +8,15 @@ class SchedulingConfig(AppConfig):
     api_urls = "scheduling.api.urls"
 
     def ready(self) -> None:
-        from hosts import placement
+        from hosts import checks, placement
         from hosts.signals import host_reported
-        from scheduling import balancer, roles, scheduler, tasks
+        from scheduling import balancer, roles, scheduler, services, tasks
         from scheduling.registry import sync
 
         roles.register()
         tasks.register()
         placement.set_provider(scheduler.place)
+        checks.add_cluster_rule(services.check_cluster_policy)
         host_reported.connect(balancer.on_host_reported, dispatch_uid="balancer-track-load")
 
         post_migrate.connect(sync, sender=self, dispatch_uid="corral-scheduling-sync")

@@ -91,3 +91,17 @@ def clone(policy: Policy, name: str, description: str | None = None) -> Policy:
 def make_default(policy: Policy) -> None:
     Policy.objects.filter(is_default=True).exclude(pk=policy.pk).update(is_default=False)
     Policy.objects.filter(pk=policy.pk).update(is_default=True)
+
+
+def check_cluster_policy(attrs: dict, cluster) -> None:
+    """A cluster's policy property values, checked against its policy's units (a rule
+    registered in ``hosts.checks``)."""
+    if "policy" not in attrs and "policy_properties" not in attrs:
+        return
+    policy = attrs.get("policy", getattr(cluster, "policy", None))
+    policy = policy or Policy.objects.filter(is_default=True).first()
+    values = attrs.get("policy_properties", getattr(cluster, "policy_properties", {}))
+    try:
+        attrs["policy_properties"] = validate_properties(policy_units(policy), values or {})
+    except ValidationError as exc:
+        raise ValidationError({"policy_properties": exc.messages}) from exc

@@ -1,8 +1,8 @@
 """API representations of clusters, hosts, templates and VMs (field names as Blazar and oVirt)."""
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from hosts import checks
 from hosts.models import (
     Cluster,
     ExternalDomain,
@@ -15,15 +15,13 @@ from hosts.models import (
 from hosts.validators import without_password
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
 from project.models import Event
-from scheduling.models import Policy
-from scheduling.services import policy_units, validate_properties
 
 
 class ClusterSerializer(ModelCleanSerializer):
     host_count = serializers.IntegerField(read_only=True)
     vm_count = serializers.IntegerField(read_only=True)
     policy = serializers.PrimaryKeyRelatedField(
-        queryset=Policy.objects.all(),
+        queryset=Cluster._meta.get_field("policy").related_model.objects.all(),
         required=False,
         allow_null=True,
         help_text="Scheduling policy id; null uses the default policy.",
@@ -46,15 +44,8 @@ class ClusterSerializer(ModelCleanSerializer):
         ]
 
     def prepare(self, attrs):
-        if "policy" not in attrs and "policy_properties" not in attrs:
-            return
-        policy = attrs.get("policy", getattr(self.instance, "policy", None))
-        policy = policy or Policy.objects.filter(is_default=True).first()
-        values = attrs.get("policy_properties", getattr(self.instance, "policy_properties", {}))
-        try:
-            attrs["policy_properties"] = validate_properties(policy_units(policy), values or {})
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError({"policy_properties": exc.messages}) from exc
+        for rule in checks.cluster_rules:
+            rule(attrs, self.instance)
 
 
 class HostSerializer(ModelCleanSerializer):
@@ -170,50 +161,16 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 fields[name].read_only = True
         return fields
 
-    def validate_reservation(self, reservation):
-        """A VM may join a reservation of an active lease, within its amount and size."""
-        if reservation is None:
-            return None
-        lease = reservation.lease
-        if lease.status != "ACTIVE":
-            raise serializers.ValidationError(
-                f"Lease {lease.name} is not active; launch from {lease.start_date:%Y-%m-%d %H:%M}"
-                f" to {lease.end_date:%Y-%m-%d %H:%M}."
-            )
-        instances = reservation.resource_type == "virtual:instance"
-        if instances and reservation.vms.count() >= (reservation.amount or 0):
-            raise serializers.ValidationError(
-                f"The reservation's {reservation.amount} instances are all launched."
-            )
-        return reservation
-
-    def _derive_cluster(self, attrs) -> None:
-        """A VM launched into a reservation goes to the cluster of the reserved hosts."""
-        if attrs.get("cluster") is not None:
-            return
-        reservation = attrs.get("reservation")
-        if reservation is None:
-            raise serializers.ValidationError({"cluster": "This field is required."})
-        host = reservation.allocations.select_related("host__cluster").first()
-        if host is None:
-            raise serializers.ValidationError({"reservation": "The reservation holds no hosts."})
-        attrs["cluster"] = host.host.cluster
-
-    def _fit_reservation(self, attrs, reservation) -> None:
-        errors = _fit_reservation_errors(attrs, reservation)
-        if errors:
-            raise serializers.ValidationError(errors)
-
     def prepare(self, attrs):
-        if self.instance is None:
-            self._derive_cluster(attrs)
         template = attrs.get("template")
         if self.instance is None and template is not None:
             for name in HARDWARE_FIELDS:
                 attrs.setdefault(name, getattr(template, name))
-        reservation = attrs.get("reservation")
-        if self.instance is None and reservation is not None:
-            self._fit_reservation(attrs, reservation)
+        if self.instance is None:
+            for rule in checks.launch_rules:
+                rule(attrs)
+            if attrs.get("cluster") is None:
+                raise serializers.ValidationError({"cluster": "This field is required."})
         if self.instance is not None and self.instance.status != VmStatus.DOWN:
             changed = [
                 n for n in HARDWARE_FIELDS if n in attrs and attrs[n] != getattr(self.instance, n)
@@ -222,18 +179,6 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 raise serializers.ValidationError(
                     {n: "Shut the VM down before changing its hardware." for n in changed}
                 )
-
-
-def _fit_reservation_errors(attrs, reservation) -> dict:
-    errors = {}
-    if reservation.resource_type == "virtual:instance":
-        for name in ("vcpus", "memory_mb"):
-            if attrs.get(name) and attrs[name] > (getattr(reservation, name) or 0):
-                errors[name] = f"The reservation holds {getattr(reservation, name)} per instance."
-    clusters = set(reservation.allocations.values_list("host__cluster_id", flat=True))
-    if attrs.get("cluster") is not None and attrs["cluster"].pk not in clusters:
-        errors["cluster"] = "The reservation's hosts are in another cluster."
-    return errors
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -1,0 +1,28 @@
+"""Rules the apps above hosts add to writing inventory objects through the API.
+
+Registered from their ``AppConfig.ready()``; each rule takes the validated fields (a dict it
+may complete) and raises a ValidationError naming the field at fault:
+
+- ``cluster_rules``: ``rule(attrs, cluster)`` on creating or changing a cluster (``cluster``
+  None when creating): the scheduling app checks the policy's property values.
+- ``launch_rules``: ``rule(attrs)`` on creating a VM, after the template's hardware filled in
+  what was not given: the leases app checks a VM launched into a reservation and places it in
+  the reserved hosts' cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+cluster_rules: list[Callable[[dict, object], None]] = []
+launch_rules: list[Callable[[dict], None]] = []
+
+
+def add_cluster_rule(rule: Callable[[dict, object], None]) -> None:
+    if rule not in cluster_rules:
+        cluster_rules.append(rule)
+
+
+def add_launch_rule(rule: Callable[[dict], None]) -> None:
+    if rule not in launch_rules:
+        launch_rules.append(rule)
