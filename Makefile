@@ -17,7 +17,7 @@ help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
 	@echo "           and the web server on $(HOST):$(PORT) with a demo; Ctrl-C stops it all"
 	@echo "make test   lint and the whole test suite (DATABASE_URL selects PostgreSQL)"
-	@echo "make lint   ruff check and ruff format --check"
+	@echo "make lint   ruff check, ruff format --check and the layers contract (lint-imports)"
 	@echo "make bench  benchmarks, printed as one table"
 
 # Debian packages libvirt-python compiles against, and Python's venv/headers when missing.
@@ -67,6 +67,7 @@ run: demo
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: deps
 	$(VENV)/bin/ruff format .

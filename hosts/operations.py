@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from hosts import driver
-from hosts.hooks import HookFailed, run_hooks
+from hosts.hooks import HookFailed, hooks_for, run_hooks
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, JobKind, PowerState, VirtualMachine, VmStatus
 from hosts.placement import (
@@ -66,8 +66,6 @@ def _hooks(ctx: JobContext, event: str, progress: float) -> None:
 
 
 def _has_hooks(event: str) -> bool:
-    from hosts.hooks import hooks_for
-
     return bool(hooks_for(event))
 
 

@@ -5,7 +5,11 @@ import re
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Exists, OuterRef, Q
 
+from hosts.models import Job, JobKind, Template, VirtualMachine, VmStatus
+from hosts.models.jobs import ACTIVE_JOB_STATES
+from project.db import count_of
 from project.names import validate_object_name
 
 MAX_POOL_SIZE = 10_000
@@ -32,12 +36,6 @@ def validate_name_pattern(value: str) -> None:
 class VmPoolQuerySet(models.QuerySet):
     def with_counts(self) -> "VmPoolQuerySet":
         """Annotate total_vms, running_unassigned, assigned_vms, starting_vms (sub-selects)."""
-        from django.db.models import Exists, OuterRef, Q
-
-        from hosts.models import Job, JobKind, VirtualMachine, VmStatus
-        from hosts.models.jobs import ACTIVE_JOB_STATES
-        from project.db import count_of
-
         starting_job = Exists(
             Job.objects.filter(vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES)
         )
@@ -109,8 +107,6 @@ class VmPool(models.Model):
         if sized and self.prestarted_vms > self.size:
             errors["prestarted_vms"] = f"At most the pool's size ({self.size})."
         if self.template_id and self.cluster_id:
-            from hosts.models import Template
-
             bound = Template.objects.filter(pk=self.template_id).values_list(
                 "cluster_id", flat=True
             )
