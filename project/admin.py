@@ -1,10 +1,14 @@
-"""Admin console screens for roles and grants."""
+"""Admin console screens for roles and grants (users: project/admin_users.py)."""
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from project import events, scopes
+from project import (
+    admin_users,  # noqa: F401  (registers the users screen)
+    events,
+    scopes,
+)
 from project import grants as grant_service
 from project.admin_base import recent_filter
 from project.models import Event, GroupGrant, Role, UserGrant

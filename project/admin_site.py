@@ -2,10 +2,11 @@
 fragment of it that the page polls to stay current."""
 
 from django.contrib import admin
+from django.contrib.auth.decorators import login_not_required
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from project.lockout import AdminLoginForm
+from project.lockout import AdminLoginForm, answers_429_when_locked_out
 
 
 class CorralAdminSite(admin.AdminSite):
@@ -14,6 +15,11 @@ class CorralAdminSite(admin.AdminSite):
     index_title = "Clusters, hosts, VMs and access"
     # Password checks go through the log-in lockout (project/lockout.py).
     login_form = AdminLoginForm
+
+    @login_not_required
+    def login(self, request, extra_context=None):
+        # A log-in refused by the lockout answers 429 with Retry-After, as the API does.
+        return answers_429_when_locked_out(super().login)(request, extra_context)
 
     def get_urls(self):
         fragment = self.admin_view(self.dashboard_view)

@@ -1,6 +1,7 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.contrib.admin import apps as admin_apps
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, pre_save
 
 
 class ProjectConfig(AppConfig):
@@ -9,9 +10,15 @@ class ProjectConfig(AppConfig):
 
     def ready(self) -> None:
         from project import dashboard, scopes, tasks
+        from project.accounts import refuse_username_in_use
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
+        pre_save.connect(
+            refuse_username_in_use,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="corral-username-unique-ignoring-case",
+        )
         scopes.register("system", "project.System", rank=0)
         tasks.register()
         dashboard.register(

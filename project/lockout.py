@@ -1,62 +1,84 @@
-"""Log-in lockout: too many failed log-ins for one username lock that username out for a while.
+"""Log-in throttling: too many failed log-ins lock out a username for the address they came
+from, and too many from one address lock out that address, for a while.
 
 Every password check of the portal (/login/), the admin console (/admin/login/) and the API's
-token endpoint (/api/auth/token/) goes through ``authenticate()`` here. After
-``CORRAL_LOGIN_MAX_FAILURES`` failures for a username within ``CORRAL_LOGIN_LOCKOUT_MINUTES``,
-every attempt for it is refused, even with the right password, until fewer failures than that
-remain in the window; a successful log-in clears the username's failures. Failures are rows in
-the database, so every web process counts the same ones.
+token endpoint (/api/auth/token/) goes through ``authenticate()`` here, counted by the client's
+address (project/client_address.py; an IPv6 client by its /64, which one machine usually holds
+whole). Within ``CORRAL_LOGIN_LOCKOUT_MINUTES``:
+
+- ``CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS`` failures from an address, whatever the usernames,
+  refuse every attempt from it: one address cannot try many names;
+- ``CORRAL_LOGIN_MAX_FAILURES`` failures for a username from an address refuse that username
+  from that address only: guessing the admin's password from elsewhere does not lock the admin
+  out of their own address.
+
+A refused attempt is answered 429 with ``Retry-After`` (the forms show the message), even with
+the right password, and is not counted; the lock lifts when enough failures have left the
+window. A successful log-in clears the failures of that username from that address. Failures
+are rows in the database, so every web process counts the same ones.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import timedelta
+from functools import wraps
+from ipaddress import IPv6Network
 
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 
+from project.client_address import Address, client_address
 from project.models import LoginFailure
 
 USERNAME_LENGTH = LoginFailure._meta.get_field("username").max_length
+FOR_ACCOUNT = "for this account"
+FROM_ADDRESS = "from your address"
 
 
 class LockedOut(Exception):
-    """Attempts for this username are refused for ``seconds`` more."""
+    """Attempts are refused for ``seconds`` more; ``reason`` says what is locked, in words."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, reason: str = FOR_ACCOUNT) -> None:
         self.seconds = seconds
         minutes = max(1, math.ceil(seconds / 60))
         unit = "minute" if minutes == 1 else "minutes"
-        super().__init__(
-            f"Too many failed log-ins for this account; try again in {minutes} {unit}."
-        )
+        super().__init__(f"Too many failed log-ins {reason}; try again in {minutes} {unit}.")
 
 
-def _key(username: str) -> str:
+def username_key(username: str) -> str:
     return username.strip().lower()[:USERNAME_LENGTH]
+
+
+def address_key(address: Address | None) -> str:
+    """What failures from ``address`` are counted under: the address, an IPv6 one's /64."""
+    if address is None:
+        return ""
+    if address.version == 6:
+        return str(IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 def _window() -> timedelta:
     return timedelta(minutes=settings.CORRAL_LOGIN_LOCKOUT_MINUTES)
 
 
-def locked_for(username: str) -> float:
-    """Seconds until ``username`` may try again; 0 when it may now."""
-    limit = settings.CORRAL_LOGIN_MAX_FAILURES
+def _locked_for(failures: QuerySet, limit: int) -> float:
+    """Seconds until fewer than ``limit`` of ``failures`` remain in the window (0: now)."""
     if limit <= 0:
         return 0.0
     now = timezone.now()
     recent = (
-        LoginFailure.objects.filter(username=_key(username), at__gt=now - _window())
+        failures.filter(at__gt=now - _window())
         .order_by("-at")
         .values_list("at", flat=True)[limit - 1 : limit]
     )
@@ -67,35 +89,52 @@ def locked_for(username: str) -> float:
     return max(0.0, (oldest_counted + _window() - now).total_seconds())
 
 
-def record_failure(username: str) -> None:
+def check_not_locked(username: str, address: str) -> None:
+    """Raise LockedOut if attempts from ``address`` (a key), or for ``username`` from it, are
+    refused now."""
+    from_address = LoginFailure.objects.filter(address=address)
+    seconds = _locked_for(from_address, settings.CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS)
+    if seconds > 0:
+        raise LockedOut(seconds, FROM_ADDRESS)
+    for_account = from_address.filter(username=username_key(username))
+    seconds = _locked_for(for_account, settings.CORRAL_LOGIN_MAX_FAILURES)
+    if seconds > 0:
+        raise LockedOut(seconds, FOR_ACCOUNT)
+
+
+def record_failure(username: str, address: str) -> None:
     now = timezone.now()
     LoginFailure.objects.filter(at__lte=now - _window()).delete()
-    LoginFailure.objects.create(username=_key(username), at=now)
+    LoginFailure.objects.create(username=username_key(username), address=address, at=now)
 
 
-def clear(username: str) -> None:
-    LoginFailure.objects.filter(username=_key(username)).delete()
+def clear(username: str, address: str) -> None:
+    LoginFailure.objects.filter(username=username_key(username), address=address).delete()
 
 
 def authenticate(request, username: str, password: str):
-    """Django's ``authenticate()``, refused while the username is locked out.
+    """Django's ``authenticate()``, refused while the client's address or the username from it
+    is locked out.
 
     Returns the user or None, like Django's; raises LockedOut without checking the password
-    while locked. A failure is recorded, a success clears the username's failures.
+    while locked. A failure is recorded; a success clears the username's failures from the
+    client's address (not the address's failures for other usernames).
     """
-    seconds = locked_for(username)
-    if seconds > 0:
-        raise LockedOut(seconds)
+    address = address_key(client_address(request))
+    check_not_locked(username, address)
     user = auth.authenticate(request, username=username, password=password)
     if user is None:
-        record_failure(username)
+        record_failure(username, address)
     else:
-        clear(username)
+        clear(username, address)
     return user
 
 
 class LockoutFormMixin:
-    """An AuthenticationForm whose password check goes through the lockout."""
+    """An AuthenticationForm whose password check goes through the lockout; a refusal is kept
+    in ``locked_out`` for the page's status (``answers_429_when_locked_out``)."""
+
+    locked_out: LockedOut | None = None
 
     def clean(self):
         username = self.cleaned_data.get("username")
@@ -104,6 +143,7 @@ class LockoutFormMixin:
             try:
                 self.user_cache = authenticate(self.request, username, password)
             except LockedOut as locked:
+                self.locked_out = locked
                 raise ValidationError(str(locked), code="locked_out") from None
             if self.user_cache is None:
                 raise self.get_invalid_login_error()
@@ -117,6 +157,23 @@ class LoginForm(LockoutFormMixin, AuthenticationForm):
 
 class AdminLoginForm(LockoutFormMixin, AdminAuthenticationForm):
     """The admin console's log-in form (staff only)."""
+
+
+def answers_429_when_locked_out(view):
+    """A log-in page view whose form the lockout refused answers 429 with ``Retry-After``
+    (the form and its message are shown as for any refusal)."""
+
+    @wraps(view)
+    def login_page(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        form = (getattr(response, "context_data", None) or {}).get("form")
+        locked = getattr(form, "locked_out", None)
+        if locked is not None:
+            response.status_code = status.HTTP_429_TOO_MANY_REQUESTS
+            response["Retry-After"] = str(math.ceil(locked.seconds))
+        return response
+
+    return login_page
 
 
 class LockedOutError(exceptions.APIException):
@@ -147,7 +204,8 @@ class TokenSerializer(AuthTokenSerializer):
 
 
 class ObtainTokenView(ObtainAuthToken):
-    """A token for a username and password (refused with 429 while the username is locked)."""
+    """A token for a username and password (refused with 429 while the username or the
+    client's address is locked out)."""
 
     serializer_class = TokenSerializer
 
@@ -155,7 +213,9 @@ class ObtainTokenView(ObtainAuthToken):
         request=AuthTokenSerializer,
         responses={
             200: AuthTokenSerializer,
-            429: OpenApiResponse(description="Too many failed log-ins for this username."),
+            429: OpenApiResponse(
+                description="Too many failed log-ins for this username or from this address."
+            ),
         },
     )
     def post(self, request, *args, **kwargs):

@@ -146,15 +146,26 @@ class LoopLock(models.Model):
 
 
 class LoginFailure(models.Model):
-    """A failed log-in for a username (as typed, lower-cased): enough of them in a short time
-    lock that username out at every entry point (project/lockout.py)."""
+    """A failed log-in for a username (as typed, lower-cased) from a client address: enough of
+    them in a short time lock that username out for that address, or the address out for every
+    username, at every entry point (project/lockout.py)."""
 
     username = models.CharField(max_length=150)
+    address = models.CharField(
+        max_length=50,
+        blank=True,
+        # In the database too: processes still running the previous release insert without it.
+        db_default="",
+        help_text="The client's address (an IPv6 client's /64 network); empty when unknown.",
+    )
     at = models.DateTimeField(db_index=True)
 
     class Meta:
         default_permissions = ()
-        indexes = [models.Index(fields=["username", "at"], name="loginfailure_username_at")]
+        indexes = [
+            models.Index(fields=["address", "username", "at"], name="loginfailure_addr_user_at"),
+            models.Index(fields=["address", "at"], name="loginfailure_address_at"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.username} at {self.at}"
+        return f"{self.username} from {self.address or 'an unknown address'} at {self.at}"

@@ -10,8 +10,10 @@ from project import lockout, views
 urlpatterns = [
     path(
         "login/",
-        auth_views.LoginView.as_view(
-            redirect_authenticated_user=True, authentication_form=lockout.LoginForm
+        lockout.answers_429_when_locked_out(
+            auth_views.LoginView.as_view(
+                redirect_authenticated_user=True, authentication_form=lockout.LoginForm
+            )
         ),
         name="login",
     ),

@@ -5,6 +5,7 @@ ALLOWED_HOSTS must come from the environment.
 """
 
 import hashlib
+import ipaddress
 import os
 from pathlib import Path
 
@@ -138,10 +139,25 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))
 LOGIN_URL = "portal:login"
 LOGIN_REDIRECT_URL = "portal:home"
 LOGOUT_REDIRECT_URL = "portal:login"
-# Log-in lockout (project/lockout.py): this many failed log-ins for one username within the
-# window refuse every attempt for it until they leave the window (0 turns the lockout off).
+# Log-in lockout (project/lockout.py): this many failed log-ins for one username from one
+# address within the window refuse that username from that address, and this many failures
+# from one address (any usernames) refuse that address, until they leave the window (0 turns
+# either limit off).
 CORRAL_LOGIN_MAX_FAILURES = int(os.environ.get("CORRAL_LOGIN_MAX_FAILURES", "5"))
+CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS = int(
+    os.environ.get("CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS", "20")
+)
 CORRAL_LOGIN_LOCKOUT_MINUTES = float(os.environ.get("CORRAL_LOGIN_LOCKOUT_MINUTES", "15"))
+# Reverse proxies (addresses or networks) whose X-Forwarded-For is believed for the client's
+# address (project/client_address.py); from anywhere else the header is ignored.
+CORRAL_TRUSTED_PROXIES = env_list("CORRAL_TRUSTED_PROXIES", [])
+for _proxy in CORRAL_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"CORRAL_TRUSTED_PROXIES: {_proxy!r} is not an address or a network."
+        ) from None
 
 # django-guardian stores role grants; Corral resolves them itself (project/permissions.py),
 # so guardian's own backend and anonymous user are not used.

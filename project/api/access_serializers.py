@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from project import scopes
+from project.accounts import check_username_free
 from project.api.serializers import NameRelatedField
 from project.grants import Grant, scope_object
 from project.models import Role
@@ -149,6 +150,15 @@ class UserSerializer(serializers.ModelSerializer):
             "last_login",
         ]
         read_only_fields = ["is_active", "is_superuser", "date_joined", "last_login"]
+        # Uniqueness is checked regardless of case below, in place of the exact-match check.
+        extra_kwargs = {"username": {"validators": [User.username_validator]}}
+
+    def validate_username(self, value: str) -> str:
+        try:
+            check_username_free(value, other_than=self.instance)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict["username"]) from exc
+        return value
 
     def validate(self, attrs):
         password = attrs.get("password")

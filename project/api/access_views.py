@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from project import grants as grant_service
 from project import scopes
+from project.accounts import RENAME_REFUSED, may_rename
 from project.api.access_serializers import (
     ActionSerializer,
     GrantSerializer,
@@ -226,14 +227,20 @@ class UserViewSet(ScopedModelViewSet):
 
     def perform_update(self, serializer):
         data = serializer.validated_data
+        user = serializer.instance
         if ("is_staff" in data or "groups" in data) and not holds(
-            self.request.user, "auth.change_user", serializer.instance
+            self.request.user, "auth.change_user", user
         ):
             raise PermissionDenied("You may not change your own groups or admin access.")
+        if data.get("username", user.username) != user.username and not may_rename(
+            self.request.user, user
+        ):
+            raise PermissionDenied({"username": [RENAME_REFUSED]})
         super().perform_update(serializer)
 
     def check_object_permissions(self, request, obj):
-        # Everyone may change their own name, e-mail and password.
+        # Everyone may change their own first and last name, e-mail and password (not their
+        # username: perform_update refuses that).
         if obj.pk == request.user.pk and self.action in ("update", "partial_update"):
             return
         super().check_object_permissions(request, obj)

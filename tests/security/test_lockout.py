@@ -1,20 +1,29 @@
-"""Log-in lockout: after CORRAL_LOGIN_MAX_FAILURES failed log-ins for one username within
-CORRAL_LOGIN_LOCKOUT_MINUTES, the portal, the admin console and the API's token endpoint all
-refuse that username, even with the right password, until the failures leave the window."""
+"""Log-in lockout of a username: after CORRAL_LOGIN_MAX_FAILURES failed log-ins for one
+username from one address within CORRAL_LOGIN_LOCKOUT_MINUTES, the portal, the admin console and
+the API's token endpoint all refuse that username from that address (429 with Retry-After),
+even with the right password, until the failures leave the window. Limits per address, and the
+client address behind proxies, are in test_login_addresses.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
-from django.test import Client
-from rest_framework.test import APIClient
 
 from project.models import LoginFailure
 from tests.conftest import unique
-
-PASSWORD = "pw-Corral-1"  # what make_user gives everyone
-LOCKED = "Too many failed log-ins for this account; try again in"
+from tests.security.logins import (
+    ENTRIES,
+    ENTRY_IDS,
+    LOCKED,
+    PASSWORD,
+    admin,
+    age_failures,
+    api,
+    fail,
+    logged_in,
+    portal,
+    refusal_message,
+    refused_as_locked,
+)
 
 
 @pytest.fixture
@@ -23,47 +32,7 @@ def account(make_user):
     return make_user(unique("locked"), is_staff=True)
 
 
-def portal(username: str, password: str):
-    return Client().post("/login/", {"username": username, "password": password})
-
-
-def admin(username: str, password: str):
-    return Client().post("/admin/login/", {"username": username, "password": password})
-
-
-def api(username: str, password: str):
-    body = {"username": username, "password": password}
-    return APIClient().post("/api/auth/token/", body, format="json")
-
-
-def logged_in(response) -> bool:
-    """Whether a log-in attempt at any of the three entry points let the user in."""
-    if response.wsgi_request.path == "/api/auth/token/":
-        return response.status_code == 200 and "token" in response.json()
-    return response.status_code == 302 and "_auth_user_id" in response.wsgi_request.session
-
-
-def refused_as_locked(response) -> bool:
-    if response.wsgi_request.path == "/api/auth/token/":
-        return response.status_code == 429 and response.json()["detail"].startswith(LOCKED)
-    return response.status_code == 200 and LOCKED in response.content.decode()
-
-
-def fail(entry, username: str, times: int) -> None:
-    for _ in range(times):
-        response = entry(username, "wrong-password")
-        assert not logged_in(response)
-        assert not refused_as_locked(response)
-
-
-def age_failures(username: str, minutes: float) -> None:
-    """Move the recorded failures of ``username`` that many minutes into the past."""
-    for failure in LoginFailure.objects.filter(username=username.lower()):
-        failure.at -= timedelta(minutes=minutes)
-        failure.save(update_fields=["at"])
-
-
-@pytest.mark.parametrize("entry", [portal, admin, api], ids=["portal", "admin", "api"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=ENTRY_IDS)
 def test_five_failures_lock_the_account_even_for_the_right_password(account, entry):
     fail(entry, account.username, 5)
 
@@ -73,30 +42,40 @@ def test_five_failures_lock_the_account_even_for_the_right_password(account, ent
     assert not logged_in(response)
 
 
-@pytest.mark.parametrize("entry", [portal, admin, api], ids=["portal", "admin", "api"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=ENTRY_IDS)
 def test_four_failures_do_not_lock_the_account(account, entry):
     fail(entry, account.username, 4)
 
     assert logged_in(entry(account.username, PASSWORD))
 
 
-def test_the_portal_and_the_admin_say_when_to_try_again(account):
+@pytest.mark.parametrize("entry", ENTRIES, ids=ENTRY_IDS)
+def test_every_entry_point_answers_429_with_when_to_try_again(account, entry):
     fail(portal, account.username, 5)
 
-    for entry in (portal, admin):
-        page = entry(account.username, PASSWORD).content.decode()
+    response = entry(account.username, PASSWORD)
 
-        assert f"{LOCKED} 15 minutes." in page
+    assert response.status_code == 429
+    assert 890 <= int(response.headers["Retry-After"]) <= 900
+    assert refusal_message(response) == f"{LOCKED} 15 minutes."
 
 
-def test_the_api_answers_429_with_a_retry_after(account):
+@pytest.mark.parametrize("entry", [portal, admin], ids=["portal", "admin"])
+def test_the_log_in_pages_show_the_form_again_with_the_message(account, entry):
+    fail(api, account.username, 5)
+
+    page = entry(account.username, PASSWORD).content.decode()
+
+    assert 'name="password"' in page
+    assert f"{LOCKED} 15 minutes." in page
+
+
+def test_the_api_says_when_to_try_again_in_json(account):
     fail(api, account.username, 5)
 
     response = api(account.username, PASSWORD)
 
-    assert response.status_code == 429
     assert response.json() == {"detail": f"{LOCKED} 15 minutes."}
-    assert 890 <= int(response.headers["Retry-After"]) <= 900
 
 
 def test_failures_count_across_the_three_entry_points(account):
@@ -135,9 +114,9 @@ def test_the_lock_counts_down_then_lifts_when_the_window_has_passed(account):
     fail(api, account.username, 5)
 
     age_failures(account.username, 10)
-    assert f"{LOCKED} 5 minutes." in portal(account.username, PASSWORD).content.decode()
+    assert refusal_message(portal(account.username, PASSWORD)) == f"{LOCKED} 5 minutes."
     age_failures(account.username, 4.5)
-    assert f"{LOCKED} 1 minute." in portal(account.username, PASSWORD).content.decode()
+    assert refusal_message(portal(account.username, PASSWORD)) == f"{LOCKED} 1 minute."
     age_failures(account.username, 0.6)
 
     assert logged_in(portal(account.username, PASSWORD))
@@ -170,7 +149,7 @@ def test_the_limit_and_the_window_come_from_the_settings(account, settings):
     settings.CORRAL_LOGIN_LOCKOUT_MINUTES = 3
     fail(portal, account.username, 2)
 
-    assert f"{LOCKED} 3 minutes." in portal(account.username, PASSWORD).content.decode()
+    assert refusal_message(portal(account.username, PASSWORD)) == f"{LOCKED} 3 minutes."
 
 
 def test_a_limit_of_zero_turns_the_lockout_off(account, settings):

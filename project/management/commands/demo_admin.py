@@ -5,6 +5,8 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from project.accounts import username_holder
+
 
 class Command(BaseCommand):
     help = "Create the demo superuser 'admin' with a random password (printed once)."
@@ -14,10 +16,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, username: str, **options):
         User = get_user_model()
-        if User.objects.filter(username=username).exists():
+        existing = username_holder(username)
+        if existing is not None:
+            # Any case: "Admin" would clash with "admin" (usernames are unique regardless of case).
+            name = existing.username
             self.stdout.write(
-                f"The administrator '{username}' exists already (its password was printed when it "
-                f"was created; reset it with: manage.py changepassword {username})."
+                f"The administrator '{name}' exists already (its password was printed when it "
+                f"was created; reset it with: manage.py changepassword {name})."
             )
             return
         password = secrets.token_urlsafe(12)
