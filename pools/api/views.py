@@ -87,6 +87,7 @@ class VmReturnViewSet(ScopedViewSetMixin, viewsets.GenericViewSet):
     """Giving a pool's VM back: its user, or an admin of its pool."""
 
     queryset = VirtualMachine.objects.all()
+    filter_backends: list = []  # the URL names the VM; no list parameters apply
 
     @extend_schema(request=None, responses={202: JobSerializer(many=True)})
     @action(detail=True, methods=["post"], url_path="return")

@@ -231,6 +231,7 @@ class ClusterBalanceViewSet(ScopedViewSetMixin, viewsets.GenericViewSet):
     """The balancer's dry run on a cluster the caller may see."""
 
     queryset = Cluster.objects.all()
+    filter_backends: list = []  # the URL names the cluster; no list parameters apply
 
     @extend_schema(responses=BalancePreviewSerializer)
     @action(detail=True, methods=["get"])
