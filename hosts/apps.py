@@ -11,7 +11,8 @@ class HostsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from hosts import dashboard, demo, jobs, metrics, roles
+        # Importing operations registers each with the job runner by its kind.
+        from hosts import dashboard, demo, jobs, metrics, operations, roles  # noqa: F401
         from project import events, loops, scopes
         from project import metrics as project_metrics
 

@@ -1,0 +1,128 @@
+"""What a running job's steps work with: its context (progress, journal, cancellation), the
+heartbeat that shows its worker is alive, and the ways a job ends early."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from hosts.models import Job, JobJournal, JobState, VirtualMachine
+from hosts.models.jobs import RUNNING_JOB_STATES
+from project import events
+from project.models import EventKind
+
+# One logger for the whole runner: operators filter its lines by this name.
+logger = logging.getLogger("hosts.jobs")
+
+
+class JobCancelled(Exception):
+    """The job was cancelled between two steps."""
+
+
+class JobLost(Exception):
+    """The job is no longer this worker's: the reaper failed it while the worker was stalled
+    (a frozen machine, a long pause). The worker stops at its next step and touches nothing."""
+
+
+class JobFailed(Exception):
+    """A step failed; ``code`` is stable for clients, the message is for people."""
+
+    def __init__(self, code: str, message: str, result: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.result = result
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def log_extra(job: Job) -> dict:
+    """The job's ids for a log record (``extra=``): a JSON log line carries them as fields."""
+    return {"job_id": job.pk, "job_kind": job.kind, "vm_id": job.vm_id}
+
+
+def job_event(job: Job, message: str = "") -> None:
+    """The job's state in the event feed, scoped to its VM, cluster, pool and requester."""
+    vm = job.vm
+    events.emit(
+        EventKind.JOB,
+        "job",
+        job.pk,
+        message or f"{job.get_kind_display()} {job.get_state_display().lower()}",
+        {"state": job.state, "progress": job.progress, "step": job.step, "kind": job.kind},
+        vm_id=job.vm_id,
+        cluster_id=vm.cluster_id if vm else (job.host.cluster_id if job.host else None),
+        pool_id=vm.pool_id if vm else None,
+        user_id=job.requested_by_id,
+    )
+
+
+class JobContext:
+    """What an operation's steps use: progress, journal, cancellation, the job's VM."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.vm = job.vm
+        # The placement decision, once made: kept in the job's result whatever the outcome.
+        self.placement: dict | None = None
+
+    def step(self, label: str, progress: float) -> None:
+        """Begin a step: check for cancellation, record it, move the progress bar."""
+        self.check_cancelled()
+        now = timezone.now()
+        Job.objects.filter(pk=self.job.pk).update(step=label, progress=progress, heartbeat_at=now)
+        self.job.step, self.job.progress = label, progress
+        JobJournal.objects.create(job=self.job, message=label)
+        logger.info("%s", label, extra=log_extra(self.job))
+        job_event(self.job, label)
+
+    def log(self, message: str) -> None:
+        JobJournal.objects.create(job=self.job, message=message)
+        logger.info("%s", message, extra=log_extra(self.job))
+
+    def check_cancelled(self) -> None:
+        """Stop at a step boundary when a cancel was asked, or when the job is no longer this
+        worker's (the reaper failed it while the worker was stalled)."""
+        state = Job.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
+        if state == JobState.CANCELLING:
+            raise JobCancelled()
+        if state not in RUNNING_JOB_STATES:
+            raise JobLost()
+
+    def refresh_vm(self) -> VirtualMachine:
+        self.vm.refresh_from_db()
+        return self.vm
+
+
+class Heartbeat:
+    """Touches the job's heartbeat on a thread while a step blocks (on libvirt, a hook…)."""
+
+    def __init__(self, job_id: int):
+        self._job_id = job_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(settings.CORRAL_JOB_HEARTBEAT_INTERVAL):
+                Job.objects.filter(pk=self._job_id, state__in=RUNNING_JOB_STATES).update(
+                    heartbeat_at=timezone.now()
+                )
+        finally:
+            connection.close()

@@ -1,0 +1,145 @@
+"""Running one job: claim it if it heads its VM's queue, run its operation's steps under a
+heartbeat, settle its VM, record the outcome and hand the VM's next job over.
+
+Operations are found by kind in ``OPERATIONS``, which ``hosts.operations`` fills when it is
+imported (the app's ``ready()`` imports it): the runner knows no operation by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import transaction
+from django.utils import timezone
+
+from hosts.jobs.context import (
+    Heartbeat,
+    JobCancelled,
+    JobContext,
+    JobFailed,
+    JobLost,
+    job_event,
+    log_extra,
+    logger,
+    worker_name,
+)
+from hosts.jobs.dispatch import dispatch_next
+from hosts.jobs.settle import changed_outside, finish_vm
+from hosts.models import Job, JobState, VirtualMachine
+from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
+from hosts.signals import job_finished
+from project import events
+
+Operation = Callable[[JobContext], dict | None]
+OPERATIONS: dict[str, Operation] = {}
+
+
+def register_operation(kind: str, operation: Operation) -> None:
+    """Run ``operation`` for jobs of ``kind`` (one per kind; registering again replaces it)."""
+    OPERATIONS[kind] = operation
+
+
+def claim(job_id: int) -> Job | None:
+    """Mark the job running if it is the head of its VM's queue; None if it must not run now."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.state != JobState.PENDING:
+            return None
+        if job.vm_id is not None:
+            VirtualMachine.objects.select_for_update(of=("self",)).filter(pk=job.vm_id).first()
+            earlier = Job.objects.filter(
+                vm_id=job.vm_id, id__lt=job.pk, state__in=ACTIVE_JOB_STATES
+            ).exists()
+            running = Job.objects.filter(vm_id=job.vm_id, state__in=RUNNING_JOB_STATES).exists()
+            if earlier or running:
+                Job.objects.filter(pk=job.pk).update(dispatched_at=None)
+                return None
+        now = timezone.now()
+        job.state, job.started_at, job.heartbeat_at = JobState.RUNNING, now, now
+        job.worker = worker_name()
+        job.save(update_fields=["state", "started_at", "heartbeat_at", "worker"])
+        job_event(job)
+    return job
+
+
+def run(job_id: int) -> str:
+    """Run one job to its end (the django-q2 task body). Returns its final state."""
+    job = claim(job_id)
+    if job is None:
+        return "skipped"
+    operation = OPERATIONS[job.kind]
+    context = JobContext(job)
+    extra = log_extra(job)
+    logger.info("job %s (%s) started", job.pk, job.kind, extra=extra)
+    state, result, error_code, error_message = JobState.SUCCEEDED, None, "", ""
+    lost = False
+    settled = None
+    with Heartbeat(job.pk):
+        try:
+            result = operation(context)
+        except JobLost:
+            lost = True
+        except JobCancelled:
+            state = JobState.CANCELLED
+            context.log("Cancelled between steps")
+        except JobFailed as exc:
+            state, error_code, error_message = JobState.FAILED, exc.code, exc.message
+            result = exc.result
+            context.log(f"Failed: {exc.message}")
+        except Exception as exc:  # a bug or an unexpected libvirt answer: fail, never hang
+            logger.exception("job %s crashed", job.pk, extra=extra)
+            state, error_code, error_message = JobState.FAILED, "internal_error", str(exc)
+            context.log(f"Failed: {exc}")
+        finally:
+            # A job failed meanwhile by the reaper (it ran too long, say, in one long call) is
+            # lost too: its VM was settled then and may be another job's by now.
+            lost = lost or not Job.objects.filter(pk=job.pk, state__in=RUNNING_JOB_STATES).exists()
+            if job.vm_id is not None and not lost:
+                settled = finish_vm(job.vm_id, succeeded=state == JobState.SUCCEEDED)
+    if lost:
+        logger.warning(
+            "job %s (%s) was failed by the reaper while it ran; it stops here",
+            job.pk,
+            job.kind,
+            extra=extra,
+        )
+        return "lost"
+    if state == JobState.SUCCEEDED and settled is not None:
+        # The host's final word on the VM must be what the job did: an outside change that
+        # came after the job's own wait (during its last hooks, say) contradicts it.
+        contradiction = changed_outside(job.kind, settled)
+        if contradiction:
+            state, error_code, error_message = JobState.FAILED, "changed_outside", contradiction
+            context.log(f"Failed: {contradiction}")
+            events.alert(
+                "vm",
+                settled.pk,
+                contradiction,
+                vm_id=settled.pk,
+                cluster_id=settled.cluster_id,
+                pool_id=settled.pool_id,
+            )
+    if context.placement is not None and "placement" not in (result or {}):
+        result = {**(result or {}), "placement": context.placement}
+    finish(job, state, result, error_code, error_message)
+    logger.info("job %s (%s) %s", job.pk, job.kind, state, extra=extra)
+    return state
+
+
+def finish(job: Job, state: str, result, error_code: str, error_message: str) -> None:
+    """Record the job's outcome (unless the reaper already did) and hand its VM's next job
+    over."""
+    with transaction.atomic():
+        updated = Job.objects.filter(pk=job.pk, state__in=RUNNING_JOB_STATES).update(
+            state=state,
+            progress=1.0 if state == JobState.SUCCEEDED else job.progress,
+            result=result,
+            error_code=error_code,
+            error_message=error_message[:5000],
+            finished_at=timezone.now(),
+        )
+        if updated:
+            job.refresh_from_db()
+            job_event(job)
+            transaction.on_commit(lambda: job_finished.send(sender=Job, job=job))
+        transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id, job_id=job.pk))

@@ -1,0 +1,52 @@
+"""VM operations as small steps (XAPI's micro-ops), run by the job runner.
+
+Each operation moves the VM to a transitional status while it runs, works through its steps
+(hooks, placement, libvirt calls, waiting for the host to report the result) and returns a
+result. Whatever happens, the runner then sets the VM to the stationary state its host
+reports (``hosts.jobs.settle``): a failed step never leaves a guess behind.
+
+``power`` starts and stops VMs, ``migrate`` moves them, ``lifecycle`` prepares, reverts and
+deletes them, ``common`` holds what they share. Importing this package registers each
+operation with the runner by its job kind (the app's ``ready()`` does).
+"""
+
+from hosts import jobs
+from hosts.models import JobKind
+from hosts.operations.common import BASE_SNAPSHOT, RUNNING, STOPPED, spec_for, wait_for
+from hosts.operations.lifecycle import delete, noop, prepare, revert
+from hosts.operations.migrate import migrate
+from hosts.operations.power import poweroff, resume, shutdown, start, suspend
+
+OPERATIONS = {
+    JobKind.START: start,
+    JobKind.SHUTDOWN: shutdown,
+    JobKind.POWEROFF: poweroff,
+    JobKind.SUSPEND: suspend,
+    JobKind.RESUME: resume,
+    JobKind.MIGRATE: migrate,
+    JobKind.DELETE: delete,
+    JobKind.PREPARE: prepare,
+    JobKind.REVERT: revert,
+    JobKind.NOOP: noop,
+}
+for kind, operation in OPERATIONS.items():
+    jobs.register_operation(kind, operation)
+
+__all__ = [
+    "BASE_SNAPSHOT",
+    "OPERATIONS",
+    "RUNNING",
+    "STOPPED",
+    "delete",
+    "migrate",
+    "noop",
+    "poweroff",
+    "prepare",
+    "resume",
+    "revert",
+    "shutdown",
+    "spec_for",
+    "start",
+    "suspend",
+    "wait_for",
+]

@@ -1,0 +1,144 @@
+"""Power operations: start (placing the VM on a host first), shut down, power off, suspend,
+resume."""
+
+from __future__ import annotations
+
+from hosts import driver
+from hosts.jobs import JobContext, JobFailed
+from hosts.models import Host, VirtualMachine, VmStatus
+from hosts.operations.common import (
+    BASE_SNAPSHOT,
+    RUNNING,
+    STOPPED,
+    current_state,
+    host_call,
+    place_vm,
+    run_event_hooks,
+    set_status,
+    spec_for,
+    wait_for,
+)
+
+
+def start(ctx: JobContext) -> dict:
+    vm = ctx.refresh_vm()
+    state = current_state(vm)
+    if vm.host is not None and state in RUNNING:
+        ctx.log(f"Already running on {vm.host.name}")
+        return {"host": vm.host.name, "already": True}
+    if state == "paused":
+        # Creating a domain that is paused does nothing: starting it means resuming it.
+        return _resume_paused(ctx, vm)
+    if vm.reservation_id is not None and vm.reservation.lease.status != "ACTIVE":
+        lease = vm.reservation.lease
+        raise JobFailed(
+            "lease_not_active",
+            f"Lease {lease.name} is {lease.status.lower()}; its VMs run only from "
+            f"{lease.start_date:%Y-%m-%d %H:%M} to {lease.end_date:%Y-%m-%d %H:%M}.",
+        )
+    run_event_hooks(ctx, "vm-pre-start", 0.05)
+    ctx.step("Choosing a host", 0.15)
+    previous = vm.host
+    chosen = place_vm(ctx, vm, lambda host: set_status(vm, VmStatus.STARTING, host=host))
+    host, explanation = chosen.host, chosen.explanation
+    ctx.log(f"Placed on {host.name} (order: {', '.join(explanation.get('order', []))})")
+    if previous is not None and previous.pk != host.pk:
+        ctx.step(f"Moving the stopped VM from {previous.name} to {host.name}", 0.25)
+        _move_stopped(ctx, vm, previous, host)
+    ctx.step(f"Defining the VM on {host.name}", 0.35)
+    host_call(driver.define, host.uri, spec_for(vm))
+    if _needs_base_snapshot(vm) and not host_call(
+        driver.has_snapshot, host.uri, str(vm.uuid), BASE_SNAPSHOT
+    ):
+        ctx.step("Taking the base snapshot", 0.45)
+        host_call(driver.snapshot_create, host.uri, str(vm.uuid), BASE_SNAPSHOT)
+    ctx.step("Starting the VM", 0.55)
+    host_call(driver.start, host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to run", 0.75)
+    wait_for(ctx, host, RUNNING, STOPPED, "starting")
+    run_event_hooks(ctx, "vm-post-start", 0.9)
+    return {"host": host.name, "placement": explanation}
+
+
+def _resume_paused(ctx: JobContext, vm: VirtualMachine) -> dict:
+    set_status(vm, VmStatus.RESUMING)
+    ctx.step(f"Resuming the paused VM on {vm.host.name}", 0.4)
+    host_call(driver.resume, vm.host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to run", 0.7)
+    wait_for(ctx, vm.host, RUNNING, STOPPED, "resuming")
+    return {"host": vm.host.name, "resumed": True}
+
+
+def _needs_base_snapshot(vm: VirtualMachine) -> bool:
+    """A VM of a stateless pool must have its base snapshot before it first runs."""
+    return vm.pool_id is not None and vm.pool.stateless
+
+
+def _move_stopped(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
+    """A stopped VM defined on an unusable host: move its definition (and snapshots) over."""
+    try:
+        exists = driver.domain_power_state(source.uri, str(vm.uuid)) is not None
+    except driver.DriverError:
+        ctx.log(f"{source.name} is unreachable; defining the VM afresh on {destination.name}")
+        return
+    if exists:
+        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
+
+
+def _stop(ctx: JobContext, how: str) -> dict:
+    vm = ctx.refresh_vm()
+    state = current_state(vm)
+    if state is None or state in STOPPED:
+        ctx.log("Already stopped")
+        return {"already": True}
+    run_event_hooks(ctx, "vm-pre-stop", 0.05)
+    set_status(vm, VmStatus.STOPPING)
+    host = vm.host
+    if how == "shutdown":
+        ctx.step("Asking the guest to shut down", 0.3)
+        host_call(driver.shutdown, host.uri, str(vm.uuid))
+    else:
+        ctx.step("Powering off", 0.3)
+        host_call(driver.power_off, host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to stop", 0.6)
+    wait_for(ctx, host, STOPPED, set(), "stopping")
+    run_event_hooks(ctx, "vm-post-stop", 0.9)
+    return {"host": host.name}
+
+
+def shutdown(ctx: JobContext) -> dict:
+    return _stop(ctx, "shutdown")
+
+
+def poweroff(ctx: JobContext) -> dict:
+    return _stop(ctx, "poweroff")
+
+
+def suspend(ctx: JobContext) -> dict:
+    vm = ctx.refresh_vm()
+    state = current_state(vm)
+    if state == "paused":
+        return {"already": True}
+    if state not in RUNNING:
+        raise JobFailed("not_running", f"VM {vm.name} is not running, so it cannot be suspended.")
+    set_status(vm, VmStatus.SUSPENDING)
+    ctx.step("Suspending", 0.4)
+    host_call(driver.suspend, vm.host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to pause", 0.7)
+    wait_for(ctx, vm.host, {"paused"}, STOPPED, "suspending")
+    return {"host": vm.host.name}
+
+
+def resume(ctx: JobContext) -> dict:
+    vm = ctx.refresh_vm()
+    state = current_state(vm)
+    if state in RUNNING:
+        return {"already": True}
+    if state != "paused":
+        raise JobFailed("not_paused", f"VM {vm.name} is not suspended, so it cannot be resumed.")
+    set_status(vm, VmStatus.RESUMING)
+    ctx.step("Resuming", 0.4)
+    host_call(driver.resume, vm.host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to run", 0.7)
+    wait_for(ctx, vm.host, RUNNING, STOPPED, "resuming")
+    return {"host": vm.host.name}
