@@ -1,20 +1,9 @@
-"""Power-state sync (CloudStack's design): hosts report raw power states; the DB follows.
-
-``sync_host`` reads one host's report (one libvirt call) and writes only what changed: a
-repeated identical report is written at most three times in a row (``power_state_update_count``)
-and then not at all. When no job runs on a VM, its lifecycle status follows the host and a
-change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
-its host's report for two sync intervals is PowerReportMissing. A report read before a job on
-a VM ended is not applied to that VM: the next one is. An unreachable host goes
-NonResponsive and its VMs Unknown — never Down, never restarted because of it. A host whose
-URI the allowlist refuses (a row written around validation) is Error, its VMs left as they
-were: it is never opened, so nothing is known of them. Each report
-also starts or stops the host's over-utilization clock (``overloaded_since``).
-"""
+"""Applying one host's report: write only what changed, cap repeated identical writes, let a
+running job decide its VM's status, note VMs missing from the report and the domains Corral
+does not manage, and the host's own figures."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -34,36 +23,19 @@ from hosts.models import (
     VmStatus,
 )
 from hosts.models.jobs import RUNNING_JOB_STATES
-from hosts.signals import host_reported, host_unreachable, vm_stopped
+from hosts.signals import host_reported
+from hosts.sync.reconcile import (
+    RUNNING_STATUSES,
+    announce_stop,
+    status_for,
+    vm_changed,
+    vm_scope,
+)
 from project import events
 from project.models import EventKind
 
-logger = logging.getLogger(__name__)
-
 REPEAT_WRITE_CAP = 3
 
-# Statuses of a VM that runs (or is on its way down): reaching Down from one is a stop.
-RUNNING_STATUSES = {
-    VmStatus.UP,
-    VmStatus.PAUSED,
-    VmStatus.STOPPING,
-    VmStatus.SUSPENDING,
-    VmStatus.RESUMING,
-    VmStatus.MIGRATING,
-}
-
-STATUS_FOR_POWER = {
-    PowerState.RUNNING: VmStatus.UP,
-    PowerState.BLOCKED: VmStatus.UP,
-    PowerState.SHUTDOWN: VmStatus.UP,  # shutting down, still running until it is off
-    PowerState.PAUSED: VmStatus.PAUSED,
-    PowerState.PMSUSPENDED: VmStatus.PAUSED,
-    PowerState.SHUTOFF: VmStatus.DOWN,
-    PowerState.CRASHED: VmStatus.DOWN,
-    PowerState.NOSTATE: VmStatus.DOWN,
-    PowerState.REPORT_MISSING: VmStatus.DOWN,
-    PowerState.UNKNOWN: VmStatus.UNKNOWN,
-}
 ACTIVE_POWER_STATES = {
     PowerState.RUNNING,
     PowerState.BLOCKED,
@@ -73,32 +45,13 @@ ACTIVE_POWER_STATES = {
 }
 
 
-def status_for(power_state: str | None) -> str:
-    if power_state is None:
-        return VmStatus.DOWN
-    return STATUS_FOR_POWER.get(power_state, VmStatus.UNKNOWN)
-
-
 @dataclass
 class SyncResult:
+    """What one sync of one host did: the host's status after it, VMs written, alerts raised."""
+
     host_status: str
     vms_written: int = 0
     alerts: list[str] = field(default_factory=list)
-
-
-def _vm_scope(vm: VirtualMachine) -> dict:
-    return {"vm_id": vm.pk, "cluster_id": vm.cluster_id, "pool_id": vm.pool_id}
-
-
-def vm_changed(vm: VirtualMachine, message: str) -> None:
-    events.emit(
-        EventKind.CHANGED,
-        "vm",
-        vm.pk,
-        message,
-        {"status": vm.status, "power_state": vm.power_state, "host": vm.host_id},
-        **_vm_scope(vm),
-    )
 
 
 def _record_power(vm: VirtualMachine, state: str, host: Host, now) -> set[str]:
@@ -156,26 +109,8 @@ def _follow_host(vm: VirtualMachine, host: Host, state: str, busy: bool) -> tupl
             verb = {VmStatus.DOWN: "stopped", VmStatus.UP: "started", VmStatus.PAUSED: "paused"}
             alert = alert or f"VM {vm.name} {verb.get(wanted, wanted)} outside Corral"
         if wanted == VmStatus.DOWN and before in RUNNING_STATUSES:
-            _announce_stop(vm.pk)
+            announce_stop(vm.pk)
     return changed, alert
-
-
-def _announce_stop(vm_id: int) -> None:
-    transaction.on_commit(lambda: vm_stopped.send(sender=VirtualMachine, vm_id=vm_id))
-
-
-def sync_host(host_id: int) -> SyncResult:
-    """Read one host's report and bring the DB in step with it."""
-    host = Host.objects.get(pk=host_id)
-    if host.status == HostStatus.MAINTENANCE:
-        return SyncResult(host_status=host.status)
-    try:
-        report = driver.host_report(host.uri)
-    except driver.UriRefused as exc:
-        return mark_refused(host_id, exc.message)
-    except driver.DriverError as exc:
-        return mark_unreachable(host_id, exc.message)
-    return apply_report(host_id, report)
 
 
 @transaction.atomic
@@ -235,7 +170,7 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
             to_write[vm.pk] = (vm, fields)
         if alert:
             result.alerts.append(alert)
-            events.alert("vm", vm.pk, alert, **_vm_scope(vm))
+            events.alert("vm", vm.pk, alert, **vm_scope(vm))
         elif "status" in moved:
             vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
     _write(to_write)
@@ -301,88 +236,3 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
             f"Host {host.name} is Up",
             cluster_id=host.cluster_id,
         )
-
-
-@transaction.atomic
-def mark_refused(host_id: int, detail: str) -> SyncResult:
-    """Host Error: its URI is one Corral never opens. One alert (when it becomes so); its VMs
-    are left as they are — the host was not asked, so nothing is known of them."""
-    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
-    if host.status == HostStatus.MAINTENANCE:
-        return SyncResult(host_status=host.status)
-    result = SyncResult(host_status=HostStatus.ERROR)
-    detail = detail[:500]
-    if (host.status, host.status_detail) == (HostStatus.ERROR, detail):
-        return result
-    Host.objects.filter(pk=host.pk).update(
-        status=HostStatus.ERROR, status_detail=detail, updated_at=timezone.now()
-    )
-    message = f"Host {host.name} is in error: {detail}"
-    result.alerts.append(message)
-    events.alert("host", host.pk, message, cluster_id=host.cluster_id)
-    # Like an unreachable host, it holds no reservation any more (moved once, when it failed).
-    failed = host.status in (HostStatus.ERROR, HostStatus.NON_RESPONSIVE)
-    if not failed:
-        transaction.on_commit(lambda: host_unreachable.send(sender=Host, host=host))
-    return result
-
-
-@transaction.atomic
-def mark_unreachable(host_id: int, detail: str) -> SyncResult:
-    """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
-    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
-    if host.status == HostStatus.MAINTENANCE:
-        return SyncResult(host_status=host.status)
-    result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)
-    if host.status != HostStatus.NON_RESPONSIVE:
-        Host.objects.filter(pk=host.pk).update(
-            status=HostStatus.NON_RESPONSIVE, status_detail=detail[:500], updated_at=timezone.now()
-        )
-        message = f"Host {host.name} is not responding: {detail}"
-        result.alerts.append(message)
-        events.alert("host", host.pk, message, cluster_id=host.cluster_id)
-        transaction.on_commit(lambda: host_unreachable.send(sender=Host, host=host))
-    busy = Job.objects.filter(vm__host=host, state__in=RUNNING_JOB_STATES).values("vm_id")
-    stale = VirtualMachine.objects.filter(host=host).exclude(pk__in=busy)
-    stale = stale.exclude(status=VmStatus.UNKNOWN, power_state=PowerState.UNKNOWN)
-    now = timezone.now()
-    result.vms_written = stale.update(
-        status=VmStatus.UNKNOWN,
-        power_state=PowerState.UNKNOWN,
-        power_state_update_count=1,
-        power_state_updated_at=now,
-        updated_at=now,
-    )
-    return result
-
-
-def reconcile_vm(vm_id: int) -> VirtualMachine:
-    """Ask the VM's host what state it is in, and set the VM's stationary status from that."""
-    with transaction.atomic():
-        vm = (
-            VirtualMachine.objects.select_for_update(of=("self",))
-            .select_related("host")
-            .get(pk=vm_id)
-        )
-        host = vm.host
-        if host is None:
-            state = None
-        else:
-            try:
-                state = driver.domain_power_state(host.uri, str(vm.uuid))
-            except driver.DriverError:
-                state = PowerState.UNKNOWN
-        now = timezone.now()
-        before = vm.status
-        vm.status = status_for(state)
-        if host is not None:
-            vm.power_state = state or PowerState.REPORT_MISSING
-            vm.power_host, vm.power_state_update_count, vm.power_state_updated_at = host, 1, now
-            if state is None:
-                vm.host = None  # no domain on the host: it is defined again when started
-        vm.save()
-        if vm.status != before:
-            vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
-            if vm.status == VmStatus.DOWN and before in RUNNING_STATUSES:
-                _announce_stop(vm.pk)
-    return vm

@@ -1,0 +1,50 @@
+"""Power-state sync (CloudStack's design): hosts report raw power states; the DB follows.
+
+``sync_host`` reads one host's report (one libvirt call) and writes only what changed: a
+repeated identical report is written at most three times in a row (``power_state_update_count``)
+and then not at all. When no job runs on a VM, its lifecycle status follows the host and a
+change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
+its host's report for two sync intervals is PowerReportMissing. A report read before a job on
+a VM ended is not applied to that VM: the next one is. An unreachable host goes
+NonResponsive and its VMs Unknown — never Down, never restarted because of it. A host whose
+URI the allowlist refuses (a row written around validation) is Error, its VMs left as they
+were: it is never opened, so nothing is known of them. Each report
+also starts or stops the host's over-utilization clock (``overloaded_since``).
+
+``report`` applies a host's report, ``failures`` marks a host that cannot be asked,
+``reconcile`` maps power states to statuses and asks a host about one VM after a job.
+"""
+
+from __future__ import annotations
+
+from hosts import driver
+from hosts.models import Host, HostStatus
+from hosts.sync.failures import mark_refused, mark_unreachable
+from hosts.sync.reconcile import reconcile_vm, status_for, vm_changed
+from hosts.sync.report import REPEAT_WRITE_CAP, SyncResult, apply_report
+
+__all__ = [
+    "REPEAT_WRITE_CAP",
+    "SyncResult",
+    "apply_report",
+    "mark_refused",
+    "mark_unreachable",
+    "reconcile_vm",
+    "status_for",
+    "sync_host",
+    "vm_changed",
+]
+
+
+def sync_host(host_id: int) -> SyncResult:
+    """Read one host's report and bring the DB in step with it."""
+    host = Host.objects.get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
+    try:
+        report = driver.host_report(host.uri)
+    except driver.UriRefused as exc:
+        return mark_refused(host_id, exc.message)
+    except driver.DriverError as exc:
+        return mark_unreachable(host_id, exc.message)
+    return apply_report(host_id, report)

@@ -1,0 +1,66 @@
+"""A host that cannot be asked: NonResponsive when it does not answer (its VMs Unknown, never
+Down), Error when its URI is one Corral never opens (its VMs left as they were)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from hosts.models import Host, HostStatus, Job, PowerState, VirtualMachine, VmStatus
+from hosts.models.jobs import RUNNING_JOB_STATES
+from hosts.signals import host_unreachable
+from hosts.sync.report import SyncResult
+from project import events
+
+
+@transaction.atomic
+def mark_refused(host_id: int, detail: str) -> SyncResult:
+    """Host Error: its URI is one Corral never opens. One alert (when it becomes so); its VMs
+    are left as they are — the host was not asked, so nothing is known of them."""
+    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
+    result = SyncResult(host_status=HostStatus.ERROR)
+    detail = detail[:500]
+    if (host.status, host.status_detail) == (HostStatus.ERROR, detail):
+        return result
+    Host.objects.filter(pk=host.pk).update(
+        status=HostStatus.ERROR, status_detail=detail, updated_at=timezone.now()
+    )
+    message = f"Host {host.name} is in error: {detail}"
+    result.alerts.append(message)
+    events.alert("host", host.pk, message, cluster_id=host.cluster_id)
+    # Like an unreachable host, it holds no reservation any more (moved once, when it failed).
+    failed = host.status in (HostStatus.ERROR, HostStatus.NON_RESPONSIVE)
+    if not failed:
+        transaction.on_commit(lambda: host_unreachable.send(sender=Host, host=host))
+    return result
+
+
+@transaction.atomic
+def mark_unreachable(host_id: int, detail: str) -> SyncResult:
+    """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
+    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
+    result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)
+    if host.status != HostStatus.NON_RESPONSIVE:
+        Host.objects.filter(pk=host.pk).update(
+            status=HostStatus.NON_RESPONSIVE, status_detail=detail[:500], updated_at=timezone.now()
+        )
+        message = f"Host {host.name} is not responding: {detail}"
+        result.alerts.append(message)
+        events.alert("host", host.pk, message, cluster_id=host.cluster_id)
+        transaction.on_commit(lambda: host_unreachable.send(sender=Host, host=host))
+    busy = Job.objects.filter(vm__host=host, state__in=RUNNING_JOB_STATES).values("vm_id")
+    stale = VirtualMachine.objects.filter(host=host).exclude(pk__in=busy)
+    stale = stale.exclude(status=VmStatus.UNKNOWN, power_state=PowerState.UNKNOWN)
+    now = timezone.now()
+    result.vms_written = stale.update(
+        status=VmStatus.UNKNOWN,
+        power_state=PowerState.UNKNOWN,
+        power_state_update_count=1,
+        power_state_updated_at=now,
+        updated_at=now,
+    )
+    return result
