@@ -1,0 +1,33 @@
+"""Admin console screens for the inventory, jobs and external domains.
+
+``clusters`` holds clusters, hosts and templates, ``vms`` the VMs, ``jobs`` jobs and external
+domains. Importing this package registers them all (admin autodiscovery imports it); the apps
+above extend some of them (``project.admin_base.extend_admin``) when they are imported.
+"""
+
+from hosts.admin.clusters import (
+    HOST_PAGE_ROWS,
+    ONLY_VISIBLE,
+    ClusterAdmin,
+    HostAdmin,
+    HostInline,
+    TemplateAdmin,
+    load_bar,
+)
+from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin, JobJournalInline
+from hosts.admin.vms import VM_OPERATIONS, VirtualMachineAdmin
+
+__all__ = [
+    "HOST_PAGE_ROWS",
+    "ONLY_VISIBLE",
+    "VM_OPERATIONS",
+    "ClusterAdmin",
+    "ExternalDomainAdmin",
+    "HostAdmin",
+    "HostInline",
+    "JobAdmin",
+    "JobJournalInline",
+    "TemplateAdmin",
+    "VirtualMachineAdmin",
+    "load_bar",
+]

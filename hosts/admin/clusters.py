@@ -1,0 +1,224 @@
+"""Admin screens for the inventory: clusters (with their hosts inline), hosts (their load, the
+VMs and external domains on them, maintenance), templates."""
+
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
+
+from hosts import services
+from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
+from hosts.usage import Load, load, with_usage
+from project.admin_base import ScopedAdmin
+from project.db import count_of
+from project.errors import Refused
+from project.permissions import holds, restrict
+
+ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter  # a filter never names what the user cannot see
+HOST_PAGE_ROWS = 50  # VMs and external domains listed on a host's page
+
+
+class HostInline(admin.TabularInline):
+    model = Host
+    fields = ["name", "uri", "status", "reservable", "cpus", "memory_mb"]
+    readonly_fields = ["status", "cpus", "memory_mb"]
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(Cluster)
+class ClusterAdmin(ScopedAdmin):
+    list_display = ["name", "description", "policy", "host_count", "vm_count"]
+    search_fields = ["name", "description"]
+    list_select_related = ["policy"]
+    inlines = [HostInline]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                host_count=count_of(Host.objects.all(), "cluster"),
+                vm_count=count_of(VirtualMachine.objects.all(), "cluster"),
+            )
+        )
+
+    @admin.display(ordering="host_count", description="hosts")
+    def host_count(self, obj):
+        return obj.host_count
+
+    @admin.display(ordering="vm_count", description="VMs")
+    def vm_count(self, obj):
+        return obj.vm_count
+
+
+def load_bar(figures: Load, resource: str, reported: str = "") -> str:
+    """A meter of what VMs were given against what the scheduler may give, with the numbers."""
+    if figures.capacity is None:
+        return format_html(
+            '<span class="corral-load" data-resource="{}">not reported yet</span>', resource
+        )
+    return format_html(
+        '<div class="corral-load" data-resource="{}" data-used="{}" data-capacity="{}">'
+        '<div class="meter-line"><meter min="0" max="{}" value="{}" high="{}" '
+        'optimum="0" title="{}%">{}%</meter> {} of {} {}</div>'
+        '<div class="mini quiet">{}</div></div>',
+        resource,
+        figures.used,
+        figures.capacity,
+        figures.capacity,
+        min(figures.used, figures.capacity),
+        int(figures.capacity * 0.8),
+        figures.percent,
+        figures.percent,
+        figures.used,
+        figures.capacity,
+        figures.unit,
+        reported,
+    )
+
+
+@admin.register(Host)
+class HostAdmin(ScopedAdmin):
+    list_display = [
+        "name",
+        "cluster",
+        "status",
+        "memory_load",
+        "cpu_load",
+        "running_vm_count",
+        "reservable",
+        "last_seen_at",
+    ]
+    list_filter = [("cluster", ONLY_VISIBLE), "status", "reservable"]
+    search_fields = ["name", "uri", "description"]
+    readonly_fields = [
+        "status",
+        "status_detail",
+        "memory_load",
+        "cpu_load",
+        "cpus",
+        "memory_mb",
+        "cpu_usage_percent",
+        "memory_used_mb",
+        "last_seen_at",
+        "created_at",
+        "updated_at",
+    ]
+    list_select_related = ["cluster"]
+    actions = ["put_in_maintenance", "activate"]
+
+    def get_queryset(self, request):
+        return with_usage(super().get_queryset(request))
+
+    def get_fieldsets(self, request, obj=None):
+        main = ["name", "cluster", "uri", "description", "reservable", "networks", "capabilities"]
+        if obj is None:
+            return [(None, {"fields": main})]
+        return [
+            (None, {"fields": main}),
+            ("Status", {"fields": ["status", "status_detail", "last_seen_at"]}),
+            (
+                "Capacity and load",
+                {
+                    "fields": [
+                        "memory_load",
+                        "cpu_load",
+                        "cpus",
+                        "memory_mb",
+                        "cpu_usage_percent",
+                        "memory_used_mb",
+                    ]
+                },
+            ),
+            ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
+        ]
+
+    @admin.display(description="memory (given to VMs)")
+    def memory_load(self, obj):
+        memory, _ = load(obj)
+        reported = (
+            f"{obj.memory_used_mb} MiB in use on the host" if obj.memory_used_mb is not None else ""
+        )
+        return load_bar(memory, "memory", reported)
+
+    @admin.display(description="vCPUs (given to VMs)")
+    def cpu_load(self, obj):
+        _, vcpus = load(obj)
+        measured = obj.cpu_usage_percent
+        reported = f"host CPU {measured:.0f}%" if measured is not None else ""
+        return load_bar(vcpus, "vcpus", reported)
+
+    @admin.display(ordering="running_vms", description="VMs running")
+    def running_vm_count(self, obj):
+        return obj.running_vms
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), **self._on_host(request, object_id)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _on_host(self, request, object_id) -> dict:
+        """The VMs and external domains on the host that the user may see (a page of each)."""
+        try:
+            host_id = int(object_id)
+        except (TypeError, ValueError):
+            return {}
+        vms = restrict(
+            VirtualMachine.objects.filter(host_id=host_id),
+            request.user,
+            "hosts.view_virtualmachine",
+        ).select_related("owner")
+        domains = restrict(
+            ExternalDomain.objects.filter(host_id=host_id),
+            request.user,
+            "hosts.view_externaldomain",
+        )
+        return {
+            "host_vms": list(vms.order_by("name")[:HOST_PAGE_ROWS]),
+            "host_vm_count": vms.count(),
+            "host_vms_url": reverse("admin:hosts_virtualmachine_changelist")
+            + f"?host__id__exact={host_id}",
+            "host_domains": list(domains.order_by("name")[:HOST_PAGE_ROWS]),
+            "host_domain_count": domains.count(),
+            "host_domains_url": reverse("admin:hosts_externaldomain_changelist")
+            + f"?host__id__exact={host_id}",
+        }
+
+    def _each_host(self, request, queryset, verb: str, service):
+        for host in queryset:
+            if not holds(request.user, "hosts.change_host", host):
+                self.message_user(request, f"You may not {verb} host {host.name}.", messages.ERROR)
+                continue
+            try:
+                outcome = service(host, requested_by=request.user)
+            except Refused as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+                continue
+            yield host, outcome
+
+    @admin.action(
+        description="Put in maintenance (move its running VMs away)", permissions=["change"]
+    )
+    def put_in_maintenance(self, request, queryset):
+        done = self._each_host(request, queryset, "put in maintenance", services.put_in_maintenance)
+        for host, migrations in done:
+            moving = f"; {len(migrations)} VM(s) migrating away" if migrations else ""
+            self.message_user(
+                request, f"Host {host.name} is in maintenance{moving}.", messages.SUCCESS
+            )
+
+    @admin.action(description="Activate (leave maintenance)", permissions=["change"])
+    def activate(self, request, queryset):
+        for host, _ in self._each_host(request, queryset, "activate", services.activate_host):
+            self.message_user(
+                request,
+                f"Host {host.name} left maintenance; it is Up once it is read again.",
+                messages.SUCCESS,
+            )
+
+
+@admin.register(Template)
+class TemplateAdmin(ScopedAdmin):
+    list_display = ["name", "cluster", "vcpus", "memory_mb", "disk_gb", "os_type"]
+    list_filter = [("cluster", ONLY_VISIBLE), "os_type"]
+    search_fields = ["name", "description"]
+    list_select_related = ["cluster"]

@@ -1,0 +1,183 @@
+"""Admin screen for VMs: their state, power operations queued as jobs, deletion through the VM
+service (a VM defined on a host is removed from it first)."""
+
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as confirm_deletion
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+
+from hosts import services
+from hosts.admin.clusters import ONLY_VISIBLE
+from hosts.models import JobKind, VirtualMachine
+from project.admin_base import ScopedAdmin
+from project.errors import Refused
+from project.permissions import holds
+
+# Admin action -> (job kind, the action it needs on each VM, what the message calls it).
+VM_OPERATIONS = {
+    "start": (JobKind.START, "hosts.operate_virtualmachine", "start"),
+    "shut_down": (JobKind.SHUTDOWN, "hosts.operate_virtualmachine", "shut down"),
+    "power_off": (JobKind.POWEROFF, "hosts.operate_virtualmachine", "power off"),
+    "migrate": (JobKind.MIGRATE, "hosts.migrate_virtualmachine", "migrate"),
+}
+
+
+def _vm_operation(name: str, description: str, permission: str):
+    kind, action, verb = VM_OPERATIONS[name]
+
+    def run(modeladmin, request, queryset):
+        queued = []
+        for vm in queryset:
+            if not holds(request.user, action, vm):
+                modeladmin.message_user(
+                    request, f"You may not {verb} VM {vm.name}.", messages.ERROR
+                )
+                continue
+            try:
+                job = services.request_operation(vm, kind, requested_by=request.user)
+            except Refused as exc:
+                modeladmin.message_user(request, exc.message, messages.ERROR)
+                continue
+            queued.append(f"{vm.name} (job #{job.pk})")
+        if queued:
+            modeladmin.message_user(
+                request,
+                f"{verb.capitalize()} queued for {len(queued)} VM(s): {', '.join(queued)}.",
+                messages.SUCCESS,
+            )
+
+    run.__name__ = name
+    return admin.action(description=description, permissions=[permission])(run)
+
+
+@admin.register(VirtualMachine)
+class VirtualMachineAdmin(ScopedAdmin):
+    list_display = [
+        "name",
+        "cluster",
+        "host",
+        "pool",
+        "owner",
+        "status",
+        "power_state",
+        "power_state_updated_at",
+        "vcpus",
+        "memory_mb",
+    ]
+    list_filter = [
+        ("cluster", ONLY_VISIBLE),
+        "status",
+        "power_state",
+        ("pool", ONLY_VISIBLE),
+        ("host", ONLY_VISIBLE),
+    ]
+    search_fields = ["name", "description", "uuid", "owner__username"]
+    readonly_fields = [
+        "uuid",
+        "host",
+        "status",
+        "power_state",
+        "power_state_updated_at",
+        "power_state_update_count",
+        "power_host",
+        "migrating_to",
+        "prestart_failures",
+        "created_at",
+        "updated_at",
+    ]
+    # Set only by the services that keep grants, per-user limits and events right (allocate,
+    # return, launch into a lease): shown, never edited on a VM's page.
+    readonly_on_change = ["owner", "pool", "reservation", "cluster", "template"]
+    list_select_related = ["cluster", "host", "pool", "owner"]
+    raw_id_fields = ["owner"]
+    actions = [
+        "start",
+        "shut_down",
+        "power_off",
+        "migrate",
+        "delete_selected",
+    ]
+
+    start = _vm_operation("start", "Start", "operate")
+    shut_down = _vm_operation("shut_down", "Shut down", "operate")
+    power_off = _vm_operation("power_off", "Power off", "operate")
+    migrate = _vm_operation("migrate", "Migrate (to a host the scheduler picks)", "migrate")
+
+    def has_operate_permission(self, request):
+        return holds(request.user, "hosts.operate_virtualmachine")
+
+    def has_migrate_permission(self, request):
+        return holds(request.user, "hosts.migrate_virtualmachine")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields += self.readonly_on_change
+        else:
+            fields.append("pool")  # a pool numbers and prepares its own VMs
+        return fields
+
+    @admin.action(
+        description="Delete selected VMs (stopped ones; removed from their host first)",
+        permissions=["delete"],
+    )
+    def delete_selected(self, request, queryset):
+        if not request.POST.get("post"):
+            return confirm_deletion(self, request, queryset)
+        deleted = []
+        for vm in queryset:
+            if not holds(request.user, "hosts.delete_virtualmachine", vm):
+                self.message_user(request, f"You may not delete VM {vm.name}.", messages.ERROR)
+            elif self._delete(request, vm) == "deleted":
+                deleted.append(vm.name)
+        if deleted:
+            self.message_user(
+                request, f"Deleted {len(deleted)} VM(s): {', '.join(deleted)}.", messages.SUCCESS
+            )
+        return None
+
+    def _delete(self, request, vm) -> str:
+        """Delete through the VM service: a running VM is refused (""), a VM no host holds is
+        "deleted" at once, one defined on a host is "queued" to be removed from it first."""
+        try:
+            job = services.delete_vm(vm, requested_by=request.user)
+        except Refused as exc:
+            self.message_user(request, f"Not deleted: {exc.message}", messages.ERROR)
+            return ""
+        if job is None:
+            return "deleted"
+        self.message_user(
+            request,
+            f"VM {vm.name} is removed from its host by job #{job.pk}, then deleted.",
+            messages.SUCCESS,
+        )
+        return "queued"
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            # Only what the form changed: the rest of the row (owner, status, power state)
+            # moves under other writers meanwhile, and saving the whole row would put back
+            # what the page read.
+            changed = form.changed_data
+            obj.save(update_fields=[*changed, "updated_at"] if changed else [])
+        else:
+            # As through the API: the creator may manage the VM; its owner is the one chosen
+            # in the form, or the creator.
+            chosen = obj.owner
+            services.create_vm(obj, created_by=request.user)
+            if chosen is not None and chosen != obj.owner:
+                VirtualMachine.objects.filter(pk=obj.pk).update(owner=chosen)
+                obj.owner = chosen
+
+    def delete_model(self, request, obj):
+        if not self._delete(request, obj):
+            request._corral_refused = True
+
+    def delete_queryset(self, request, queryset):
+        for vm in queryset:
+            self._delete(request, vm)
+
+    def response_delete(self, request, obj_display, obj_id):
+        if getattr(request, "_corral_refused", False):
+            return HttpResponseRedirect(reverse("admin:hosts_virtualmachine_change", args=[obj_id]))
+        return super().response_delete(request, obj_display, obj_id)
