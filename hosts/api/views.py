@@ -8,6 +8,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hosts import jobs, services
+from hosts.api.filtersets import (
+    ClusterFilterSet,
+    ExternalDomainFilterSet,
+    HostFilterSet,
+    JobFilterSet,
+    TemplateFilterSet,
+    VirtualMachineFilterSet,
+)
 from hosts.api.serializers import (
     ClusterSerializer,
     EventFeedSerializer,
@@ -18,13 +26,6 @@ from hosts.api.serializers import (
     MigrateSerializer,
     TemplateSerializer,
     VirtualMachineSerializer,
-)
-from hosts.filtersets import (
-    ClusterFilterSet,
-    HostFilterSet,
-    JobFilterSet,
-    TemplateFilterSet,
-    VirtualMachineFilterSet,
 )
 from hosts.models import (
     Cluster,
@@ -186,7 +187,7 @@ class ExternalDomainViewSet(ScopedReadOnlyViewSet):
 
     queryset = ExternalDomain.objects.select_related("host")
     serializer_class = ExternalDomainSerializer
-    filterset_fields = ["host", "power_state"]
+    filterset_class = ExternalDomainFilterSet
     ordering_fields = ["name", "host", "id"]
 
 

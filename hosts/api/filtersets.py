@@ -1,9 +1,11 @@
-"""Filters for the inventory lists (API and, later, the portal)."""
+"""Filters for the inventory lists of the API: clusters, hosts, templates, VMs, jobs and the
+domains Corral does not manage."""
 
 import django_filters
 
 from hosts.models import (
     Cluster,
+    ExternalDomain,
     Host,
     HostStatus,
     Job,
@@ -63,3 +65,9 @@ class JobFilterSet(ScopedFilterSet):
     class Meta:
         model = Job
         fields = {"vm": ["exact"], "host": ["exact"]}
+
+
+class ExternalDomainFilterSet(ScopedFilterSet):
+    class Meta:
+        model = ExternalDomain
+        fields = ["host", "power_state"]
