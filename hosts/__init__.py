@@ -1,1 +1,2 @@
-"""Clusters, hosts, templates and VMs: the inventory, and (later) the libvirt driver behind it."""
+"""Clusters, hosts, templates and VMs: the inventory, the libvirt driver behind it, the job
+runner and VM operations, and the power-state sync that keeps the database in step with hosts."""

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 
 from hosts.models import VirtualMachine
 from leases import services
+from leases.api.filtersets import LeaseFilterSet
 from leases.api.serializers import (
     CapacityAnswerSerializer,
     LeaseRequestSerializer,
@@ -35,7 +36,7 @@ class LeaseViewSet(ScopedModelViewSet):
         "events",
     )
     serializer_class = LeaseSerializer
-    filterset_fields = ["status", "degraded"]
+    filterset_class = LeaseFilterSet
     search_fields = ["name"]
     ordering_fields = ["start_date", "end_date", "name", "id"]
 

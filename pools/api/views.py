@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from hosts.api.serializers import JobSerializer
 from hosts.models import VirtualMachine
 from pools import services
+from pools.api.filtersets import VmPoolFilterSet
 from pools.api.serializers import AllocationSerializer, VmPoolSerializer
 from pools.models import VmPool
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
@@ -21,7 +22,7 @@ class VmPoolViewSet(ScopedModelViewSet):
 
     queryset = VmPool.objects.with_counts()
     serializer_class = VmPoolSerializer
-    filterset_fields = ["cluster", "template", "type", "stateless"]
+    filterset_class = VmPoolFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id", "size", "created_at"]
     action_permissions = {"allocatevm": "pools.allocate_vmpool"}

@@ -17,6 +17,7 @@ from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
 from project.errors import Refused
 from project.permissions import holds, holds_at_system, restrict
 from scheduling import services
+from scheduling.api.filtersets import AffinityGroupFilterSet, PolicyFilterSet, PolicyUnitFilterSet
 from scheduling.api.serializers import (
     AffinityGroupSerializer,
     BalancePreviewSerializer,
@@ -50,7 +51,7 @@ class PolicyUnitViewSet(
 
     queryset = PolicyUnit.objects.all()
     serializer_class = PolicyUnitSerializer
-    filterset_fields = ["internal", "enabled", "is_filter", "is_weight", "is_balance"]
+    filterset_class = PolicyUnitFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id"]
 
@@ -79,7 +80,7 @@ class PolicyViewSet(viewsets.ModelViewSet):
         Prefetch("weights", queryset=PolicyWeight.objects.select_related("unit")),
     )
     serializer_class = PolicySerializer
-    filterset_fields = ["locked", "is_default"]
+    filterset_class = PolicyFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id"]
 
@@ -222,7 +223,7 @@ class AffinityGroupViewSet(ScopedModelViewSet):
 
     queryset = AffinityGroup.objects.prefetch_related("vms", "hosts")
     serializer_class = AffinityGroupSerializer
-    filterset_fields = ["cluster", "vm_rule", "host_rule"]
+    filterset_class = AffinityGroupFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id"]
 
