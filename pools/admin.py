@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import F
 
 from hosts.models import VirtualMachine
-from pools import services
+from pools import monitor, services
 from pools.models import VmPool
 from project.admin_base import ScopedAdmin, extend_admin
 from project.errors import Refused
@@ -112,7 +112,7 @@ class VmPoolAdmin(ScopedAdmin):
                     request, f"You may not prestart VMs of pool {pool.name}.", messages.ERROR
                 )
                 continue
-            started += services.monitor_pool(pool.pk)
+            started += monitor.monitor_pool(pool.pk)
         self.message_user(request, f"Queued {started} start job(s).")
 
 
@@ -138,7 +138,7 @@ class PoolVmActions:
             )
         VirtualMachine.objects.filter(pk__in=[vm.pk for vm in cleared]).update(prestart_failures=0)
         for pool_id in {vm.pool_id for vm in cleared if vm.pool_id}:
-            services.nudge_monitor(pool_id)
+            monitor.nudge_monitor(pool_id)
         if cleared:
             self.message_user(
                 request,

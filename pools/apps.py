@@ -10,7 +10,7 @@ class PoolsConfig(AppConfig):
     def ready(self) -> None:
         from hosts import views as vm_pages
         from hosts.signals import job_finished, vm_stopped
-        from pools import dashboard, demo, metrics, roles, services, tasks, views
+        from pools import dashboard, demo, metrics, monitor, roles, services, tasks, views
         from project import events, scopes
         from project import metrics as project_metrics
 
@@ -28,4 +28,4 @@ class PoolsConfig(AppConfig):
         )
 
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
-        job_finished.connect(services.on_job_finished, dispatch_uid="pools-prestart-failures")
+        job_finished.connect(monitor.on_job_finished, dispatch_uid="pools-prestart-failures")

@@ -1,4 +1,4 @@
-"""VM pool use cases: create and resize pools, allocate a VM, return it, keep VMs prestarted.
+"""VM pool use cases: create and resize pools, allocate a VM, return it.
 
 Allocation is one transaction that locks only what it takes: the caller's user row (so one
 user's concurrent requests cannot exceed ``max_user_vms``) and the VM it hands out, chosen
@@ -11,25 +11,31 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, Subquery, When, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Case, Exists, Max, OuterRef, Subquery, When
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools.models import PoolType, VmPool
+
+# The monitor's entry points, named here too for callers that know pools by its services.
+from pools.monitor import (  # noqa: F401
+    PRESTART,
+    monitor_all,
+    monitor_pool,
+    nudge_monitor,
+    prestarted_count,
+)
+from pools.queries import active_job, unassigned
 from project import events
-from project.db import count_of
 from project.errors import Refused
 from project.grants import grant_role, revoke_role
 from project.models import EventKind, Role
 
 logger = logging.getLogger(__name__)
 User = get_user_model()
-PRESTART = "prestart"
 
 
 class PoolExhausted(Refused):
@@ -47,23 +53,6 @@ class Allocation:
     vm: VirtualMachine
     job: Job | None  # the start job when the VM was not up yet
     instant: bool
-
-
-def _active_job(kind: str | None = None):
-    jobs_on_vm = Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES)
-    if kind is not None:
-        jobs_on_vm = jobs_on_vm.filter(kind=kind)
-    return Exists(jobs_on_vm)
-
-
-def _free_vms():
-    """VMs that no user holds and no admin holds back."""
-    return VirtualMachine.objects.filter(owner__isnull=True, admin_hold=False)
-
-
-def unassigned(pool: VmPool):
-    """The pool's VMs that no user holds and no admin holds back."""
-    return _free_vms().filter(pool=pool)
 
 
 # -- pools and their VMs ---------------------------------------------------------------------
@@ -147,7 +136,7 @@ def _shrink(pool: VmPool, count: int) -> None:
     removable = (
         unassigned(pool)
         .filter(status__in=[VmStatus.DOWN, VmStatus.UP, VmStatus.PAUSED])
-        .filter(~_active_job())
+        .filter(~active_job())
     )
     stopped_first = Case(When(status=VmStatus.DOWN, then=0), default=1)
     chosen: list[VirtualMachine] = []
@@ -250,14 +239,14 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             )
         )
         choices = (
-            ("up", free.filter(status=VmStatus.UP).filter(~_active_job())),
+            ("up", free.filter(status=VmStatus.UP).filter(~active_job())),
             (
                 "starting",
                 free.filter(starting)
                 .filter(~other_job)
                 .annotate(start_job_id=Subquery(start_jobs.order_by("pk").values("pk")[:1])),
             ),
-            ("down", free.filter(status=VmStatus.DOWN).filter(~_active_job())),
+            ("down", free.filter(status=VmStatus.DOWN).filter(~active_job())),
         )
         vm, kind = None, None
         for choice, candidates in choices:
@@ -339,147 +328,3 @@ def on_vm_stopped(sender=None, vm_id: int | None = None, **kwargs) -> None:
     ):
         return  # returned already (an admin's return stopped it): the revert is queued
     return_vm(vm)
-
-
-# -- the prestart monitor ---------------------------------------------------------------------
-
-
-def _prestarted():
-    """Unassigned VMs that are Up, or on their way up (a start job pending or running)."""
-    return _free_vms().filter(
-        Q(status__in=[VmStatus.UP, VmStatus.STARTING]) | Q(_active_job(JobKind.START))
-    )
-
-
-def prestarted_count(pool: VmPool) -> int:
-    """The pool's VMs that are prestarted or being prestarted."""
-    return _prestarted().filter(pool=pool).count()
-
-
-def monitor_pool(pool_id: int) -> int:
-    """Start up to a batch of the VMs the pool misses to reach ``prestarted_vms``; how many.
-
-    The pool's row is locked while counting and queueing, so two monitors at once (two task
-    clusters, or a tick and a nudge) never start more than needed; VMs already starting count.
-    """
-    return _start_missing([pool_id])[pool_id]
-
-
-def monitor_all() -> dict[int, int]:
-    """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
-
-    The pools short of VMs are found in one query, so a run over pools at their level costs
-    that query alone and locks nothing; the short ones are then served together
-    (``_start_missing``): a few queries for any number of pools, besides the task queue's one
-    message per start.
-    """
-    short = list(
-        VmPool.objects.filter(prestarted_vms__gt=0)
-        .annotate(prestarted=count_of(_prestarted(), "pool"))
-        .filter(prestarted__lt=F("prestarted_vms"))
-        .values_list("pk", flat=True)
-    )
-    return _start_missing(short) if short else {}
-
-
-def _start_missing(pool_ids: list[int]) -> dict[int, int]:
-    """Queue starts for what each pool misses of its prestarted VMs (up to a batch per pool);
-    pool id -> VMs started, for every id given.
-
-    The pools are locked together, in id order, and counted again under their locks; their
-    candidates (Down, unassigned, not given up on, no job) are picked in one query and queued
-    in one batch.
-    """
-    batch = settings.VMPOOL_MONITOR_BATCH_SIZE
-    counts = dict.fromkeys(pool_ids, 0)
-    with transaction.atomic():
-        levels = dict(
-            VmPool.objects.select_for_update()
-            .filter(pk__in=pool_ids, prestarted_vms__gt=0)
-            .order_by("pk")
-            .values_list("pk", "prestarted_vms")
-        )
-        counted = dict(
-            _prestarted()
-            .filter(pool__in=list(levels))
-            .order_by()
-            .values("pool")
-            .annotate(n=Count("pk"))
-            .values_list("pool", "n")
-        )
-        missing = {
-            pool_id: min(level - counted.get(pool_id, 0), batch)
-            for pool_id, level in levels.items()
-            if level > counted.get(pool_id, 0)
-        }
-        if not missing:
-            return counts
-        ranked = (
-            _free_vms()
-            .filter(
-                pool__in=list(missing),
-                status=VmStatus.DOWN,
-                prestart_failures__lt=settings.VMPOOL_MONITOR_MAX_ATTEMPTS,
-            )
-            .filter(~_active_job())
-            .annotate(
-                rank=Window(
-                    RowNumber(), partition_by=F("pool"), order_by=[F("pool_index"), F("pk")]
-                )
-            )
-            .filter(rank__lte=batch)
-            .order_by("pool", "rank")
-        )
-        candidates = [vm for vm in ranked if vm.rank <= missing[vm.pool_id]]
-        started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
-    pool_of = {vm.pk: vm.pool_id for vm in candidates}
-    for job in started:
-        counts[pool_of[job.vm_id]] += 1
-    return counts
-
-
-def nudge_monitor(pool_id: int) -> None:
-    """Run the pool's monitor now, on a task worker (after an allocation or a pool change)."""
-    from django_q.tasks import async_task
-
-    async_task("pools.tasks.monitor_pool", pool_id, task_name=f"prestart-{pool_id}")
-
-
-def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
-    """Count failed prestarts per VM (giving up after the limit, with an alert); any start of
-    the VM that succeeds (a prestart, or one a user or admin asked for) clears the count.
-
-    A VM that became ready to start (prepared, or reverted after a return) nudges its pool's
-    monitor: a monitor run while the VM was busy could not start it.
-    """
-    if job is None or job.vm_id is None:
-        return
-    if job.kind in (JobKind.PREPARE, JobKind.REVERT) and job.state == "succeeded":
-        pool_id = VirtualMachine.objects.filter(pk=job.vm_id).values_list("pool_id", flat=True)
-        if pool_id and pool_id[0]:
-            nudge_monitor(pool_id[0])
-        return
-    if job.kind != JobKind.START:
-        return
-    if job.state == "succeeded":
-        VirtualMachine.objects.filter(pk=job.vm_id, prestart_failures__gt=0).update(
-            prestart_failures=0
-        )
-        return
-    if (job.params or {}).get("reason") != PRESTART:
-        return
-    vm = VirtualMachine.objects.filter(pk=job.vm_id).first()
-    if vm is None:
-        return
-    failures = vm.prestart_failures + 1
-    VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=failures)
-    if failures >= settings.VMPOOL_MONITOR_MAX_ATTEMPTS:
-        events.alert(
-            "vm",
-            vm.pk,
-            f"VM {vm.name} failed to prestart {failures} times in a row; the pool skips it "
-            f"until an admin looks at it ({job.error_message})",
-            vm_id=vm.pk,
-            cluster_id=vm.cluster_id,
-            pool_id=vm.pool_id,
-        )

@@ -3,22 +3,22 @@
 from django.conf import settings
 from django.db import close_old_connections
 
-from pools import services
+from pools import monitor
 from project import loops
 
 
 def monitor_pool(pool_id: int) -> int:
     close_old_connections()
-    return services.monitor_pool(pool_id)
+    return monitor.monitor_pool(pool_id)
 
 
 def monitor_all() -> dict:
     close_old_connections()
-    return services.monitor_all()
+    return monitor.monitor_all()
 
 
 def register() -> None:
     """The prestart monitor over every pool, every VMPOOL_MONITOR_INTERVAL seconds."""
     loops.register(
-        "pool-monitor", services.monitor_all, every=lambda: settings.VMPOOL_MONITOR_INTERVAL
+        "pool-monitor", monitor.monitor_all, every=lambda: settings.VMPOOL_MONITOR_INTERVAL
     )

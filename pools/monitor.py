@@ -1,0 +1,155 @@
+"""The prestart monitor: keeps each pool's ``prestarted_vms`` running and unassigned, so a user
+who takes a VM gets one at once. Run by the ticker over every pool, and nudged for one pool
+after an allocation, a return or a pool change; it counts failed prestarts per VM and gives up
+on a VM after ``VMPOOL_MONITOR_MAX_ATTEMPTS``."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Window
+from django.db.models.functions import RowNumber
+
+from hosts import jobs
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from pools.models import VmPool
+from pools.queries import active_job, free_vms, prestarted
+from project import events
+from project.db import count_of
+
+# The reason a prestart's start job carries: its failures are counted against the VM.
+PRESTART = "prestart"
+
+
+def prestarted_count(pool: VmPool) -> int:
+    """The pool's VMs that are prestarted or being prestarted."""
+    return prestarted().filter(pool=pool).count()
+
+
+def monitor_pool(pool_id: int) -> int:
+    """Start up to a batch of the VMs the pool misses to reach ``prestarted_vms``; how many.
+
+    The pool's row is locked while counting and queueing, so two monitors at once (two task
+    clusters, or a tick and a nudge) never start more than needed; VMs already starting count.
+    """
+    return _start_missing([pool_id])[pool_id]
+
+
+def monitor_all() -> dict[int, int]:
+    """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
+
+    The pools short of VMs are found in one query, so a run over pools at their level costs
+    that query alone and locks nothing; the short ones are then served together
+    (``_start_missing``): a few queries for any number of pools, besides the task queue's one
+    message per start.
+    """
+    short = list(
+        VmPool.objects.filter(prestarted_vms__gt=0)
+        .annotate(prestarted=count_of(prestarted(), "pool"))
+        .filter(prestarted__lt=F("prestarted_vms"))
+        .values_list("pk", flat=True)
+    )
+    return _start_missing(short) if short else {}
+
+
+def _start_missing(pool_ids: list[int]) -> dict[int, int]:
+    """Queue starts for what each pool misses of its prestarted VMs (up to a batch per pool);
+    pool id -> VMs started, for every id given.
+
+    The pools are locked together, in id order, and counted again under their locks; their
+    candidates (Down, unassigned, not given up on, no job) are picked in one query and queued
+    in one batch.
+    """
+    batch = settings.VMPOOL_MONITOR_BATCH_SIZE
+    counts = dict.fromkeys(pool_ids, 0)
+    with transaction.atomic():
+        levels = dict(
+            VmPool.objects.select_for_update()
+            .filter(pk__in=pool_ids, prestarted_vms__gt=0)
+            .order_by("pk")
+            .values_list("pk", "prestarted_vms")
+        )
+        counted = dict(
+            prestarted()
+            .filter(pool__in=list(levels))
+            .order_by()
+            .values("pool")
+            .annotate(n=Count("pk"))
+            .values_list("pool", "n")
+        )
+        missing = {
+            pool_id: min(level - counted.get(pool_id, 0), batch)
+            for pool_id, level in levels.items()
+            if level > counted.get(pool_id, 0)
+        }
+        if not missing:
+            return counts
+        ranked = (
+            free_vms()
+            .filter(
+                pool__in=list(missing),
+                status=VmStatus.DOWN,
+                prestart_failures__lt=settings.VMPOOL_MONITOR_MAX_ATTEMPTS,
+            )
+            .filter(~active_job())
+            .annotate(
+                rank=Window(
+                    RowNumber(), partition_by=F("pool"), order_by=[F("pool_index"), F("pk")]
+                )
+            )
+            .filter(rank__lte=batch)
+            .order_by("pool", "rank")
+        )
+        candidates = [vm for vm in ranked if vm.rank <= missing[vm.pool_id]]
+        started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
+    pool_of = {vm.pk: vm.pool_id for vm in candidates}
+    for job in started:
+        counts[pool_of[job.vm_id]] += 1
+    return counts
+
+
+def nudge_monitor(pool_id: int) -> None:
+    """Run the pool's monitor now, on a task worker (after an allocation or a pool change)."""
+    from django_q.tasks import async_task
+
+    async_task("pools.tasks.monitor_pool", pool_id, task_name=f"prestart-{pool_id}")
+
+
+def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
+    """Count failed prestarts per VM (giving up after the limit, with an alert); any start of
+    the VM that succeeds (a prestart, or one a user or admin asked for) clears the count.
+
+    A VM that became ready to start (prepared, or reverted after a return) nudges its pool's
+    monitor: a monitor run while the VM was busy could not start it.
+    """
+    if job is None or job.vm_id is None:
+        return
+    if job.kind in (JobKind.PREPARE, JobKind.REVERT) and job.state == "succeeded":
+        pool_id = VirtualMachine.objects.filter(pk=job.vm_id).values_list("pool_id", flat=True)
+        if pool_id and pool_id[0]:
+            nudge_monitor(pool_id[0])
+        return
+    if job.kind != JobKind.START:
+        return
+    if job.state == "succeeded":
+        VirtualMachine.objects.filter(pk=job.vm_id, prestart_failures__gt=0).update(
+            prestart_failures=0
+        )
+        return
+    if (job.params or {}).get("reason") != PRESTART:
+        return
+    vm = VirtualMachine.objects.filter(pk=job.vm_id).first()
+    if vm is None:
+        return
+    failures = vm.prestart_failures + 1
+    VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=failures)
+    if failures >= settings.VMPOOL_MONITOR_MAX_ATTEMPTS:
+        events.alert(
+            "vm",
+            vm.pk,
+            f"VM {vm.name} failed to prestart {failures} times in a row; the pool skips it "
+            f"until an admin looks at it ({job.error_message})",
+            vm_id=vm.pk,
+            cluster_id=vm.cluster_id,
+            pool_id=vm.pool_id,
+        )
