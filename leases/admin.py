@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from hosts.models import Cluster
 from leases.capacity_timeline import chart, cluster_timeline
 from leases.models import Allocation, Lease, LeaseEvent, Reservation
+from leases.services import delete_lease
 from project.admin_base import ScopedAdmin, extend_admin
 from project.permissions import restrict
 
@@ -137,8 +138,6 @@ class LeaseAdmin(ScopedAdmin):
         return False
 
     def delete_model(self, request, obj):
-        from leases.services import delete_lease
-
         delete_lease(obj)
 
 

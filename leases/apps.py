@@ -10,7 +10,7 @@ class LeasesConfig(AppConfig):
     def ready(self) -> None:
         from hosts import checks
         from hosts.signals import host_unreachable
-        from leases import launch, metrics, placement, roles, services, tasks
+        from leases import launch, lifecycle, metrics, placement, roles, tasks
         from project import events, scopes
         from project import metrics as project_metrics
         from scheduling import constraints
@@ -22,4 +22,4 @@ class LeasesConfig(AppConfig):
         constraints.register(placement.reserved_hosts)
         checks.add_launch_rule(launch.check_launch)
         tasks.register()
-        host_unreachable.connect(services.on_host_unreachable, dispatch_uid="leases-host-lost")
+        host_unreachable.connect(lifecycle.on_host_unreachable, dispatch_uid="leases-host-lost")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hosts.models import VirtualMachine
 from leases.models import LeaseStatus
-from leases.services import reserved_slots
+from leases.reservations import reserved_slots
 
 
 def reserved_hosts(vm: VirtualMachine) -> set[int] | None:

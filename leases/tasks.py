@@ -3,9 +3,9 @@ checked on every tick of the ticker."""
 
 from __future__ import annotations
 
-from leases import services
+from leases import lifecycle
 from project import loops
 
 
 def register() -> None:
-    loops.register("lease-events", services.run_due_events)
+    loops.register("lease-events", lifecycle.run_due_events)
