@@ -14,8 +14,10 @@ fresh one must neither skip them nor run them again too soon.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import socket
 import threading
 import time
 import uuid
@@ -24,6 +26,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django_q.models import Schedule
+from django_q.tasks import async_task
 
 from hosts import jobs, sync
 from hosts.driver import LifecycleListener
@@ -50,8 +54,6 @@ def sync_host(host_id: int) -> dict:
 
 
 def queue_tick() -> None:
-    from django_q.tasks import async_task
-
     async_task("hosts.tasks.tick", task_name="corral-ticker")
 
 
@@ -172,3 +174,32 @@ def tick(seconds: float | None = None) -> str:
     if outcome == "done":
         queue_tick()
     return outcome
+
+
+def ensure_schedules(**kwargs) -> None:
+    """The ticker's safety net: a schedule every minute revives it if its chain broke
+    (``post_migrate``)."""
+    Schedule.objects.update_or_create(
+        name="corral-ticker",
+        defaults={
+            "func": "hosts.tasks.tick",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+        },
+    )
+
+
+def revive_ticker(sender=None, proc_name: str = "", **kwargs) -> None:
+    """A task worker started (a cluster started or restarted): make sure a ticker runs
+    (django-q2's ``post_spawn``)."""
+    try:
+        # Every worker of a starting cluster gets here; one queued ticker is enough. The lock
+        # is the cluster's own (its workers share the sentinel as parent): a cluster started
+        # right after another one died must not wait for the dead one's lock to expire.
+        cluster = hashlib.sha1(f"{socket.gethostname()}:{os.getppid()}".encode()).hexdigest()
+        if loops.acquire(f"{TICKER_LOCK}-revival-{cluster[:16]}", proc_name or "worker", ttl=15):
+            loops.forget_expired(f"{TICKER_LOCK}-revival-")
+            queue_tick()
+    except Exception:  # the broker may not be reachable yet; the schedule catches up
+        logger.exception("could not queue the ticker")

@@ -8,6 +8,8 @@ class LeasesConfig(AppConfig):
     portal_urls = "leases.urls"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules use the models, which are loaded only
+        # once every app is configured.
         from hosts import checks
         from hosts.signals import host_unreachable
         from leases import launch, lifecycle, metrics, placement, roles, tasks

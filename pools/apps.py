@@ -8,6 +8,8 @@ class PoolsConfig(AppConfig):
     portal_urls = "pools.urls"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules use the models, which are loaded only
+        # once every app is configured.
         from hosts import views as vm_pages
         from hosts.signals import job_finished, vm_stopped
         from pools import dashboard, demo, metrics, monitor, roles, services, tasks, views

@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from project.dashboard import dashboard
 from project.lockout import AdminLoginForm, answers_429_when_locked_out
 
 
@@ -26,14 +27,10 @@ class CorralAdminSite(admin.AdminSite):
         return [path("dashboard/", fragment, name="dashboard"), *super().get_urls()]
 
     def index(self, request, extra_context=None):
-        from project.dashboard import dashboard
-
         extra_context = {"dashboard": dashboard(request, self), **(extra_context or {})}
         return super().index(request, extra_context)
 
     def dashboard_view(self, request):
         """The dashboard's figures alone (HTML), for the index page to refresh itself."""
-        from project.dashboard import dashboard
-
         context = {"dashboard": dashboard(request, self)}
         return TemplateResponse(request, "admin/corral/dashboard.html", context)

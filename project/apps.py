@@ -9,6 +9,8 @@ class ProjectConfig(AppConfig):
     verbose_name = "Access"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules use the models, which are loaded only
+        # once every app is configured.
         from project import dashboard, scopes, tasks
         from project.accounts import refuse_username_in_use
         from project.roles import sync_builtin_roles

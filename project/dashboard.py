@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from project.events import visible_events
-from project.models import EventKind
+from project.models import Event, EventKind
 
 ALERT_WINDOW = timedelta(hours=24)
 SHOWN_ALERTS = 5
@@ -95,8 +95,6 @@ def dashboard(request, site) -> list[dict]:
 
 def alerts(user, now) -> dict:
     """Alerts of the last day: how many, and the latest few."""
-    from project.models import Event
-
     found = visible_events(user).filter(kind=EventKind.ALERT, created_at__gte=now - ALERT_WINDOW)
     latest = list(found.order_by("-id")[:SHOWN_ALERTS])
     count = len(latest) if len(latest) < SHOWN_ALERTS else found.count()

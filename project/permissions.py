@@ -23,6 +23,7 @@ from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from project import scopes
+from project.models import Role, System
 
 
 def scope_model(scope: str) -> type[Model]:
@@ -52,8 +53,6 @@ def _split(action: str) -> tuple[str, str]:
 def _role_codenames(action: str, also: str | None = None) -> QuerySet:
     """The guardian codenames of every role that includes ``action`` (and ``also``, if
     given), as a subquery."""
-    from project.models import Role
-
     roles = Role.objects.all()
     for wanted in (action, also):
         if wanted is not None:
@@ -260,15 +259,11 @@ def placement_refusal(
 
 def holds_at_system(user, action: str) -> bool:
     """Whether ``user`` may perform ``action`` system-wide (a grant on the System)."""
-    from project.models import System
-
     return holds(user, action, System(pk=1))
 
 
 def held_actions(user, obj: Model) -> set[str]:
     """Every action ``user`` holds on ``obj`` through grants on it or around it (two queries)."""
-    from project.models import Role
-
     if _is_unprivileged(user):
         return set()
     where = _scope_filter(obj)
@@ -311,8 +306,6 @@ class RoleBackend:
             return False
         if user_obj.is_superuser:
             return True
-        from project.models import Role
-
         roles = Role.objects.filter(actions__content_type__app_label=app_label).values(
             "grant_codename"
         )

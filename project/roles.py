@@ -4,11 +4,13 @@ Built-in roles are locked: after every ``migrate`` their actions are reset to wh
 says. Admins may add roles of their own through the API or the admin.
 """
 
+from django.apps import apps
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 
 from project import scopes
+from project.models import Role, System
 
 # Apps whose permissions are Corral actions: project's own, and each app that defines or
 # extends a role (``define``/``contribute`` from its ``AppConfig.ready()``).
@@ -99,10 +101,6 @@ def sync_builtin_roles(sender=None, **kwargs) -> None:
     post_migrate is sent once per app, in INSTALLED_APPS order, and each app's permissions are
     created on its own signal: run once, after the last app, when they all exist.
     """
-    from django.apps import apps
-
-    from project.models import Role, System
-
     if sender is not None and sender is not list(apps.get_app_configs())[-1]:
         return
 

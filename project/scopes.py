@@ -44,6 +44,8 @@ def register(name: str, model_label: str, *, rank: int, contents_need: str | Non
     Deleting such an object removes the grants on it: guardian keeps object keys as text, so
     nothing would cascade.
     """
+    # Imported here: project.grants imports this module (it orders grants by scope), so a
+    # module-level import either way round would be a cycle.
     from project.grants import remove_grants_on
 
     _scopes[name] = Scope(name, model_label, rank, contents_need)

@@ -8,6 +8,8 @@ class SchedulingConfig(AppConfig):
     api_urls = "scheduling.api.urls"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules use the models, which are loaded only
+        # once every app is configured.
         from hosts import checks, placement
         from hosts.signals import host_reported
         from scheduling import balancer, roles, scheduler, services, tasks

@@ -8,6 +8,7 @@ from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
+from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
@@ -22,6 +23,7 @@ from project.api.access_serializers import (
     GroupSerializer,
     MeSerializer,
     RoleSerializer,
+    UserSerializer,
     action_name,
     action_permissions,
 )
@@ -212,10 +214,7 @@ class UserViewSet(ScopedModelViewSet):
     ordering_fields = ["username", "id", "date_joined", "last_login"]
     action_permissions = {"activate": "auth.change_user", "deactivate": "auth.change_user"}
 
-    def get_serializer_class(self):
-        from project.api.access_serializers import UserSerializer
-
-        return UserSerializer
+    serializer_class = UserSerializer
 
     def get_queryset(self):
         visible = super().get_queryset()
@@ -259,8 +258,6 @@ class UserViewSet(ScopedModelViewSet):
             raise ValidationError({"detail": "You cannot deactivate yourself."})
         user.is_active = False
         user.save(update_fields=["is_active"])
-        from rest_framework.authtoken.models import Token
-
         Token.objects.filter(user=user).delete()
         return Response(self.get_serializer(user).data)
 
