@@ -6,7 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
-APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon
+# libvirt-python compiles against libvirt-dev; libvirtd serves the simulated hosts; the QEMU
+# driver, QEMU (TCG) and qemu-img run real guests (hosts/qemuhosts.py, hosts/tinyguest.py).
+APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-qemu \
+	qemu-system-x86 qemu-utils
 # The browser the end-to-end tests drive (tests only; `make run` does not need it).
 BROWSER_PACKAGES := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -32,6 +35,9 @@ system-packages:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@# The tiny guest (hosts/tinyguest.py) is built from packages apt must know of.
+	@apt-cache show --no-all-versions linux-image-cloud-amd64 >/dev/null 2>&1 || \
+		$(SUDO) apt-get update -qq
 
 # Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser).
 browser-packages:

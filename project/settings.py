@@ -224,6 +224,8 @@ CORRAL_SIMHOSTS_DIR = Path(
         f"/tmp/corral-simhosts/{hashlib.sha1(str(BASE_DIR).encode()).hexdigest()[:8]}",
     )
 )
+# The tiny guest real QEMU hosts boot (hosts/tinyguest.py): built once per package versions.
+CORRAL_TINYGUEST_DIR = Path(os.environ.get("CORRAL_TINYGUEST_DIR", VAR_DIR / "tinyguest"))
 
 # Logs go to stderr, as plain text or (CORRAL_LOG_FORMAT=json) one JSON object per line.
 CORRAL_LOG_FORMAT = os.environ.get("CORRAL_LOG_FORMAT", "plain")

@@ -140,6 +140,38 @@ def sim_daemons(tmp_path_factory):
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def qemu_daemons():
+    """Two real QEMU hosts (session libvirt daemons, each with its storage pool ``corral``).
+
+    Their folders are unique and short (``/tmp/cq-XXXXXXXX``), so parallel runs do not meet.
+    At the end their guests are destroyed, the daemons stopped and what they left killed.
+    """
+    import shutil
+
+    from hosts import qemuhosts
+
+    hosts = [
+        qemuhosts.QemuHost(name=f"qemu-{i}", directory=qemuhosts.new_directory()) for i in (1, 2)
+    ]
+    try:
+        for host in hosts:
+            qemuhosts.start(host)
+        yield hosts
+    finally:
+        for host in hosts:
+            qemuhosts.stop(host)
+            shutil.rmtree(host.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_guest():
+    """The tiny guest's kernel, initrd and blank disk (hosts/tinyguest.py), built once."""
+    from hosts import tinyguest
+
+    return tinyguest.build()
+
+
 class TaskCluster:
     """A real ``manage.py qcluster`` in its own process group, on the test database."""
 
