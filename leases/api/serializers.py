@@ -6,20 +6,19 @@ import json
 from datetime import UTC, datetime
 
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
+from project import times
 
 TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
-# Later times cannot be shown in every time zone (Python's calendar ends with 9999).
-LAST_YEAR = 9998
-TOO_LATE = f"Pick a time before the year {LAST_YEAR + 1}."
 
 
 def parse_time(value, field: str) -> datetime:
-    """Blazar's times: "now", "2017-05-17 09:07" (UTC), or ISO 8601 with a zone."""
+    """Blazar's times: "now", "2017-05-17 09:07" (UTC), or ISO 8601 with a zone; in UTC."""
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str) or not value.strip():
@@ -42,9 +41,10 @@ def parse_time(value, field: str) -> datetime:
         raise serializers.ValidationError(
             {field: "Use 'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."}
         )
-    if parsed.year > LAST_YEAR:
-        raise serializers.ValidationError({field: TOO_LATE})
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        return times.as_stored(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError({field: exc.messages}) from None
 
 
 PROPERTY_NAMES = {"$vcpus": "cpus", "$cpus": "cpus", "$memory_mb": "memory_mb"}
