@@ -223,8 +223,9 @@ class EventFeedView(APIView):
     )
     def get(self, request):
         try:
-            since = int(request.query_params.get("since", 0))
-            timeout = float(request.query_params.get("timeout", 0))
+            # An empty value means "not given", as for every other query parameter.
+            since = int(request.query_params.get("since") or 0)
+            timeout = float(request.query_params.get("timeout") or 0)
         except ValueError:
             raise ValidationError({"since": "since and timeout must be numbers."}) from None
         if since < 0 or not 0 <= timeout <= 60:

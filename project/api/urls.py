@@ -1,11 +1,11 @@
 """Everything under /api/: each app's routes, access control, token login and the schema."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from project import lockout
-from project.api import access_views
+from project.api import access_views, errors
 
 router = SimpleRouter()
 router.register("roles", access_views.RoleViewSet)
@@ -23,4 +23,6 @@ urlpatterns = [
     path("auth/token/", lockout.ObtainTokenView.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # Last: any other path under /api/ is a JSON 404, for every method.
+    re_path(r"^", errors.unknown_path, name="api-unknown"),
 ]
