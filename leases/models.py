@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from project.json_input import validate_flat_properties
+
 
 class LeaseStatus(models.TextChoices):
     PENDING = "PENDING", "Pending"
@@ -141,7 +143,9 @@ class Reservation(models.Model):
     min = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     max = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     # Both: what the hosts must offer, e.g. {"cpus": 16, "memory_mb": 65536}.
-    host_properties = models.JSONField(default=dict, blank=True)
+    host_properties = models.JSONField(
+        default=dict, blank=True, validators=[validate_flat_properties]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -5,6 +5,7 @@ from django.urls import include, path
 
 from project.metrics import metrics_view
 
+handler400 = "project.api.errors.refused_request"
 handler404 = "project.api.errors.not_found"
 
 admin.site.site_header = "Corral administration"

@@ -3,7 +3,7 @@
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
-from project.admin_base import ScopedAdmin
+from project.admin_base import JSON_FORM_FIELDS, ScopedAdmin
 from project.permissions import holds
 from scheduling import services
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
@@ -69,6 +69,7 @@ class PolicyAdmin(admin.ModelAdmin):
     search_fields = ["name", "description"]
     inlines = [PolicyFilterInline, PolicyWeightInline]
     actions = ["clone_policies"]
+    formfield_overrides = JSON_FORM_FIELDS
 
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_staff

@@ -483,11 +483,13 @@ def test_an_invalid_filter_value_is_a_json_400_naming_the_filter(api, url, field
     assert field in assert_json_error(response)
 
 
-def test_an_unknown_ordering_field_is_ignored(api, two_clusters_of_vms):
+def test_an_unknown_ordering_field_is_a_json_400_naming_the_parameter(api, two_clusters_of_vms):
     response = api.get("/api/vms/", {"ordering": "password"})
 
-    assert response.status_code == 200
-    assert response.json()["count"] == 3
+    assert response.status_code == 400
+    assert assert_json_error(response) == {
+        "ordering": ["Cannot order by 'password'; use name, id, status, cluster, host, created_at."]
+    }
 
 
 # --- Errors are JSON --------------------------------------------------------------------------

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import UTC, datetime
 
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
+from project import json_input, times
+from project.json_input import validate_flat_properties
 
 TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
-# Later times cannot be shown in every time zone (Python's calendar ends with 9999).
-LAST_YEAR = 9998
-TOO_LATE = f"Pick a time before the year {LAST_YEAR + 1}."
 
 
 def parse_time(value, field: str) -> datetime:
-    """Blazar's times: "now", "2017-05-17 09:07" (UTC), or ISO 8601 with a zone."""
+    """Blazar's times: "now", "2017-05-17 09:07" (UTC), or ISO 8601 with a zone; in UTC."""
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str) or not value.strip():
@@ -42,50 +42,70 @@ def parse_time(value, field: str) -> datetime:
         raise serializers.ValidationError(
             {field: "Use 'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."}
         )
-    if parsed.year > LAST_YEAR:
-        raise serializers.ValidationError({field: TOO_LATE})
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        return times.as_stored(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError({field: exc.messages}) from None
 
 
 PROPERTY_NAMES = {"$vcpus": "cpus", "$cpus": "cpus", "$memory_mb": "memory_mb"}
+# Host properties compared as minimums with the host's capacity, not as equal values.
+MINIMUM_PROPERTIES = ("cpus", "memory_mb")
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,15}")
 
 
 def parse_properties(value, field: str) -> dict:
-    """Host properties: a dict ({"cpus": 16}), or Blazar's expression string
-    ('["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]')."""
+    """Host properties: a map of single values ({"cpus": 16, "gpu": "a100"}), or Blazar's
+    expression ('["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]', as text or as
+    JSON). ``cpus`` and ``memory_mb`` are whole numbers; lists and objects are no values."""
     if value in (None, "", {}):
         return {}
     if isinstance(value, dict):
-        return value
+        properties = dict(value)
+    else:
+        try:
+            expression = json_input.loads(value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise serializers.ValidationError({field: str(exc)}) from None
+        properties = {}
+        _walk(expression, properties, field)
     try:
-        expression = json.loads(value) if isinstance(value, str) else value
-    except ValueError:
-        raise serializers.ValidationError({field: "Not valid JSON."}) from None
-    properties: dict = {}
-
-    def walk(node):
-        if not isinstance(node, list) or not node:
-            raise serializers.ValidationError({field: "Expected [op, $name, value]."})
-        op = node[0]
-        if op == "and":
-            for part in node[1:]:
-                walk(part)
-            return
-        if op not in ("==", ">=") or len(node) != 3 or not str(node[1]).startswith("$"):
-            raise serializers.ValidationError(
-                {field: f"Unsupported expression {node!r}: use ==, >= and and."}
-            )
-        name = PROPERTY_NAMES.get(node[1], node[1][1:])
-        if name in ("cpus", "memory_mb"):
-            try:
-                properties[name] = int(node[2])
-            except ValueError:
-                raise serializers.ValidationError({field: f"{node[1]} needs a number."}) from None
-        else:
-            properties[name] = node[2]
-
-    walk(expression)
+        validate_flat_properties(properties)
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError({field: exc.messages}) from None
+    for name in MINIMUM_PROPERTIES:
+        if name in properties:
+            properties[name] = _whole_number(properties[name], name, field)
     return properties
+
+
+def _walk(node, properties: dict, field: str) -> None:
+    """Collect the properties of one expression node (nesting is bounded by the JSON limits)."""
+    if not isinstance(node, list) or not node:
+        raise serializers.ValidationError({field: "Expected [op, $name, value]."})
+    op = node[0]
+    if op == "and":
+        for part in node[1:]:
+            _walk(part, properties, field)
+        return
+    if (
+        op not in ("==", ">=")
+        or len(node) != 3
+        or not isinstance(node[1], str)
+        or not node[1].startswith("$")
+    ):
+        raise serializers.ValidationError(
+            {field: f"Unsupported expression {node!r}: use ==, >= and and."}
+        )
+    properties[PROPERTY_NAMES.get(node[1], node[1][1:])] = node[2]
+
+
+def _whole_number(value, name: str, field: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value.strip()):
+        return int(value)
+    raise serializers.ValidationError({field: f"{name} needs a whole number."})
 
 
 class ReservationRequestSerializer(serializers.Serializer):

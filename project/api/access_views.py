@@ -25,6 +25,7 @@ from project.api.access_serializers import (
     action_permissions,
 )
 from project.api.viewsets import ScopedModelViewSet
+from project.filters import ORDERING_DESCRIPTION, ordering_schema, ordering_terms
 from project.models import Role
 from project.permissions import SCOPE_MODELS, holds, holds_at_system
 from project.roles import delete_grant_permissions, ensure_grant_permissions
@@ -101,12 +102,7 @@ def _lookup(model, value, field: str, name: str):
 
 def _grant_ordering(value: str | None) -> list[str]:
     """``?ordering=role,-principal`` as keys of ``grant_service.GRANT_ORDERINGS``."""
-    keys = [key.strip() for key in (value or "").split(",") if key.strip()]
-    unknown = [key for key in keys if key.lstrip("-") not in grant_service.GRANT_ORDERINGS]
-    if unknown:
-        choices = ", ".join(grant_service.GRANT_ORDERINGS)
-        raise ValidationError({"ordering": f"Cannot order by {unknown[0]}; use {choices}."})
-    return keys
+    return ordering_terms(value, list(grant_service.GRANT_ORDERINGS))
 
 
 @extend_schema_view(
@@ -119,8 +115,10 @@ def _grant_ordering(value: str | None) -> list[str]:
             OpenApiParameter("object_id", OpenApiTypes.INT),
             OpenApiParameter(
                 "ordering",
-                OpenApiTypes.STR,
-                description="Comma-separated: id, role, principal, object_type; '-' descends.",
+                ordering_schema(list(grant_service.GRANT_ORDERINGS)),
+                description=ORDERING_DESCRIPTION,
+                style="form",
+                explode=False,
             ),
         ]
     ),

@@ -1,11 +1,11 @@
 """Everything under /api/: each app's routes, access control, token login and the schema."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
 from project import lockout
-from project.api import access_views
+from project.api import access_views, errors
 from project.csp import api_docs_policy
 
 router = SimpleRouter()
@@ -33,4 +33,6 @@ urlpatterns = [
         ),
         name="api-docs",
     ),
+    # Last: any other path under /api/ is a JSON 404, for every method.
+    re_path(r"^", errors.unknown_path, name="api-unknown"),
 ]
