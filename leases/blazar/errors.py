@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -75,6 +76,7 @@ class BlazarView(APIView):
         return data
 
 
+@csrf_exempt
 def not_found(request, *args, **kwargs):
     """Any other URL under /reservation: Blazar's 404, never a page."""
     return JsonResponse(error_body(404, f"{request.path} not found."), status=404)
