@@ -95,7 +95,7 @@ def refuse_unknown(serializer: serializers.Serializer, data) -> None:
         unknown = sorted(set(data) - set(serializer.fields))
         if unknown:
             raise serializers.ValidationError(
-                {name: "Unknown field; Corral does not apply it." for name in unknown}
+                {name: ["Unknown field; Corral does not apply it."] for name in unknown}
             )
 
 
