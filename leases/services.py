@@ -301,6 +301,17 @@ def create_lease(
     return lease
 
 
+def _moved(moment: datetime, shift: timedelta | None, field: str) -> datetime:
+    """``moment`` moved by ``shift``, refused beyond the times every time zone can show."""
+    try:
+        moved = moment + (shift or timedelta())
+    except OverflowError:
+        moved = None
+    if moved is None or not 1 < moved.year < 9999:
+        raise ValidationError({field: "That moves the date out of range."})
+    return moved
+
+
 @transaction.atomic
 def update_lease(lease: Lease, changes: dict) -> Lease:
     """Change the window, the warning time, the name or the reservations; re-planned
@@ -316,8 +327,8 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
     lease = Lease.objects.select_for_update().get(pk=lease.pk)
     if lease.status in (LeaseStatus.TERMINATED, LeaseStatus.TERMINATING, LeaseStatus.ERROR):
         raise LeaseRefused(f"Lease {lease.name} has ended; it cannot change.")
-    start = changes.get("start", lease.start_date) + changes.get("start_shift", timedelta())
-    end = changes.get("end", lease.end_date) + changes.get("end_shift", timedelta())
+    start = _moved(changes.get("start", lease.start_date), changes.get("start_shift"), "start_date")
+    end = _moved(changes.get("end", lease.end_date), changes.get("end_shift"), "end_date")
     started = lease.status == LeaseStatus.ACTIVE
     if started and start != lease.start_date:
         raise LeaseRefused("The lease has started; its start cannot move (extend its end).")

@@ -296,6 +296,7 @@ def test_dates_move_by_durations(as_alice, created, change, start, end):
         ),
         ({"reduce_by": "3h"}, "end_date: The lease must end after it starts."),
         ({"unknown": 1}, "unknown: Unknown field; Corral does not apply it."),
+        ({"advance_by": "999999d"}, "start_date: That moves the date out of range."),
         ({}, "Nothing to change."),
     ],
 )
