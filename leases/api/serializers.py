@@ -242,7 +242,7 @@ class LeaseRequestSerializer(serializers.Serializer):
     before_end_date = serializers.CharField(required=False, allow_null=True)
     reservations = ReservationRequestSerializer(many=True, allow_empty=False)
     events = serializers.ListField(
-        required=False, max_length=0, help_text="Blazar's custom events: none are supported."
+        required=False, help_text="Blazar's custom events: none are supported (an empty list)."
     )
     end_action = serializers.ChoiceField(choices=EndAction.choices, default=EndAction.STOP)
     group = serializers.CharField(
