@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from django.contrib.auth.models import Group
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
@@ -99,6 +100,12 @@ def refuse_unknown(serializer: serializers.Serializer, data) -> None:
             )
 
 
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["True", "False", "None"]}],
+        "nullable": True,
+    }
+)
 class AffinityField(serializers.Field):
     """true (one host), false (distinct hosts) or null (any); Blazar's client sends the
     strings "True", "False" and "None"."""
