@@ -28,7 +28,7 @@ def password_login(username, password=PASSWORD, project=None, domain="Default", 
         body["auth"]["scope"] = {"project": {"name": project, "domain": {"name": "Default"}}}
     if scope:
         body["auth"]["scope"] = scope
-    return APIClient().post(TOKENS, body, format="json")
+    return APIClient(enforce_csrf_checks=True).post(TOKENS, body, format="json")
 
 
 def keystone_error(response) -> str:
