@@ -14,7 +14,11 @@ APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-
 BROWSER_PACKAGES := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint format bench system-packages browser-packages deps migrate demo clean help
+# The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own.
+OPENSTACK_VENV := var/openstack-venv
+OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
+
+.PHONY: run test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
@@ -49,6 +53,15 @@ browser-packages:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+$(OPENSTACK_STAMP): requirements-openstack.txt
+	$(MAKE) system-packages
+	rm -rf $(OPENSTACK_VENV)
+	$(PYTHON) -m venv $(OPENSTACK_VENV)
+	$(OPENSTACK_VENV)/bin/pip install -q -r requirements-openstack.txt
+	touch $(OPENSTACK_STAMP)
+
+openstack-clients: $(OPENSTACK_STAMP)
+
 $(PY):
 	$(MAKE) system-packages
 	$(PYTHON) -m venv $(VENV)
@@ -78,11 +91,11 @@ format: deps
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: deps browser-packages lint
+test: deps browser-packages openstack-clients lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: deps
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OPENSTACK_VENV) .pytest_cache .ruff_cache

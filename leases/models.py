@@ -6,6 +6,8 @@ reservations hold capacity on reservable hosts through allocations; lease events
 end them on time.
 """
 
+import uuid
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -33,6 +35,8 @@ class Lease(models.Model):
     """A time window of reserved capacity, owned by a user (and their group, if given)."""
 
     name = models.CharField(max_length=80)
+    # The id OpenStack's clients know the lease by (they take anything else for a name).
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="leases"
     )
@@ -177,3 +181,21 @@ class Allocation(models.Model):
     def __str__(self) -> str:
         what = "whole host" if self.whole_host else f"{self.slots} slots"
         return f"{what} on {self.host} for {self.reservation}"
+
+
+class HostProperty(models.Model):
+    """A property reservable hosts offer (a key of their capabilities), and whether it is
+    private: left out of the property list shown to lease users."""
+
+    name = models.CharField(max_length=64, unique=True)
+    private = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        default_permissions = ()
+        verbose_name_plural = "host properties"
+
+    def __str__(self) -> str:
+        return self.name

@@ -345,3 +345,8 @@ LEASE_MAX_DURATION_DAYS = float(os.environ.get("LEASE_MAX_DURATION_DAYS", "31"))
 LEASE_QUOTA_INSTANCES = int(os.environ.get("LEASE_QUOTA_INSTANCES", "0"))
 LEASE_QUOTA_VCPUS = int(os.environ.get("LEASE_QUOTA_VCPUS", "0"))
 LEASE_QUOTA_MEMORY_MB = int(os.environ.get("LEASE_QUOTA_MEMORY_MB", "0"))
+
+# OpenStack clients (the minimal Keystone at /identity/v3 and the services it lists): the URL
+# clients reach Corral at (default: the URL each request came to) and the catalog's region.
+CORRAL_PUBLIC_URL = os.environ.get("CORRAL_PUBLIC_URL", "")
+CORRAL_REGION = os.environ.get("CORRAL_REGION", "RegionOne")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
@@ -108,26 +109,105 @@ def _whole_number(value, name: str, field: str) -> int:
     raise serializers.ValidationError({field: f"{name} needs a whole number."})
 
 
+def refuse_unknown(serializer: serializers.Serializer, data) -> None:
+    """A field the API does not apply is a 400 naming it, never a silent no-op."""
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(serializer.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["Unknown field; Corral does not apply it."] for name in unknown}
+            )
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["True", "False", "None"]}],
+        "nullable": True,
+    }
+)
+class AffinityField(serializers.Field):
+    """true (one host), false (distinct hosts) or null (any); Blazar's client sends the
+    strings "True", "False" and "None"."""
+
+    WORDS = {"true": True, "false": False, "none": None, "null": None, "": None}
+    default_error_messages = {"invalid": "Use true (one host), false (distinct hosts) or null."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data.strip().lower() in self.WORDS:
+            return self.WORDS[data.strip().lower()]
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
+INSTANCE_ONLY = ("vcpus", "memory_mb", "disk_gb", "amount", "affinity")
+HOST_ONLY = ("min", "max", "before_end")
+PROPERTY_FIELDS = ("hypervisor_properties", "resource_properties", "host_properties")
+
+
+def _without_blanks(data):
+    """Blazar's client sends "" for every option left out: no value, not a bad one."""
+    if not isinstance(data, dict):
+        return data
+    return {key: value for key, value in data.items() if value != ""}
+
+
+def _check_before_end(attrs: dict) -> None:
+    # Blazar's host reservations may ask for an action before the end; Corral only warns.
+    action = attrs.pop("before_end", None)
+    if action not in (None, "default"):
+        raise serializers.ValidationError(
+            {"before_end": "Only 'default' (warn the owner) is supported."}
+        )
+
+
+def _refuse_other_kind(attrs: dict, kind: str) -> None:
+    other = HOST_ONLY if kind == ResourceType.INSTANCE else INSTANCE_ONLY
+    given = [name for name in other if attrs.get(name) is not None]
+    if given:
+        raise serializers.ValidationError(
+            {name: f"Not a field of {kind} reservations." for name in given}
+        )
+
+
 class ReservationRequestSerializer(serializers.Serializer):
     resource_type = serializers.ChoiceField(choices=ResourceType.choices)
     vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
     memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024**2)
-    disk_gb = serializers.IntegerField(required=False, min_value=0, max_value=64 * 1024, default=0)
+    disk_gb = serializers.IntegerField(required=False, min_value=0, max_value=64 * 1024)
     amount = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
-    affinity = serializers.BooleanField(required=False, allow_null=True, default=None)
+    affinity = AffinityField(required=False, default=None)
     min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    before_end = serializers.CharField(required=False, allow_null=True)
     host_properties = serializers.JSONField(required=False)
     resource_properties = serializers.JSONField(required=False)
     hypervisor_properties = serializers.JSONField(required=False)
 
+    def to_internal_value(self, data):
+        data = _without_blanks(data)
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
+
     def validate(self, attrs):
         errors = {}
-        if attrs["resource_type"] == ResourceType.INSTANCE:
+        kind = attrs["resource_type"]
+        _refuse_other_kind(attrs, kind)
+        if kind == ResourceType.INSTANCE:
+            attrs.setdefault("disk_gb", 0)
             for name in ("vcpus", "memory_mb", "amount"):
                 if attrs.get(name) is None:
                     errors[name] = "Required for virtual:instance."
         else:
+            _check_before_end(attrs)
+            attrs.pop("affinity", None)
             if attrs.get("min") is None:
                 errors["min"] = "Required for physical:host."
             attrs.setdefault("max", attrs.get("min"))
@@ -136,9 +216,43 @@ class ReservationRequestSerializer(serializers.Serializer):
         if errors:
             raise serializers.ValidationError(errors)
         properties = {}
-        for name in ("hypervisor_properties", "resource_properties", "host_properties"):
+        for name in PROPERTY_FIELDS:
             properties.update(parse_properties(attrs.pop(name, None), name))
         attrs["host_properties"] = properties
+        return attrs
+
+
+class ReservationChangeSerializer(serializers.Serializer):
+    """A change to one reservation of a lease (``id``); what is left out stays as it is."""
+
+    id = serializers.IntegerField(min_value=1)
+    resource_type = serializers.ChoiceField(choices=ResourceType.choices, required=False)
+    vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
+    memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024**2)
+    disk_gb = serializers.IntegerField(required=False, min_value=0, max_value=64 * 1024)
+    amount = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    affinity = AffinityField(required=False)
+    min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    before_end = serializers.CharField(required=False, allow_null=True)
+    host_properties = serializers.JSONField(required=False)
+    resource_properties = serializers.JSONField(required=False)
+    hypervisor_properties = serializers.JSONField(required=False)
+
+    def to_internal_value(self, data):
+        data = _without_blanks(data)
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        _check_before_end(attrs)
+        if len(attrs) == 1:
+            raise serializers.ValidationError(
+                {"reservations": f"Nothing to change in reservation {attrs['id']}."}
+            )
+        for name in PROPERTY_FIELDS:
+            if name in attrs:
+                attrs[name] = parse_properties(attrs[name], name)
         return attrs
 
 
@@ -153,7 +267,9 @@ class LeaseRequestSerializer(serializers.Serializer):
     before_end = serializers.CharField(required=False, allow_null=True)
     before_end_date = serializers.CharField(required=False, allow_null=True)
     reservations = ReservationRequestSerializer(many=True, allow_empty=False)
-    events = serializers.ListField(required=False, help_text="Accepted for Blazar; ignored.")
+    events = serializers.ListField(
+        required=False, help_text="Blazar's custom events: none are supported (an empty list)."
+    )
     end_action = serializers.ChoiceField(choices=EndAction.choices, default=EndAction.STOP)
     group = serializers.CharField(
         required=False,
@@ -162,6 +278,18 @@ class LeaseRequestSerializer(serializers.Serializer):
         max_length=150,
         help_text="A group of yours whose members share the lease (by name).",
     )
+
+    def to_internal_value(self, data):
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
+
+    def validate_events(self, value):
+        if value:
+            raise serializers.ValidationError(
+                "Custom events are not supported; Corral schedules the start, the warning "
+                "before the end and the end itself."
+            )
+        return value
 
     def validate_group(self, value) -> Group | None:
         if not value:
@@ -201,39 +329,107 @@ class LeaseRequestSerializer(serializers.Serializer):
         return attrs
 
 
+ELAPSED = re.compile(r"^(\d{1,6})([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_elapsed(value, field: str) -> timedelta:
+    """Blazar's durations: a number and a unit, "30m", "12h", "2d"."""
+    match = ELAPSED.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise serializers.ValidationError({field: 'A duration such as "30m", "12h" or "2d".'})
+    return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
+
+
+# Relative moves of the lease's dates: field -> (which date, direction).
+SHIFTS = {
+    "prolong_for": ("end", 1),
+    "reduce_by": ("end", -1),
+    "defer_by": ("start", 1),
+    "advance_by": ("start", -1),
+}
+
+
 class LeaseUpdateSerializer(serializers.Serializer):
+    """A change to a lease: name, dates (or moves of them), the warning time, and changed or
+    added reservations (an item with an ``id`` changes that reservation; one without is a
+    new reservation)."""
+
     name = serializers.CharField(max_length=80, required=False)
     start = serializers.CharField(required=False)
     start_date = serializers.CharField(required=False)
     end = serializers.CharField(required=False)
     end_date = serializers.CharField(required=False)
+    before_end = serializers.CharField(required=False)
+    before_end_date = serializers.CharField(required=False)
+    prolong_for = serializers.CharField(required=False)
+    reduce_by = serializers.CharField(required=False)
+    defer_by = serializers.CharField(required=False)
+    advance_by = serializers.CharField(required=False)
     reservations = serializers.ListField(child=serializers.DictField(), required=False)
+
+    def to_internal_value(self, data):
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
 
     def validate(self, attrs):
         changes = {}
         if "name" in attrs:
             changes["name"] = attrs["name"]
-        start = attrs.get("start") or attrs.get("start_date")
-        end = attrs.get("end") or attrs.get("end_date")
-        if start:
-            changes["start"] = parse_time(start, "start_date")
-        if end:
-            changes["end"] = parse_time(end, "end_date")
-            if changes["end"] <= timezone.now():
-                raise serializers.ValidationError({"end_date": "The lease must end in the future."})
-        amounts = {}
-        for item in attrs.get("reservations", []):
-            try:
-                amounts[int(item["id"])] = int(item["amount"])
-            except (KeyError, TypeError, ValueError):
+        for date, field in (("start", "start_date"), ("end", "end_date")):
+            given = [name for name in (date, field) if attrs.get(name)]
+            given += [
+                name for name, (which, _) in SHIFTS.items() if which == date and name in attrs
+            ]
+            if len(given) > 1:
                 raise serializers.ValidationError(
-                    {"reservations": 'Each change is {"id": <reservation id>, "amount": n}.'}
-                ) from None
-            if amounts[int(item["id"])] < 1:
-                raise serializers.ValidationError({"reservations": "An amount is at least 1."})
-        if amounts:
-            changes["amounts"] = amounts
+                    {given[1]: f"Give one of {' and '.join(given)}, not both."}
+                )
+            if attrs.get(date) or attrs.get(field):
+                changes[date] = parse_time(attrs.get(date) or attrs.get(field), field)
+        for name, (date, sign) in SHIFTS.items():
+            if name in attrs:
+                changes[f"{date}_shift"] = sign * parse_elapsed(attrs[name], name)
+        before = attrs.get("before_end") or attrs.get("before_end_date")
+        if before:
+            changes["before_end"] = parse_time(before, "before_end_date")
+        if "end" in changes and changes["end"] <= timezone.now():
+            raise serializers.ValidationError({"end_date": "The lease must end in the future."})
+        self._reservations(attrs.get("reservations", []), changes)
+        if not changes:
+            raise serializers.ValidationError({"non_field_errors": "Nothing to change."})
         return changes
+
+    def _reservations(self, items: list[dict], changes: dict) -> None:
+        changed, added = {}, []
+        for index, item in enumerate(items):
+            has_id = item.get("id") not in (None, "")
+            if not has_id and not item.get("resource_type"):
+                raise serializers.ValidationError(
+                    {
+                        "reservations": "Each item changes a reservation (give its id) or adds "
+                        "one (give its resource_type)."
+                    }
+                )
+            body = (ReservationChangeSerializer if has_id else ReservationRequestSerializer)(
+                data=item
+            )
+            if not body.is_valid():
+                raise serializers.ValidationError({"reservations": {index: body.errors}})
+            if has_id:
+                values = dict(body.validated_data)
+                pk = values.pop("id")
+                if pk in changed:
+                    raise serializers.ValidationError(
+                        {"reservations": f"Reservation {pk} is changed twice."}
+                    )
+                changed[pk] = values
+            else:
+                added.append(dict(body.validated_data))
+        if changed:
+            changes["reservations"] = changed
+        if added:
+            changes["new_reservations"] = added
 
 
 class HostAllocationSerializer(serializers.Serializer):
@@ -284,6 +480,7 @@ class LeaseSerializer(serializers.ModelSerializer):
         model = Lease
         fields = [
             "id",
+            "uuid",
             "name",
             "user_id",
             "owner",
