@@ -20,7 +20,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, status
+from rest_framework import exceptions, permissions, status
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 
@@ -150,6 +150,8 @@ class ObtainTokenView(ObtainAuthToken):
     """A token for a username and password (refused with 429 while the username is locked)."""
 
     serializer_class = TokenSerializer
+    # Anyone may ask (DRF's view has no permission classes); said so, the schema says so too.
+    permission_classes = [permissions.AllowAny]
 
     @extend_schema(
         request=AuthTokenSerializer,

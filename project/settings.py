@@ -160,7 +160,7 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
         "rest_framework.filters.SearchFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "project.api.schema.CorralAutoSchema",
     "EXCEPTION_HANDLER": "project.api.errors.exception_handler",
     "SEARCH_PARAM": "q",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
@@ -175,6 +175,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for a choice set used by several fields (an affinity group's VM and host rules).
+    "ENUM_NAME_OVERRIDES": {"AffinityRuleEnum": "scheduling.models.AffinityRule"},
 }
 
 # django-q2: the ORM broker by default (no extra service), Redis when REDIS_URL is set.

@@ -89,14 +89,17 @@ class TemplateViewSet(ScopedModelViewSet):
 def _operation(kind: str, description: str):
     """A POST action on a VM that queues ``kind`` and answers 202 with the job."""
 
-    @extend_schema(request=None, responses={202: JobSerializer}, description=description)
     def handler(self, request, pk=None):
         vm = self.get_object()
         job = services.request_operation(vm, kind, requested_by=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
     handler.__name__ = kind
-    return action(detail=True, methods=["post"])(handler)
+    # After @action: it replaces the schema an earlier extend_schema put on the function.
+    documented = extend_schema(
+        request=None, responses={202: JobSerializer}, description=description
+    )
+    return documented(action(detail=True, methods=["post"])(handler))
 
 
 class VirtualMachineOperations:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from django.contrib.auth.models import Group
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
@@ -88,7 +89,45 @@ def parse_properties(value, field: str) -> dict:
     return properties
 
 
+TIME_HELP = "'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."
+PROPERTIES_HELP = (
+    'Host properties: an object ({"cpus": 16}) or Blazar\'s expression, as a list or its JSON'
+    ' text (\'["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]\').'
+)
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "object", "additionalProperties": {}},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+        ],
+    }
+)
+class HostPropertiesField(serializers.JSONField):
+    """Host properties as parse_properties() reads them."""
+
+
 class ReservationRequestSerializer(serializers.Serializer):
+    """One reservation of a lease: instances of a size (virtual:instance: vcpus, memory_mb and
+    amount), or whole hosts (physical:host: min, and max)."""
+
+    # Which fields each kind of reservation needs, for the schema (validate() checks them). A
+    # pattern, not an enum: drf-spectacular would take a one-value enum for a choice set.
+    schema_constraints = {
+        "oneOf": [
+            {
+                "properties": {"resource_type": {"pattern": f"^{ResourceType.INSTANCE}$"}},
+                "required": ["vcpus", "memory_mb", "amount"],
+            },
+            {
+                "properties": {"resource_type": {"pattern": f"^{ResourceType.HOST}$"}},
+                "required": ["min"],
+            },
+        ]
+    }
+
     resource_type = serializers.ChoiceField(choices=ResourceType.choices)
     vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
     memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024**2)
@@ -97,9 +136,9 @@ class ReservationRequestSerializer(serializers.Serializer):
     affinity = serializers.BooleanField(required=False, allow_null=True, default=None)
     min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
-    host_properties = serializers.JSONField(required=False)
-    resource_properties = serializers.JSONField(required=False)
-    hypervisor_properties = serializers.JSONField(required=False)
+    host_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    resource_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    hypervisor_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
 
     def validate(self, attrs):
         errors = {}
@@ -123,15 +162,24 @@ class ReservationRequestSerializer(serializers.Serializer):
 
 
 class LeaseRequestSerializer(serializers.Serializer):
-    """Blazar's body: name, start/start_date, end/end_date, before_end(_date), reservations."""
+    """Blazar's body: name, start or start_date, end or end_date, before_end(_date),
+    reservations."""
+
+    # Blazar's two spellings of the start and of the end: one of each is required.
+    schema_constraints = {
+        "allOf": [
+            {"anyOf": [{"required": ["start"]}, {"required": ["start_date"]}]},
+            {"anyOf": [{"required": ["end"]}, {"required": ["end_date"]}]},
+        ]
+    }
 
     name = serializers.CharField(max_length=80)
-    start = serializers.CharField(required=False)
-    start_date = serializers.CharField(required=False)
-    end = serializers.CharField(required=False)
-    end_date = serializers.CharField(required=False)
-    before_end = serializers.CharField(required=False, allow_null=True)
-    before_end_date = serializers.CharField(required=False, allow_null=True)
+    start = serializers.CharField(required=False, help_text=TIME_HELP)
+    start_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    end = serializers.CharField(required=False, help_text=TIME_HELP)
+    end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
+    before_end_date = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
     reservations = ReservationRequestSerializer(many=True, allow_empty=False)
     events = serializers.ListField(required=False, help_text="Accepted for Blazar; ignored.")
     end_action = serializers.ChoiceField(choices=EndAction.choices, default=EndAction.STOP)
@@ -181,13 +229,27 @@ class LeaseRequestSerializer(serializers.Serializer):
         return attrs
 
 
+class ReservationChangeSerializer(serializers.Serializer):
+    """A reservation's new amount, in a lease update."""
+
+    id = serializers.IntegerField()
+    amount = serializers.IntegerField(min_value=1)
+
+
+@extend_schema_field(ReservationChangeSerializer(many=True))
+class ReservationChangesField(serializers.ListField):
+    """Reservation changes, read by LeaseUpdateSerializer.validate()."""
+
+
 class LeaseUpdateSerializer(serializers.Serializer):
+    """Blazar's update: a new name, start, end, or amounts of reservations."""
+
     name = serializers.CharField(max_length=80, required=False)
-    start = serializers.CharField(required=False)
-    start_date = serializers.CharField(required=False)
-    end = serializers.CharField(required=False)
-    end_date = serializers.CharField(required=False)
-    reservations = serializers.ListField(child=serializers.DictField(), required=False)
+    start = serializers.CharField(required=False, help_text=TIME_HELP)
+    start_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    end = serializers.CharField(required=False, help_text=TIME_HELP)
+    end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    reservations = ReservationChangesField(child=serializers.DictField(), required=False)
 
     def validate(self, attrs):
         changes = {}
