@@ -189,7 +189,7 @@ REST_FRAMEWORK = {
         "project.filters.OrderingFilter",
         "project.filters.SearchFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "project.api.schema.CorralAutoSchema",
     "EXCEPTION_HANDLER": "project.api.errors.exception_handler",
     "SEARCH_PARAM": "q",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",

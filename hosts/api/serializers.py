@@ -118,7 +118,9 @@ HARDWARE_FIELDS = ("vcpus", "memory_mb", "disk_gb")
 
 
 class VirtualMachineSerializer(ModelCleanSerializer):
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, help_text="The user holding the VM; null: nobody."
+    )
     cluster = ScopedRelatedField(
         queryset=Cluster.objects.all(),
         required=False,
@@ -237,7 +239,11 @@ def _fit_reservation_errors(attrs, reservation) -> dict:
 
 
 class JobSerializer(serializers.ModelSerializer):
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    requested_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        help_text="Who asked for the job; null: Corral itself (a monitor, the balancer, a lease).",
+    )
     error = serializers.SerializerMethodField()
     journal = serializers.SerializerMethodField()
 
@@ -304,6 +310,8 @@ class EventFeedSerializer(serializers.Serializer):
 
 
 class BalancePreviewSerializer(serializers.Serializer):
+    """What the balancer would do: nothing, or migrate a VM from a host to one of candidates."""
+
     cluster = serializers.CharField()
     policy = serializers.CharField()
     action = serializers.ChoiceField(choices=["none", "migrate"])
@@ -311,4 +319,12 @@ class BalancePreviewSerializer(serializers.Serializer):
     vm = serializers.IntegerField(required=False)
     vm_name = serializers.CharField(required=False)
     candidates = serializers.ListField(child=serializers.CharField(), required=False)
-    loads = serializers.DictField(child=serializers.FloatField(), required=False)
+    loads = serializers.DictField(
+        child=serializers.FloatField(), required=False, help_text="CPU load percent per host."
+    )
+
+    def get_fields(self):
+        fields = super().get_fields()
+        # "from" is a Python keyword, so it cannot be declared as a class attribute.
+        fields["from"] = serializers.CharField(required=False, help_text="The host to relieve.")
+        return fields

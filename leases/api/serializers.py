@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
@@ -109,6 +109,26 @@ def _whole_number(value, name: str, field: str) -> int:
     raise serializers.ValidationError({field: f"{name} needs a whole number."})
 
 
+TIME_HELP = "'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."
+PROPERTIES_HELP = (
+    'Host properties: an object ({"cpus": 16}) or Blazar\'s expression, as a list or its JSON'
+    ' text (\'["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]\').'
+)
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "object", "additionalProperties": {}},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+        ],
+    }
+)
+class HostPropertiesField(serializers.JSONField):
+    """Host properties as parse_properties() reads them."""
+
+
 def refuse_unknown(serializer: serializers.Serializer, data) -> None:
     """A field the API does not apply is a 400 naming it, never a silent no-op."""
     if isinstance(data, dict):
@@ -178,6 +198,24 @@ def _refuse_other_kind(attrs: dict, kind: str) -> None:
 
 
 class ReservationRequestSerializer(serializers.Serializer):
+    """One reservation of a lease: instances of a size (virtual:instance: vcpus, memory_mb and
+    amount), or whole hosts (physical:host: min, and max)."""
+
+    # Which fields each kind of reservation needs, for the schema (validate() checks them). A
+    # pattern, not an enum: drf-spectacular would take a one-value enum for a choice set.
+    schema_constraints = {
+        "oneOf": [
+            {
+                "properties": {"resource_type": {"pattern": f"^{ResourceType.INSTANCE}$"}},
+                "required": ["vcpus", "memory_mb", "amount"],
+            },
+            {
+                "properties": {"resource_type": {"pattern": f"^{ResourceType.HOST}$"}},
+                "required": ["min"],
+            },
+        ]
+    }
+
     resource_type = serializers.ChoiceField(choices=ResourceType.choices)
     vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
     memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024**2)
@@ -187,9 +225,9 @@ class ReservationRequestSerializer(serializers.Serializer):
     min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     before_end = serializers.CharField(required=False, allow_null=True)
-    host_properties = serializers.JSONField(required=False)
-    resource_properties = serializers.JSONField(required=False)
-    hypervisor_properties = serializers.JSONField(required=False)
+    host_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    resource_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    hypervisor_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
 
     def to_internal_value(self, data):
         data = _without_blanks(data)
@@ -235,9 +273,9 @@ class ReservationChangeSerializer(serializers.Serializer):
     min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     before_end = serializers.CharField(required=False, allow_null=True)
-    host_properties = serializers.JSONField(required=False)
-    resource_properties = serializers.JSONField(required=False)
-    hypervisor_properties = serializers.JSONField(required=False)
+    host_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    resource_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    hypervisor_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
 
     def to_internal_value(self, data):
         data = _without_blanks(data)
@@ -257,15 +295,24 @@ class ReservationChangeSerializer(serializers.Serializer):
 
 
 class LeaseRequestSerializer(serializers.Serializer):
-    """Blazar's body: name, start/start_date, end/end_date, before_end(_date), reservations."""
+    """Blazar's body: name, start or start_date, end or end_date, before_end(_date),
+    reservations."""
+
+    # Blazar's two spellings of the start and of the end: one of each is required.
+    schema_constraints = {
+        "allOf": [
+            {"anyOf": [{"required": ["start"]}, {"required": ["start_date"]}]},
+            {"anyOf": [{"required": ["end"]}, {"required": ["end_date"]}]},
+        ]
+    }
 
     name = serializers.CharField(max_length=80)
-    start = serializers.CharField(required=False)
-    start_date = serializers.CharField(required=False)
-    end = serializers.CharField(required=False)
-    end_date = serializers.CharField(required=False)
-    before_end = serializers.CharField(required=False, allow_null=True)
-    before_end_date = serializers.CharField(required=False, allow_null=True)
+    start = serializers.CharField(required=False, help_text=TIME_HELP)
+    start_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    end = serializers.CharField(required=False, help_text=TIME_HELP)
+    end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
+    before_end_date = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
     reservations = ReservationRequestSerializer(many=True, allow_empty=False)
     events = serializers.ListField(
         required=False, help_text="Blazar's custom events: none are supported (an empty list)."
@@ -329,6 +376,19 @@ class LeaseRequestSerializer(serializers.Serializer):
         return attrs
 
 
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="ReservationItem",
+        serializers=[ReservationChangeSerializer, ReservationRequestSerializer],
+        resource_type_field_name=None,
+        many=True,
+    )
+)
+class ReservationItemsField(serializers.ListField):
+    """A lease update's reservations: changes of existing ones (with their ``id``) and new
+    ones; read by LeaseUpdateSerializer.validate()."""
+
+
 ELAPSED = re.compile(r"^(\d{1,6})([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -356,17 +416,17 @@ class LeaseUpdateSerializer(serializers.Serializer):
     new reservation)."""
 
     name = serializers.CharField(max_length=80, required=False)
-    start = serializers.CharField(required=False)
-    start_date = serializers.CharField(required=False)
-    end = serializers.CharField(required=False)
-    end_date = serializers.CharField(required=False)
-    before_end = serializers.CharField(required=False)
-    before_end_date = serializers.CharField(required=False)
+    start = serializers.CharField(required=False, help_text=TIME_HELP)
+    start_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    end = serializers.CharField(required=False, help_text=TIME_HELP)
+    end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end_date = serializers.CharField(required=False, help_text=TIME_HELP)
     prolong_for = serializers.CharField(required=False)
     reduce_by = serializers.CharField(required=False)
     defer_by = serializers.CharField(required=False)
     advance_by = serializers.CharField(required=False)
-    reservations = serializers.ListField(child=serializers.DictField(), required=False)
+    reservations = ReservationItemsField(child=serializers.DictField(), required=False)
 
     def to_internal_value(self, data):
         refuse_unknown(self, data)

@@ -6,7 +6,12 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import transaction
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -21,6 +26,7 @@ from project.api.access_serializers import (
     GroupSerializer,
     MeSerializer,
     RoleSerializer,
+    UserSerializer,
     action_name,
     action_permissions,
 )
@@ -32,6 +38,7 @@ from project.roles import delete_grant_permissions, ensure_grant_permissions
 
 User = get_user_model()
 MANAGE_ROLES = "project.manage_roles"
+GRANT_ID_PATTERN = "[ug][0-9]+"
 
 
 class RoleViewSet(viewsets.ModelViewSet):
@@ -100,6 +107,15 @@ def _lookup(model, value, field: str, name: str):
     return found
 
 
+GRANT_ID = OpenApiParameter(
+    "id",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    pattern=f"^{GRANT_ID_PATTERN}$",
+    description="u<n> for a user's grant, g<n> for a group's.",
+)
+
+
 def _grant_ordering(value: str | None) -> list[str]:
     """``?ordering=role,-principal`` as keys of ``grant_service.GRANT_ORDERINGS``."""
     return ordering_terms(value, list(grant_service.GRANT_ORDERINGS))
@@ -122,12 +138,8 @@ def _grant_ordering(value: str | None) -> list[str]:
             ),
         ]
     ),
-    retrieve=extend_schema(
-        parameters=[OpenApiParameter("id", OpenApiTypes.STR, OpenApiParameter.PATH)]
-    ),
-    destroy=extend_schema(
-        parameters=[OpenApiParameter("id", OpenApiTypes.STR, OpenApiParameter.PATH)]
-    ),
+    retrieve=extend_schema(parameters=[GRANT_ID]),
+    destroy=extend_schema(parameters=[GRANT_ID]),
 )
 class GrantViewSet(
     mixins.ListModelMixin,
@@ -140,7 +152,7 @@ class GrantViewSet(
 
     serializer_class = GrantSerializer
     filter_backends = []
-    lookup_value_regex = "[ug][0-9]+"
+    lookup_value_regex = GRANT_ID_PATTERN
 
     def get_queryset(self):
         params = self.request.query_params
@@ -172,6 +184,12 @@ class GrantViewSet(
             raise Http404
         return grant
 
+    @extend_schema(
+        responses={
+            201: GrantSerializer,
+            200: OpenApiResponse(GrantSerializer, description="The grant was there already."),
+        }
+    )
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -210,8 +228,6 @@ class UserViewSet(ScopedModelViewSet):
     action_permissions = {"activate": "auth.change_user", "deactivate": "auth.change_user"}
 
     def get_serializer_class(self):
-        from project.api.access_serializers import UserSerializer
-
         return UserSerializer
 
     def get_queryset(self):
@@ -247,7 +263,10 @@ class UserViewSet(ScopedModelViewSet):
             self.check_create_permission(None)
             serializer.save()
 
-    @extend_schema(request=None)
+    @extend_schema(
+        request=None,
+        responses={200: UserSerializer, 400: OpenApiResponse(description="Deactivating yourself.")},
+    )
     @action(detail=True, methods=["post"])
     def deactivate(self, request, pk=None):
         """Deactivate a user: they can no longer log in or use the API; their grants stay."""

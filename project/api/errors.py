@@ -1,10 +1,14 @@
-"""Every API error is JSON: ``{"field": ["message"]}`` for bad fields, else ``{"detail": ...}``.
+"""Every API error is JSON: ``{"field": ["message", ...]}`` for bad fields, else
+``{"detail": "..."}``.
 
 Model validation errors become 400s with field messages; deleting something still in use
 (PROTECT) and write conflicts become 409s, so bad input never surfaces as a 500. A body over
 ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413. What Django refuses before any API view runs (a
 ``Host`` header not in ALLOWED_HOSTS, a path no route matches) is JSON under /api/ too, through
 ``handler400``, ``handler404`` and the catch-all route ``unknown_path``.
+A field's messages are always a list, however the view raised them; messages about the
+request as a whole are "non_field_errors", as a serializer reports them.
+``project/api/schema.py`` documents these shapes.
 """
 
 from django.conf import settings
@@ -24,6 +28,7 @@ from django.views.defaults import bad_request, page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
+from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
@@ -76,6 +81,8 @@ def exception_handler(exc, context):
         exc = PayloadTooLarge(too_large_message())
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ParseError(refusal_message(exc))
+    if isinstance(exc, exceptions.ValidationError):
+        exc = exceptions.ValidationError(_field_messages(exc.detail))
     response = drf_exception_handler(exc, context)
     if response is not None and not isinstance(response.data, dict):
         response = Response({"detail": response.data}, status=response.status_code)
@@ -84,6 +91,17 @@ def exception_handler(exc, context):
 
 def _is_api(request) -> bool:
     return request.path_info.startswith("/api/")
+
+
+def _field_messages(detail):
+    """``{"field": "message"}`` as ``{"field": ["message"]}``, a bare list of messages under
+    "non_field_errors"; a lone "detail" message stays a message about the whole request."""
+    if isinstance(detail, list):
+        return {api_settings.NON_FIELD_ERRORS_KEY: detail}
+    return {
+        field: [messages] if isinstance(messages, str) and field != "detail" else messages
+        for field, messages in detail.items()
+    }
 
 
 def not_found(request, exception=None):

@@ -78,7 +78,9 @@ class PolicyBalanceSerializer(serializers.Serializer):
 class PolicySerializer(serializers.ModelSerializer):
     filters = PolicyFilterSerializer(many=True, read_only=True)
     weights = PolicyWeightSerializer(many=True, read_only=True)
-    balance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    balance = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="The balancer unit's name; null: none."
+    )
     clusters = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
 
     class Meta:
