@@ -246,9 +246,13 @@ def test_a_lease_body_is_documented_as_blazar_takes_it(schema, path, method):
     ]
 
 
-def test_a_lease_update_documents_reservation_changes(schema):
+def test_a_lease_update_documents_reservation_changes_and_additions(schema):
     body = schema["paths"]["/api/leases/{id}/"]["patch"]["requestBody"]["content"]
     update = component(schema, body["application/json"]["schema"]["$ref"])
-    change = component(schema, update["properties"]["reservations"]["items"]["$ref"])
+    item = component(schema, update["properties"]["reservations"]["items"]["$ref"])
+    change, addition = (component(schema, kind["$ref"]) for kind in item["oneOf"])
 
-    assert (set(change["properties"]), change["required"]) == ({"id", "amount"}, ["amount", "id"])
+    assert change["required"] == ["id"]
+    assert {"id", "amount", "min", "max", "resource_properties"} <= set(change["properties"])
+    assert "id" not in addition["properties"]
+    assert addition["required"] == ["resource_type"]
