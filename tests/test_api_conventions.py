@@ -261,9 +261,9 @@ def test_schema_names_a_pool_allocation_and_a_lease_host_allocation_apart(schema
     allocatevm = schema["paths"]["/api/vmpools/{id}/allocatevm/"]["post"]["responses"]["200"]
 
     assert allocatevm["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/Allocation"
+        "$ref": "#/components/schemas/PoolAllocation"
     }
-    assert set(components["Allocation"]["properties"]) == {"vm", "job", "instant"}
+    assert set(components["PoolAllocation"]["properties"]) == {"vm", "job", "instant"}
     assert components["Reservation"]["properties"]["allocations"]["items"] == {
         "$ref": "#/components/schemas/HostAllocation"
     }

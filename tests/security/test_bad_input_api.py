@@ -139,8 +139,10 @@ def test_a_time_before_the_year_one_in_utc_is_a_field_error(world, api, window):
 
 
 def _resolve(schema: dict, node: dict) -> dict:
-    while "$ref" in node or "allOf" in node:
-        node = node["allOf"][0] if "allOf" in node else node
+    """The object schema behind references (an ``allOf`` beside ``properties`` states
+    constraints, such as a lease's start or start_date; it is not a reference)."""
+    while "$ref" in node or ("allOf" in node and "properties" not in node):
+        node = node["allOf"][0] if "allOf" in node and "properties" not in node else node
         if "$ref" in node:
             node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
     return node
