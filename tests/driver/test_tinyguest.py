@@ -74,7 +74,13 @@ def test_power_button_and_agent_shut_the_guest_down_and_its_disk_keeps_counting(
     guest.wait_off()
     second_boot = guest.boot()
     wait_until(lambda: agent_addresses(guest.domain).get("eth0"), timeout=20)
-    guest.domain.shutdownFlags(libvirt.VIR_DOMAIN_SHUTDOWN_GUEST_AGENT)
+    try:
+        guest.domain.shutdownFlags(libvirt.VIR_DOMAIN_SHUTDOWN_GUEST_AGENT)
+    except libvirt.libvirtError as exc:
+        # guest-shutdown never answers: libvirt waits for QEMU's shutdown event, and a busy
+        # machine may see the agent's socket close first. The guest powers off all the same.
+        if "End of file from agent socket" not in str(exc):
+            raise
     guest.wait_off()
 
     assert "corral-guest: boot 2" in lines(second_boot)
