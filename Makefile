@@ -6,12 +6,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
-APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon
+# libvirt-python compiles against libvirt-dev; libvirtd serves the simulated hosts; the QEMU
+# driver, QEMU (TCG) and qemu-img run real guests (hosts/qemuhosts.py, hosts/tinyguest.py).
+APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-qemu \
+	qemu-system-x86 qemu-utils
 # The browser the end-to-end tests drive (tests only; `make run` does not need it).
 BROWSER_PACKAGES := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint format bench system-packages browser-packages deps migrate demo clean help
+# The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own.
+OPENSTACK_VENV := var/openstack-venv
+OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
+
+.PHONY: run test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
@@ -32,6 +39,9 @@ system-packages:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@# The tiny guest (hosts/tinyguest.py) is built from packages apt must know of.
+	@apt-cache show --no-all-versions linux-image-cloud-amd64 >/dev/null 2>&1 || \
+		$(SUDO) apt-get update -qq
 
 # Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser).
 browser-packages:
@@ -42,6 +52,15 @@ browser-packages:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+$(OPENSTACK_STAMP): requirements-openstack.txt
+	$(MAKE) system-packages
+	rm -rf $(OPENSTACK_VENV)
+	$(PYTHON) -m venv $(OPENSTACK_VENV)
+	$(OPENSTACK_VENV)/bin/pip install -q -r requirements-openstack.txt
+	touch $(OPENSTACK_STAMP)
+
+openstack-clients: $(OPENSTACK_STAMP)
 
 $(PY):
 	$(MAKE) system-packages
@@ -73,11 +92,11 @@ format: deps
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: deps browser-packages lint
+test: deps browser-packages openstack-clients lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: deps
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OPENSTACK_VENV) .pytest_cache .ruff_cache

@@ -163,5 +163,6 @@ def discover(base: Path) -> list[SimHost]:
     return [
         SimHost(name=path.name, directory=path)
         for path in sorted(base.iterdir())
-        if path.is_dir() and (path / PID_FILE).exists()
+        # Links name real QEMU hosts' short folders: hosts/qemuhosts.py lists those.
+        if path.is_dir() and not path.is_symlink() and (path / PID_FILE).exists()
     ]

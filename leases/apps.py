@@ -25,3 +25,7 @@ class LeasesConfig(AppConfig):
         checks.add_launch_rule(launch.check_launch)
         tasks.register()
         host_unreachable.connect(lifecycle.on_host_unreachable, dispatch_uid="leases-host-lost")
+        from project.identity import catalog
+
+        # Blazar's reservation API (leases/blazar/), listed in identity tokens' catalogs.
+        catalog.register("reservation", "blazar", "/reservation/v1")

@@ -20,9 +20,10 @@ from django.utils.text import slugify
 
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Template, VirtualMachine
-from leases.api.serializers import LAST_YEAR, TOO_LATE, ReservationRequestSerializer
+from leases.api.serializers import ReservationRequestSerializer
 from leases.capacity import DoesNotFit, plan_instances, reservable_rooms
 from leases.models import Lease, Reservation, ResourceType
+from project import times
 from project.permissions import restrict
 
 # What the datetime-local input sends and shows: the minute, in the current time zone.
@@ -53,18 +54,17 @@ def _minute_input() -> forms.DateTimeInput:
 
 
 class MinuteField(forms.DateTimeField):
-    """A date and time as a datetime-local input sends it, before the year the API's times
-    stop at. A null character is refused as in any text field: Python's ISO parser would
-    otherwise read "2031-01-01T00:00\\x00" as a time."""
+    """A date and time as a datetime-local input sends it (or any ISO 8601 time, with an
+    offset), in UTC and before the year the API's times stop at, as the API takes it
+    (``times.as_stored``). A null character is refused as in any text field: Python's ISO
+    parser would otherwise read "2031-01-01T00:00\\x00" as a time."""
 
     def to_python(self, value):
         if isinstance(value, str) and "\x00" in value:
             validator = ProhibitNullCharactersValidator()
             raise forms.ValidationError(validator.message, code=validator.code)
         moment = super().to_python(value)
-        if moment is not None and moment.year > LAST_YEAR:
-            raise forms.ValidationError(TOO_LATE, code="too_late")
-        return moment
+        return None if moment is None else times.as_stored(moment)
 
 
 class LeaseForm(forms.Form):

@@ -6,10 +6,14 @@ reservations hold capacity on reservable hosts through allocations; lease events
 end them on time.
 """
 
+import uuid
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+from project.json_input import validate_flat_properties
 
 
 class LeaseStatus(models.TextChoices):
@@ -31,6 +35,8 @@ class Lease(models.Model):
     """A time window of reserved capacity, owned by a user (and their group, if given)."""
 
     name = models.CharField(max_length=80)
+    # The id OpenStack's clients know the lease by (they take anything else for a name).
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="leases"
     )
@@ -141,7 +147,9 @@ class Reservation(models.Model):
     min = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     max = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     # Both: what the hosts must offer, e.g. {"cpus": 16, "memory_mb": 65536}.
-    host_properties = models.JSONField(default=dict, blank=True)
+    host_properties = models.JSONField(
+        default=dict, blank=True, validators=[validate_flat_properties]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -173,3 +181,21 @@ class Allocation(models.Model):
     def __str__(self) -> str:
         what = "whole host" if self.whole_host else f"{self.slots} slots"
         return f"{what} on {self.host} for {self.reservation}"
+
+
+class HostProperty(models.Model):
+    """A property reservable hosts offer (a key of their capabilities), and whether it is
+    private: left out of the property list shown to lease users."""
+
+    name = models.CharField(max_length=64, unique=True)
+    private = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        default_permissions = ()
+        verbose_name_plural = "host properties"
+
+    def __str__(self) -> str:
+        return self.name

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
-from leases.capacity import DoesNotFit, plan
+from leases.capacity import DoesNotFit, matches, plan
 
 # Besides what these use cases need, the lifecycle's entry points and the reservations' figures
 # are named here too, for callers that know leases by its services.
@@ -156,10 +156,10 @@ def _schedule_events(lease: Lease) -> None:
             event.save(update_fields=["time", "status", "done_at"])
 
 
-def _check_reservations_of(lease: Lease, amounts: dict[int, int]) -> None:
-    """An amount for a reservation the lease does not hold is a mistake, not a no-op."""
+def _check_reservations_of(lease: Lease, changes: dict[int, dict]) -> None:
+    """A change for a reservation the lease does not hold is a mistake, not a no-op."""
     held = lease.reservations.exclude(status=ReservationStatus.DELETED).values_list("pk", flat=True)
-    unknown = sorted(set(amounts) - set(held))
+    unknown = sorted(set(changes) - set(held))
     if unknown:
         raise ValidationError(
             {
@@ -167,6 +167,79 @@ def _check_reservations_of(lease: Lease, amounts: dict[int, int]) -> None:
                 f"{', '.join(map(str, unknown))}."
             }
         )
+
+
+# The properties a hypervisor reports (Blazar's hypervisor_properties); any other property is
+# one of the host's capabilities (Blazar's resource_properties).
+HYPERVISOR_PROPERTIES = ("cpus", "memory_mb")
+
+
+def _changed_request(reservation: Reservation, request: dict, change: dict) -> dict:
+    """The reservation's request with ``change`` applied, refused where the change would
+    take capacity away from VMs it runs."""
+    change = dict(change)
+    kind = change.pop("resource_type", reservation.resource_type)
+    if kind != reservation.resource_type:
+        raise ValidationError(
+            {
+                "reservations": f"Reservation {reservation.pk} is {reservation.resource_type}; "
+                "its resource_type cannot change."
+            }
+        )
+    other_kind = (
+        ("min", "max")
+        if kind == ResourceType.INSTANCE
+        else ("vcpus", "memory_mb", "disk_gb", "amount", "affinity")
+    )
+    wrong = [name for name in other_kind if name in change]
+    if wrong:
+        raise ValidationError(
+            {
+                "reservations": f"Reservation {reservation.pk} is {kind}; it has no "
+                f"{', '.join(wrong)}."
+            }
+        )
+    properties = dict(reservation.host_properties or {})
+    parts = change.pop("hypervisor_properties", None), change.pop("resource_properties", None)
+    if parts[0] is not None:
+        properties = {k: v for k, v in properties.items() if k not in HYPERVISOR_PROPERTIES}
+        properties.update(parts[0])
+    if parts[1] is not None:
+        properties = {k: v for k, v in properties.items() if k in HYPERVISOR_PROPERTIES}
+        properties.update(parts[1])
+    if "host_properties" in change:
+        properties = dict(change.pop("host_properties") or {})
+    request = {**request, **change, "host_properties": properties}
+    vms = list(reservation.vms.select_related("host"))
+    if reservation.resource_type == ResourceType.HOST:
+        if request["min"] > request["max"]:
+            raise ValidationError(
+                {"reservations": f"Reservation {reservation.pk}: max must be at least min."}
+            )
+        hosts = {vm.host_id for vm in vms if vm.host_id}
+        if len(hosts) > request["max"]:
+            raise LeaseRefused(
+                f"Reservation {reservation.pk} runs VMs on {len(hosts)} hosts; its max cannot "
+                "go below that."
+            )
+    elif len(vms) > request["amount"]:
+        raise LeaseRefused(
+            f"Reservation {reservation.pk} runs {len(vms)} VMs; its amount cannot go below that."
+        )
+    for name, label in (("vcpus", "vCPUs"), ("memory_mb", "MiB of memory")):
+        largest = max((getattr(vm, name) or 0 for vm in vms), default=0)
+        if request.get(name) is not None and request[name] < largest:
+            raise LeaseRefused(
+                f"Reservation {reservation.pk} runs a VM of {largest} {label}; its {name} "
+                "cannot go below that."
+            )
+    for vm in vms:
+        if vm.host is not None and not matches(vm.host, properties):
+            raise LeaseRefused(
+                f"Reservation {reservation.pk} runs VM {vm.name} on {vm.host.name}, which does "
+                "not offer those properties."
+            )
+    return request
 
 
 def default_before_end(start: datetime, end: datetime) -> datetime:
@@ -213,18 +286,34 @@ def create_lease(
     return lease
 
 
+def _moved(moment: datetime, shift: timedelta | None, field: str) -> datetime:
+    """``moment`` moved by ``shift``, refused beyond the times every time zone can show."""
+    try:
+        moved = moment + (shift or timedelta())
+    except OverflowError:
+        moved = None
+    if moved is None or not 1 < moved.year < 9999:
+        raise ValidationError({field: "That moves the date out of range."})
+    return moved
+
+
 @transaction.atomic
 def update_lease(lease: Lease, changes: dict) -> Lease:
-    """Change the window, the amounts or the name; re-planned atomically, all or nothing.
+    """Change the window, the warning time, the name or the reservations; re-planned
+    atomically, all or nothing.
 
-    A lease that has started can be extended or shortened but not moved; ``amount`` may grow
-    at any time capacity allows and shrink while the reservation's VMs still fit.
+    ``changes`` may hold ``name``, ``start``/``end`` (times) or ``start_shift``/``end_shift``
+    (timedeltas added to the lease's dates as stored when the change runs, so two extensions
+    at once both count), ``before_end``, ``reservations`` ({reservation id: {field: value}}),
+    ``amounts`` ({reservation id: amount}) and ``new_reservations`` (requests as for
+    create_lease). A lease that has started can be extended or shortened but not moved; a
+    reservation may grow whenever capacity allows and shrink while its VMs still fit.
     """
     lease = Lease.objects.select_for_update().get(pk=lease.pk)
     if lease.status in (LeaseStatus.TERMINATED, LeaseStatus.TERMINATING, LeaseStatus.ERROR):
         raise LeaseRefused(f"Lease {lease.name} has ended; it cannot change.")
-    start = changes.get("start", lease.start_date)
-    end = changes.get("end", lease.end_date)
+    start = _moved(changes.get("start", lease.start_date), changes.get("start_shift"), "start_date")
+    end = _moved(changes.get("end", lease.end_date), changes.get("end_shift"), "end_date")
     started = lease.status == LeaseStatus.ACTIVE
     if started and start != lease.start_date:
         raise LeaseRefused("The lease has started; its start cannot move (extend its end).")
@@ -232,32 +321,41 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
         raise ValidationError({"end_date": "The lease must end after it starts."})
     if started and end <= timezone.now():
         raise LeaseRefused("A running lease cannot end in the past; delete it to end it now.")
-    amounts = changes.get("amounts", {})
-    _check_reservations_of(lease, amounts)
+    if end <= timezone.now():
+        raise ValidationError({"end_date": "The lease must end in the future."})
+    before_end = changes.get("before_end")
+    if before_end is not None and not start <= before_end <= end:
+        raise ValidationError({"before_end_date": "Between the start and the end of the lease."})
+    reservation_changes = {
+        pk: dict(change) for pk, change in changes.get("reservations", {}).items()
+    }
+    for pk, amount in changes.get("amounts", {}).items():
+        reservation_changes.setdefault(pk, {})["amount"] = amount
+    _check_reservations_of(lease, reservation_changes)
     requests = []
     for reservation in lease.reservations.exclude(status=ReservationStatus.DELETED):
         request = {name: getattr(reservation, name) for name in RESERVATION_FIELDS}
+        if reservation.pk in reservation_changes:
+            request = _changed_request(reservation, request, reservation_changes[reservation.pk])
         request["keep"] = launched_on(reservation)
         request["id"] = reservation.pk
-        if reservation.pk in amounts:
-            in_use = reservation.vms.count()
-            if amounts[reservation.pk] < in_use:
-                raise LeaseRefused(
-                    f"Reservation {reservation.pk} runs {in_use} VMs; its amount cannot go "
-                    "below that."
-                )
-            request["amount"] = amounts[reservation.pk]
         requests.append(request)
+    requests += [{**request, "id": None} for request in changes.get("new_reservations", [])]
     _check_duration(start, end)
     try:
         planned = plan(start, end, requests, lock=True, exclude_lease=lease)
     except DoesNotFit as exc:
         raise LeaseRefused(f"The change does not fit: {exc}.") from exc
     _check_quotas(lease.owner, start, end, planned, exclude=lease)
+    _store(lease, [(request, chosen) for request, chosen in planned if request["id"] is None])
     for request, chosen in planned:
+        if request["id"] is None:
+            continue
         reservation = Reservation.objects.get(pk=request["id"])
-        reservation.amount = request.get("amount")
-        reservation.save(update_fields=["amount", "updated_at"])
+        for name in RESERVATION_FIELDS:
+            setattr(reservation, name, request.get(name))
+        reservation.full_clean(exclude=["lease"])
+        reservation.save()
         reservation.allocations.all().delete()
         Allocation.objects.bulk_create(
             Allocation(reservation=reservation, host_id=host, slots=slots, whole_host=whole)
@@ -265,8 +363,10 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
         )
     if "name" in changes:
         lease.name = changes["name"]
-    if start != lease.start_date or end != lease.end_date:
-        lease.before_end_date = changes.get("before_end") or default_before_end(start, end)
+    if before_end is not None:
+        lease.before_end_date = before_end
+    elif start != lease.start_date or end != lease.end_date:
+        lease.before_end_date = default_before_end(start, end)
     lease.start_date, lease.end_date = start, end
     lease.save()
     _schedule_events(lease)

@@ -10,9 +10,11 @@ from urllib.parse import urlencode
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from project.json_input import JSONFormField
 from project.permissions import (
     default_action,
     holds,
@@ -101,7 +103,13 @@ def _inline_refusal(user, formset, row) -> str | None:
     return placement_refusal(user, row.instance, scope_keys(stored))
 
 
+# JSON typed into a form is held to the API's limits (depth, lone surrogates).
+JSON_FORM_FIELDS = {models.JSONField: {"form_class": JSONFormField}}
+
+
 class ScopedAdmin(admin.ModelAdmin):
+    formfield_overrides = JSON_FORM_FIELDS
+
     def get_queryset(self, request):
         queryset = super().get_queryset(request)
         return restrict(queryset, request.user, default_action(self.model, "view"))

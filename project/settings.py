@@ -73,7 +73,12 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "project.api.middleware.ApiRequestMiddleware",
 ]
+
+# The largest request body Django reads into memory (JSON and form fields; a larger one is a
+# 413). File parts of multipart uploads are not counted: they stream to disk.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
@@ -172,14 +177,19 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "project.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "project.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "project.filters.ScopedFilterBackend",
-        "rest_framework.filters.OrderingFilter",
-        "rest_framework.filters.SearchFilter",
+        "project.filters.OrderingFilter",
+        "project.filters.SearchFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "project.api.schema.CorralAutoSchema",
     "EXCEPTION_HANDLER": "project.api.errors.exception_handler",
     "SEARCH_PARAM": "q",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
@@ -224,6 +234,8 @@ CORRAL_SIMHOSTS_DIR = Path(
         f"/tmp/corral-simhosts/{hashlib.sha1(str(BASE_DIR).encode()).hexdigest()[:8]}",
     )
 )
+# The tiny guest real QEMU hosts boot (hosts/tinyguest.py): built once per package versions.
+CORRAL_TINYGUEST_DIR = Path(os.environ.get("CORRAL_TINYGUEST_DIR", VAR_DIR / "tinyguest"))
 
 # Logs go to stderr, as plain text or (CORRAL_LOG_FORMAT=json) one JSON object per line.
 CORRAL_LOG_FORMAT = os.environ.get("CORRAL_LOG_FORMAT", "plain")
@@ -333,3 +345,8 @@ LEASE_MAX_DURATION_DAYS = float(os.environ.get("LEASE_MAX_DURATION_DAYS", "31"))
 LEASE_QUOTA_INSTANCES = int(os.environ.get("LEASE_QUOTA_INSTANCES", "0"))
 LEASE_QUOTA_VCPUS = int(os.environ.get("LEASE_QUOTA_VCPUS", "0"))
 LEASE_QUOTA_MEMORY_MB = int(os.environ.get("LEASE_QUOTA_MEMORY_MB", "0"))
+
+# OpenStack clients (the minimal Keystone at /identity/v3 and the services it lists): the URL
+# clients reach Corral at (default: the URL each request came to) and the catalog's region.
+CORRAL_PUBLIC_URL = os.environ.get("CORRAL_PUBLIC_URL", "")
+CORRAL_REGION = os.environ.get("CORRAL_REGION", "RegionOne")

@@ -5,6 +5,7 @@ from django.urls import include, path
 
 from project.metrics import metrics_view
 
+handler400 = "project.api.errors.refused_request"
 handler404 = "project.api.errors.not_found"
 
 admin.site.site_header = "Corral administration"
@@ -15,5 +16,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("project.api.urls")),
     path("metrics", metrics_view, name="metrics"),
+    # OpenStack's APIs, without trailing slashes: Keystone (log-in) and Blazar (leases).
+    path("", include("project.identity.urls")),
+    path("", include("leases.blazar.urls")),
     path("", include(("project.portal_urls", "portal"))),
 ]

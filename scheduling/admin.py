@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from hosts.models import Cluster
-from project.admin_base import ScopedAdmin, extend_admin
+from project.admin_base import JSON_FORM_FIELDS, ScopedAdmin, extend_admin
 from project.permissions import holds
 from scheduling import services
 from scheduling.balancer import balance_cluster
@@ -71,6 +71,7 @@ class PolicyAdmin(admin.ModelAdmin):
     search_fields = ["name", "description"]
     inlines = [PolicyFilterInline, PolicyWeightInline]
     actions = ["clone_policies"]
+    formfield_overrides = JSON_FORM_FIELDS
 
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_staff

@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
@@ -18,6 +19,20 @@ _serial = itertools.count(1)
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{next(_serial)}"
+
+
+# Rows a refused request may leave behind without having changed anything.
+UNTRACKED_MODELS = {"sessions.session", "django_q.ormq", "django_q.task"}
+
+
+def stored_rows() -> dict[str, list[dict]]:
+    """Every row of every table (Corral's, guardian's, Django's auth...), by model: what a
+    refused request must leave as it was."""
+    return {
+        model._meta.label_lower: list(model._base_manager.order_by("pk").values())
+        for model in apps.get_models()
+        if model._meta.managed and model._meta.label_lower not in UNTRACKED_MODELS
+    }
 
 
 @pytest.fixture
@@ -138,6 +153,38 @@ def sim_daemons(tmp_path_factory):
     for daemon in daemons:
         simhosts.stop(daemon)
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def qemu_daemons():
+    """Two real QEMU hosts (session libvirt daemons, each with its storage pool ``corral``).
+
+    Their folders are unique and short (``/tmp/cq-XXXXXXXX``), so parallel runs do not meet.
+    At the end their guests are destroyed, the daemons stopped and what they left killed.
+    """
+    import shutil
+
+    from hosts import qemuhosts
+
+    hosts = [
+        qemuhosts.QemuHost(name=f"qemu-{i}", directory=qemuhosts.new_directory()) for i in (1, 2)
+    ]
+    try:
+        for host in hosts:
+            qemuhosts.start(host)
+        yield hosts
+    finally:
+        for host in hosts:
+            qemuhosts.stop(host)
+            shutil.rmtree(host.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_guest():
+    """The tiny guest's kernel, initrd and blank disk (hosts/tinyguest.py), built once."""
+    from hosts import tinyguest
+
+    return tinyguest.build()
 
 
 class TaskCluster:

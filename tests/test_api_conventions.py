@@ -261,9 +261,9 @@ def test_schema_names_a_pool_allocation_and_a_lease_host_allocation_apart(schema
     allocatevm = schema["paths"]["/api/vmpools/{id}/allocatevm/"]["post"]["responses"]["200"]
 
     assert allocatevm["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/Allocation"
+        "$ref": "#/components/schemas/PoolAllocation"
     }
-    assert set(components["Allocation"]["properties"]) == {"vm", "job", "instant"}
+    assert set(components["PoolAllocation"]["properties"]) == {"vm", "job", "instant"}
     assert components["Reservation"]["properties"]["allocations"]["items"] == {
         "$ref": "#/components/schemas/HostAllocation"
     }
@@ -483,11 +483,13 @@ def test_an_invalid_filter_value_is_a_json_400_naming_the_filter(api, url, field
     assert field in assert_json_error(response)
 
 
-def test_an_unknown_ordering_field_is_ignored(api, two_clusters_of_vms):
+def test_an_unknown_ordering_field_is_a_json_400_naming_the_parameter(api, two_clusters_of_vms):
     response = api.get("/api/vms/", {"ordering": "password"})
 
-    assert response.status_code == 200
-    assert response.json()["count"] == 3
+    assert response.status_code == 400
+    assert assert_json_error(response) == {
+        "ordering": ["Cannot order by 'password'; use name, id, status, cluster, host, created_at."]
+    }
 
 
 # --- Errors are JSON --------------------------------------------------------------------------

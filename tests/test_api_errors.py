@@ -38,3 +38,26 @@ def test_an_unauthenticated_request_is_told_how_to_authenticate(db):
 
     assert response.status_code == 401
     assert response["WWW-Authenticate"] == "Token"
+
+
+def test_a_bad_query_parameter_is_named_with_a_list_of_messages(admin_user, client_for):
+    response = client_for(admin_user).get("/api/events/", {"since": "yesterday"})
+
+    assert response.status_code == 400
+    assert response.json() == {"since": ["since and timeout must be numbers."]}
+
+
+def test_a_bad_grant_filter_is_named_with_a_list_of_messages(admin_user, client_for):
+    response = client_for(admin_user).get("/api/permissions/", {"object_id": "seven"})
+
+    assert response.status_code == 400
+    assert response.json() == {"object_id": ["A whole number is required."]}
+
+
+def test_a_refusal_of_the_whole_request_is_a_detail_message(admin_user, client_for):
+    response = client_for(admin_user).post(f"/api/users/{admin_user.pk}/deactivate/")
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": "You cannot deactivate yourself."}
+    admin_user.refresh_from_db()
+    assert admin_user.is_active

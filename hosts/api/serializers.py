@@ -109,7 +109,9 @@ HARDWARE_FIELDS = ("vcpus", "memory_mb", "disk_gb")
 
 
 class VirtualMachineSerializer(ModelCleanSerializer):
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, help_text="The user holding the VM; null: nobody."
+    )
     cluster = ScopedRelatedField(
         queryset=Cluster.objects.all(),
         required=False,
@@ -182,7 +184,11 @@ class VirtualMachineSerializer(ModelCleanSerializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    requested_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        help_text="Who asked for the job; null: Corral itself (a monitor, the balancer, a lease).",
+    )
     error = serializers.SerializerMethodField()
     journal = serializers.SerializerMethodField()
 

@@ -79,14 +79,15 @@ class TemplateViewSet(ScopedModelViewSet):
 def _operation(kind: str, description: str):
     """A POST action on a VM that queues ``kind`` and answers 202 with the job."""
 
-    @extend_schema(request=None, responses={202: JobSerializer}, description=description)
     def handler(self, request, pk=None):
         vm = self.get_object()
         job = services.request_operation(vm, kind, requested_by=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
     handler.__name__ = kind
-    return action(detail=True, methods=["post"])(handler)
+    # The schema goes on last: @action replaces what a decorator below it left on the function.
+    schema = extend_schema(request=None, responses={202: JobSerializer}, description=description)
+    return schema(action(detail=True, methods=["post"])(handler))
 
 
 class VirtualMachineOperations:
@@ -203,8 +204,9 @@ class EventFeedView(APIView):
     )
     def get(self, request):
         try:
-            since = int(request.query_params.get("since", 0))
-            timeout = float(request.query_params.get("timeout", 0))
+            # An empty value means "not given", as for every other query parameter.
+            since = int(request.query_params.get("since") or 0)
+            timeout = float(request.query_params.get("timeout") or 0)
         except ValueError:
             raise ValidationError({"since": "since and timeout must be numbers."}) from None
         if since < 0 or not 0 <= timeout <= 60:

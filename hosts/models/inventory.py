@@ -8,6 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts.validators import validate_libvirt_uri, validate_network_names
+from project.json_input import validate_flat_properties
 from project.names import validate_object_name
 
 
@@ -87,6 +88,7 @@ class Host(models.Model):
     capabilities = models.JSONField(
         default=dict,
         blank=True,
+        validators=[validate_flat_properties],
         help_text='What the host offers, for leases that ask for it: {"gpu": "a100", "ssd": true}.',
     )
     reported_networks = models.JSONField(

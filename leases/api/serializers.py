@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from leases.models import EndAction, Lease, Reservation, ResourceType
+from project import json_input, times
+from project.json_input import validate_flat_properties
 
 TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
-# Later times cannot be shown in every time zone (Python's calendar ends with 9999).
-LAST_YEAR = 9998
-TOO_LATE = f"Pick a time before the year {LAST_YEAR + 1}."
 
 
 def parse_time(value, field: str) -> datetime:
-    """Blazar's times: "now", "2017-05-17 09:07" (UTC), or ISO 8601 with a zone."""
+    """Blazar's times: "now", "2017-05-17 09:07" (UTC), or ISO 8601 with a zone; in UTC."""
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str) or not value.strip():
@@ -42,72 +43,209 @@ def parse_time(value, field: str) -> datetime:
         raise serializers.ValidationError(
             {field: "Use 'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."}
         )
-    if parsed.year > LAST_YEAR:
-        raise serializers.ValidationError({field: TOO_LATE})
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        return times.as_stored(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError({field: exc.messages}) from None
 
 
 PROPERTY_NAMES = {"$vcpus": "cpus", "$cpus": "cpus", "$memory_mb": "memory_mb"}
+# Host properties compared as minimums with the host's capacity, not as equal values.
+MINIMUM_PROPERTIES = ("cpus", "memory_mb")
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,15}")
 
 
 def parse_properties(value, field: str) -> dict:
-    """Host properties: a dict ({"cpus": 16}), or Blazar's expression string
-    ('["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]')."""
+    """Host properties: a map of single values ({"cpus": 16, "gpu": "a100"}), or Blazar's
+    expression ('["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]', as text or as
+    JSON). ``cpus`` and ``memory_mb`` are whole numbers; lists and objects are no values."""
     if value in (None, "", {}):
         return {}
     if isinstance(value, dict):
-        return value
+        properties = dict(value)
+    else:
+        try:
+            expression = json_input.loads(value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise serializers.ValidationError({field: str(exc)}) from None
+        properties = {}
+        _walk(expression, properties, field)
     try:
-        expression = json.loads(value) if isinstance(value, str) else value
-    except ValueError:
-        raise serializers.ValidationError({field: "Not valid JSON."}) from None
-    properties: dict = {}
-
-    def walk(node):
-        if not isinstance(node, list) or not node:
-            raise serializers.ValidationError({field: "Expected [op, $name, value]."})
-        op = node[0]
-        if op == "and":
-            for part in node[1:]:
-                walk(part)
-            return
-        if op not in ("==", ">=") or len(node) != 3 or not str(node[1]).startswith("$"):
-            raise serializers.ValidationError(
-                {field: f"Unsupported expression {node!r}: use ==, >= and and."}
-            )
-        name = PROPERTY_NAMES.get(node[1], node[1][1:])
-        if name in ("cpus", "memory_mb"):
-            try:
-                properties[name] = int(node[2])
-            except ValueError:
-                raise serializers.ValidationError({field: f"{node[1]} needs a number."}) from None
-        else:
-            properties[name] = node[2]
-
-    walk(expression)
+        validate_flat_properties(properties)
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError({field: exc.messages}) from None
+    for name in MINIMUM_PROPERTIES:
+        if name in properties:
+            properties[name] = _whole_number(properties[name], name, field)
     return properties
 
 
+def _walk(node, properties: dict, field: str) -> None:
+    """Collect the properties of one expression node (nesting is bounded by the JSON limits)."""
+    if not isinstance(node, list) or not node:
+        raise serializers.ValidationError({field: "Expected [op, $name, value]."})
+    op = node[0]
+    if op == "and":
+        for part in node[1:]:
+            _walk(part, properties, field)
+        return
+    if (
+        op not in ("==", ">=")
+        or len(node) != 3
+        or not isinstance(node[1], str)
+        or not node[1].startswith("$")
+    ):
+        raise serializers.ValidationError(
+            {field: f"Unsupported expression {node!r}: use ==, >= and and."}
+        )
+    properties[PROPERTY_NAMES.get(node[1], node[1][1:])] = node[2]
+
+
+def _whole_number(value, name: str, field: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value.strip()):
+        return int(value)
+    raise serializers.ValidationError({field: f"{name} needs a whole number."})
+
+
+TIME_HELP = "'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."
+PROPERTIES_HELP = (
+    'Host properties: an object ({"cpus": 16}) or Blazar\'s expression, as a list or its JSON'
+    ' text (\'["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]\').'
+)
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "object", "additionalProperties": {}},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+        ],
+    }
+)
+class HostPropertiesField(serializers.JSONField):
+    """Host properties as parse_properties() reads them."""
+
+
+def refuse_unknown(serializer: serializers.Serializer, data) -> None:
+    """A field the API does not apply is a 400 naming it, never a silent no-op."""
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(serializer.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["Unknown field; Corral does not apply it."] for name in unknown}
+            )
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["True", "False", "None"]}],
+        "nullable": True,
+    }
+)
+class AffinityField(serializers.Field):
+    """true (one host), false (distinct hosts) or null (any); Blazar's client sends the
+    strings "True", "False" and "None"."""
+
+    WORDS = {"true": True, "false": False, "none": None, "null": None, "": None}
+    default_error_messages = {"invalid": "Use true (one host), false (distinct hosts) or null."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data.strip().lower() in self.WORDS:
+            return self.WORDS[data.strip().lower()]
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
+INSTANCE_ONLY = ("vcpus", "memory_mb", "disk_gb", "amount", "affinity")
+HOST_ONLY = ("min", "max", "before_end")
+PROPERTY_FIELDS = ("hypervisor_properties", "resource_properties", "host_properties")
+
+
+def _without_blanks(data):
+    """Blazar's client sends "" for every option left out: no value, not a bad one."""
+    if not isinstance(data, dict):
+        return data
+    return {key: value for key, value in data.items() if value != ""}
+
+
+def _check_before_end(attrs: dict) -> None:
+    # Blazar's host reservations may ask for an action before the end; Corral only warns.
+    action = attrs.pop("before_end", None)
+    if action not in (None, "default"):
+        raise serializers.ValidationError(
+            {"before_end": "Only 'default' (warn the owner) is supported."}
+        )
+
+
+def _refuse_other_kind(attrs: dict, kind: str) -> None:
+    other = HOST_ONLY if kind == ResourceType.INSTANCE else INSTANCE_ONLY
+    given = [name for name in other if attrs.get(name) is not None]
+    if given:
+        raise serializers.ValidationError(
+            {name: f"Not a field of {kind} reservations." for name in given}
+        )
+
+
 class ReservationRequestSerializer(serializers.Serializer):
+    """One reservation of a lease: instances of a size (virtual:instance: vcpus, memory_mb and
+    amount), or whole hosts (physical:host: min, and max)."""
+
+    # Which fields each kind of reservation needs, for the schema (validate() checks them). A
+    # pattern, not an enum: drf-spectacular would take a one-value enum for a choice set.
+    schema_constraints = {
+        "oneOf": [
+            {
+                "properties": {"resource_type": {"pattern": f"^{ResourceType.INSTANCE}$"}},
+                "required": ["vcpus", "memory_mb", "amount"],
+            },
+            {
+                "properties": {"resource_type": {"pattern": f"^{ResourceType.HOST}$"}},
+                "required": ["min"],
+            },
+        ]
+    }
+
     resource_type = serializers.ChoiceField(choices=ResourceType.choices)
     vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
     memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024**2)
-    disk_gb = serializers.IntegerField(required=False, min_value=0, max_value=64 * 1024, default=0)
+    disk_gb = serializers.IntegerField(required=False, min_value=0, max_value=64 * 1024)
     amount = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
-    affinity = serializers.BooleanField(required=False, allow_null=True, default=None)
+    affinity = AffinityField(required=False, default=None)
     min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
-    host_properties = serializers.JSONField(required=False)
-    resource_properties = serializers.JSONField(required=False)
-    hypervisor_properties = serializers.JSONField(required=False)
+    before_end = serializers.CharField(required=False, allow_null=True)
+    host_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    resource_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    hypervisor_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+
+    def to_internal_value(self, data):
+        data = _without_blanks(data)
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
 
     def validate(self, attrs):
         errors = {}
-        if attrs["resource_type"] == ResourceType.INSTANCE:
+        kind = attrs["resource_type"]
+        _refuse_other_kind(attrs, kind)
+        if kind == ResourceType.INSTANCE:
+            attrs.setdefault("disk_gb", 0)
             for name in ("vcpus", "memory_mb", "amount"):
                 if attrs.get(name) is None:
                     errors[name] = "Required for virtual:instance."
         else:
+            _check_before_end(attrs)
+            attrs.pop("affinity", None)
             if attrs.get("min") is None:
                 errors["min"] = "Required for physical:host."
             attrs.setdefault("max", attrs.get("min"))
@@ -116,24 +254,69 @@ class ReservationRequestSerializer(serializers.Serializer):
         if errors:
             raise serializers.ValidationError(errors)
         properties = {}
-        for name in ("hypervisor_properties", "resource_properties", "host_properties"):
+        for name in PROPERTY_FIELDS:
             properties.update(parse_properties(attrs.pop(name, None), name))
         attrs["host_properties"] = properties
         return attrs
 
 
+class ReservationChangeSerializer(serializers.Serializer):
+    """A change to one reservation of a lease (``id``); what is left out stays as it is."""
+
+    id = serializers.IntegerField(min_value=1)
+    resource_type = serializers.ChoiceField(choices=ResourceType.choices, required=False)
+    vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
+    memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024**2)
+    disk_gb = serializers.IntegerField(required=False, min_value=0, max_value=64 * 1024)
+    amount = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    affinity = AffinityField(required=False)
+    min = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    max = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    before_end = serializers.CharField(required=False, allow_null=True)
+    host_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    resource_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+    hypervisor_properties = HostPropertiesField(required=False, help_text=PROPERTIES_HELP)
+
+    def to_internal_value(self, data):
+        data = _without_blanks(data)
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        _check_before_end(attrs)
+        if len(attrs) == 1:
+            raise serializers.ValidationError(
+                {"reservations": f"Nothing to change in reservation {attrs['id']}."}
+            )
+        for name in PROPERTY_FIELDS:
+            if name in attrs:
+                attrs[name] = parse_properties(attrs[name], name)
+        return attrs
+
+
 class LeaseRequestSerializer(serializers.Serializer):
-    """Blazar's body: name, start/start_date, end/end_date, before_end(_date), reservations."""
+    """Blazar's body: name, start or start_date, end or end_date, before_end(_date),
+    reservations."""
+
+    # Blazar's two spellings of the start and of the end: one of each is required.
+    schema_constraints = {
+        "allOf": [
+            {"anyOf": [{"required": ["start"]}, {"required": ["start_date"]}]},
+            {"anyOf": [{"required": ["end"]}, {"required": ["end_date"]}]},
+        ]
+    }
 
     name = serializers.CharField(max_length=80)
-    start = serializers.CharField(required=False)
-    start_date = serializers.CharField(required=False)
-    end = serializers.CharField(required=False)
-    end_date = serializers.CharField(required=False)
-    before_end = serializers.CharField(required=False, allow_null=True)
-    before_end_date = serializers.CharField(required=False, allow_null=True)
+    start = serializers.CharField(required=False, help_text=TIME_HELP)
+    start_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    end = serializers.CharField(required=False, help_text=TIME_HELP)
+    end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
+    before_end_date = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
     reservations = ReservationRequestSerializer(many=True, allow_empty=False)
-    events = serializers.ListField(required=False, help_text="Accepted for Blazar; ignored.")
+    events = serializers.ListField(
+        required=False, help_text="Blazar's custom events: none are supported (an empty list)."
+    )
     end_action = serializers.ChoiceField(choices=EndAction.choices, default=EndAction.STOP)
     group = serializers.CharField(
         required=False,
@@ -142,6 +325,18 @@ class LeaseRequestSerializer(serializers.Serializer):
         max_length=150,
         help_text="A group of yours whose members share the lease (by name).",
     )
+
+    def to_internal_value(self, data):
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
+
+    def validate_events(self, value):
+        if value:
+            raise serializers.ValidationError(
+                "Custom events are not supported; Corral schedules the start, the warning "
+                "before the end and the end itself."
+            )
+        return value
 
     def validate_group(self, value) -> Group | None:
         if not value:
@@ -181,39 +376,120 @@ class LeaseRequestSerializer(serializers.Serializer):
         return attrs
 
 
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="ReservationItem",
+        serializers=[ReservationChangeSerializer, ReservationRequestSerializer],
+        resource_type_field_name=None,
+        many=True,
+    )
+)
+class ReservationItemsField(serializers.ListField):
+    """A lease update's reservations: changes of existing ones (with their ``id``) and new
+    ones; read by LeaseUpdateSerializer.validate()."""
+
+
+ELAPSED = re.compile(r"^(\d{1,6})([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_elapsed(value, field: str) -> timedelta:
+    """Blazar's durations: a number and a unit, "30m", "12h", "2d"."""
+    match = ELAPSED.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise serializers.ValidationError({field: 'A duration such as "30m", "12h" or "2d".'})
+    return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
+
+
+# Relative moves of the lease's dates: field -> (which date, direction).
+SHIFTS = {
+    "prolong_for": ("end", 1),
+    "reduce_by": ("end", -1),
+    "defer_by": ("start", 1),
+    "advance_by": ("start", -1),
+}
+
+
 class LeaseUpdateSerializer(serializers.Serializer):
+    """A change to a lease: name, dates (or moves of them), the warning time, and changed or
+    added reservations (an item with an ``id`` changes that reservation; one without is a
+    new reservation)."""
+
     name = serializers.CharField(max_length=80, required=False)
-    start = serializers.CharField(required=False)
-    start_date = serializers.CharField(required=False)
-    end = serializers.CharField(required=False)
-    end_date = serializers.CharField(required=False)
-    reservations = serializers.ListField(child=serializers.DictField(), required=False)
+    start = serializers.CharField(required=False, help_text=TIME_HELP)
+    start_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    end = serializers.CharField(required=False, help_text=TIME_HELP)
+    end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end = serializers.CharField(required=False, help_text=TIME_HELP)
+    before_end_date = serializers.CharField(required=False, help_text=TIME_HELP)
+    prolong_for = serializers.CharField(required=False)
+    reduce_by = serializers.CharField(required=False)
+    defer_by = serializers.CharField(required=False)
+    advance_by = serializers.CharField(required=False)
+    reservations = ReservationItemsField(child=serializers.DictField(), required=False)
+
+    def to_internal_value(self, data):
+        refuse_unknown(self, data)
+        return super().to_internal_value(data)
 
     def validate(self, attrs):
         changes = {}
         if "name" in attrs:
             changes["name"] = attrs["name"]
-        start = attrs.get("start") or attrs.get("start_date")
-        end = attrs.get("end") or attrs.get("end_date")
-        if start:
-            changes["start"] = parse_time(start, "start_date")
-        if end:
-            changes["end"] = parse_time(end, "end_date")
-            if changes["end"] <= timezone.now():
-                raise serializers.ValidationError({"end_date": "The lease must end in the future."})
-        amounts = {}
-        for item in attrs.get("reservations", []):
-            try:
-                amounts[int(item["id"])] = int(item["amount"])
-            except (KeyError, TypeError, ValueError):
+        for date, field in (("start", "start_date"), ("end", "end_date")):
+            given = [name for name in (date, field) if attrs.get(name)]
+            given += [
+                name for name, (which, _) in SHIFTS.items() if which == date and name in attrs
+            ]
+            if len(given) > 1:
                 raise serializers.ValidationError(
-                    {"reservations": 'Each change is {"id": <reservation id>, "amount": n}.'}
-                ) from None
-            if amounts[int(item["id"])] < 1:
-                raise serializers.ValidationError({"reservations": "An amount is at least 1."})
-        if amounts:
-            changes["amounts"] = amounts
+                    {given[1]: f"Give one of {' and '.join(given)}, not both."}
+                )
+            if attrs.get(date) or attrs.get(field):
+                changes[date] = parse_time(attrs.get(date) or attrs.get(field), field)
+        for name, (date, sign) in SHIFTS.items():
+            if name in attrs:
+                changes[f"{date}_shift"] = sign * parse_elapsed(attrs[name], name)
+        before = attrs.get("before_end") or attrs.get("before_end_date")
+        if before:
+            changes["before_end"] = parse_time(before, "before_end_date")
+        if "end" in changes and changes["end"] <= timezone.now():
+            raise serializers.ValidationError({"end_date": "The lease must end in the future."})
+        self._reservations(attrs.get("reservations", []), changes)
+        if not changes:
+            raise serializers.ValidationError({"non_field_errors": "Nothing to change."})
         return changes
+
+    def _reservations(self, items: list[dict], changes: dict) -> None:
+        changed, added = {}, []
+        for index, item in enumerate(items):
+            has_id = item.get("id") not in (None, "")
+            if not has_id and not item.get("resource_type"):
+                raise serializers.ValidationError(
+                    {
+                        "reservations": "Each item changes a reservation (give its id) or adds "
+                        "one (give its resource_type)."
+                    }
+                )
+            body = (ReservationChangeSerializer if has_id else ReservationRequestSerializer)(
+                data=item
+            )
+            if not body.is_valid():
+                raise serializers.ValidationError({"reservations": {index: body.errors}})
+            if has_id:
+                values = dict(body.validated_data)
+                pk = values.pop("id")
+                if pk in changed:
+                    raise serializers.ValidationError(
+                        {"reservations": f"Reservation {pk} is changed twice."}
+                    )
+                changed[pk] = values
+            else:
+                added.append(dict(body.validated_data))
+        if changed:
+            changes["reservations"] = changed
+        if added:
+            changes["new_reservations"] = added
 
 
 class HostAllocationSerializer(serializers.Serializer):
@@ -264,6 +540,7 @@ class LeaseSerializer(serializers.ModelSerializer):
         model = Lease
         fields = [
             "id",
+            "uuid",
             "name",
             "user_id",
             "owner",

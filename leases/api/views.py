@@ -22,6 +22,11 @@ from project.api.viewsets import ScopedModelViewSet
 from project.permissions import holds
 
 
+def json_body(serializer) -> dict:
+    """Lease bodies nest lists of objects, which only JSON carries; the schema says so."""
+    return {"application/json": serializer}
+
+
 class LeaseViewSet(ScopedModelViewSet):
     """Leases: capacity reserved for a time window. You see your own (and your group's)."""
 
@@ -44,7 +49,7 @@ class LeaseViewSet(ScopedModelViewSet):
         if not holds(self.request.user, "leases.add_lease"):
             raise PermissionDenied("Creating leases needs the LeaseUser role.")
 
-    @extend_schema(request=LeaseRequestSerializer, responses={201: LeaseSerializer})
+    @extend_schema(request=json_body(LeaseRequestSerializer), responses={201: LeaseSerializer})
     def create(self, request, *args, **kwargs):
         self._may_create()
         body = LeaseRequestSerializer(data=request.data, context={"request": request})
@@ -64,7 +69,7 @@ class LeaseViewSet(ScopedModelViewSet):
             LeaseSerializer(self.queryset.get(pk=lease.pk)).data, status=status.HTTP_201_CREATED
         )
 
-    @extend_schema(request=LeaseUpdateSerializer, responses=LeaseSerializer)
+    @extend_schema(request=json_body(LeaseUpdateSerializer), responses=LeaseSerializer)
     def update(self, request, *args, **kwargs):
         lease = self.get_object()
         body = LeaseUpdateSerializer(data=request.data)
@@ -72,7 +77,7 @@ class LeaseViewSet(ScopedModelViewSet):
         services.update_lease(lease, body.validated_data)
         return Response(LeaseSerializer(self.queryset.get(pk=lease.pk)).data)
 
-    @extend_schema(request=LeaseUpdateSerializer, responses=LeaseSerializer)
+    @extend_schema(request=json_body(LeaseUpdateSerializer), responses=LeaseSerializer)
     def partial_update(self, request, *args, **kwargs):
         return self.update(request, *args, **kwargs)
 
@@ -81,7 +86,7 @@ class LeaseViewSet(ScopedModelViewSet):
         services.delete_lease(self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=LeaseRequestSerializer, responses=CapacityAnswerSerializer)
+    @extend_schema(request=json_body(LeaseRequestSerializer), responses=CapacityAnswerSerializer)
     @action(detail=False, methods=["post"])
     def check(self, request):
         """Would this lease fit now? Nothing is reserved."""

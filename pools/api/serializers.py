@@ -1,5 +1,6 @@
 """API representation of VM pools, with their counts."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from hosts.api.serializers import JobSerializer, VirtualMachineSerializer
@@ -44,6 +45,7 @@ class VmPoolSerializer(ModelCleanSerializer):
             fields["template"].read_only = True
         return fields
 
+    @extend_schema_field(PoolCountsSerializer)
     def get_counts(self, pool) -> dict:
         return {
             "total": getattr(pool, "total_vms", 0),
@@ -54,13 +56,17 @@ class VmPoolSerializer(ModelCleanSerializer):
 
 
 class PoolUpdateResultSerializer(VmPoolSerializer):
+    """A pool after a change, with what the change did not do (e.g. shut prestarted VMs down)."""
+
     warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta(VmPoolSerializer.Meta):
         fields = [*VmPoolSerializer.Meta.fields, "warnings"]
 
 
-class AllocationSerializer(serializers.Serializer):
+class PoolAllocationSerializer(serializers.Serializer):
+    """A VM taken from a pool: the VM, the job starting it (none when it was prestarted)."""
+
     vm = VirtualMachineSerializer()
     job = JobSerializer(allow_null=True)
     instant = serializers.BooleanField(

@@ -11,7 +11,11 @@ from hosts.api.serializers import JobSerializer
 from hosts.models import VirtualMachine
 from pools import services
 from pools.api.filtersets import VmPoolFilterSet
-from pools.api.serializers import AllocationSerializer, VmPoolSerializer
+from pools.api.serializers import (
+    PoolAllocationSerializer,
+    PoolUpdateResultSerializer,
+    VmPoolSerializer,
+)
 from pools.models import VmPool
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
 from project.permissions import holds, restrict
@@ -44,6 +48,7 @@ class VmPoolViewSet(ScopedModelViewSet):
         services.create_pool(pool)
         serializer.instance = self.queryset.all().get(pk=pool.pk)
 
+    @extend_schema(responses=PoolUpdateResultSerializer)
     def update(self, request, *args, **kwargs):
         partial = kwargs.pop("partial", False)
         pool = self.get_object()
@@ -54,6 +59,10 @@ class VmPoolViewSet(ScopedModelViewSet):
         data = self.get_serializer(self.queryset.all().get(pk=pool.pk)).data
         data["warnings"] = warnings
         return Response(data)
+
+    @extend_schema(responses=PoolUpdateResultSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        return super().partial_update(request, *args, **kwargs)
 
     @extend_schema(
         parameters=[
@@ -69,7 +78,7 @@ class VmPoolViewSet(ScopedModelViewSet):
         services.delete_pool(pool, force=force)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=None, responses={200: AllocationSerializer})
+    @extend_schema(request=None, responses={200: PoolAllocationSerializer})
     @action(detail=True, methods=["post"])
     def allocatevm(self, request, pk=None):
         """Take a VM: a prestarted one at once, or one that is being started (see its job)."""
@@ -77,7 +86,7 @@ class VmPoolViewSet(ScopedModelViewSet):
         allocation = services.allocate_vm(pool, request.user)
         vm = VirtualMachine.objects.select_related("owner").get(pk=allocation.vm.pk)
         return Response(
-            AllocationSerializer(
+            PoolAllocationSerializer(
                 {"vm": vm, "job": allocation.job, "instant": allocation.instant},
                 context=self.get_serializer_context(),
             ).data

@@ -6,7 +6,12 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import transaction
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
@@ -28,12 +33,14 @@ from project.api.access_serializers import (
     action_permissions,
 )
 from project.api.viewsets import ScopedModelViewSet
+from project.filters import ORDERING_DESCRIPTION, ordering_schema, ordering_terms
 from project.models import Role
 from project.permissions import holds, holds_at_system
 from project.roles import delete_grant_permissions, ensure_grant_permissions
 
 User = get_user_model()
 MANAGE_ROLES = "project.manage_roles"
+GRANT_ID_PATTERN = "[ug][0-9]+"
 
 
 class RoleViewSet(viewsets.ModelViewSet):
@@ -102,14 +109,18 @@ def _lookup(model, value, field: str, name: str):
     return found
 
 
+GRANT_ID = OpenApiParameter(
+    "id",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    pattern=f"^{GRANT_ID_PATTERN}$",
+    description="u<n> for a user's grant, g<n> for a group's.",
+)
+
+
 def _grant_ordering(value: str | None) -> list[str]:
     """``?ordering=role,-principal`` as keys of ``grant_service.GRANT_ORDERINGS``."""
-    keys = [key.strip() for key in (value or "").split(",") if key.strip()]
-    unknown = [key for key in keys if key.lstrip("-") not in grant_service.GRANT_ORDERINGS]
-    if unknown:
-        choices = ", ".join(grant_service.GRANT_ORDERINGS)
-        raise ValidationError({"ordering": f"Cannot order by {unknown[0]}; use {choices}."})
-    return keys
+    return ordering_terms(value, list(grant_service.GRANT_ORDERINGS))
 
 
 @extend_schema_view(
@@ -122,17 +133,15 @@ def _grant_ordering(value: str | None) -> list[str]:
             OpenApiParameter("object_id", OpenApiTypes.INT),
             OpenApiParameter(
                 "ordering",
-                OpenApiTypes.STR,
-                description="Comma-separated: id, role, principal, object_type; '-' descends.",
+                ordering_schema(list(grant_service.GRANT_ORDERINGS)),
+                description=ORDERING_DESCRIPTION,
+                style="form",
+                explode=False,
             ),
         ]
     ),
-    retrieve=extend_schema(
-        parameters=[OpenApiParameter("id", OpenApiTypes.STR, OpenApiParameter.PATH)]
-    ),
-    destroy=extend_schema(
-        parameters=[OpenApiParameter("id", OpenApiTypes.STR, OpenApiParameter.PATH)]
-    ),
+    retrieve=extend_schema(parameters=[GRANT_ID]),
+    destroy=extend_schema(parameters=[GRANT_ID]),
 )
 class GrantViewSet(
     mixins.ListModelMixin,
@@ -145,7 +154,7 @@ class GrantViewSet(
 
     serializer_class = GrantSerializer
     filter_backends = []
-    lookup_value_regex = "[ug][0-9]+"
+    lookup_value_regex = GRANT_ID_PATTERN
 
     def get_queryset(self):
         params = self.request.query_params
@@ -177,6 +186,12 @@ class GrantViewSet(
             raise Http404
         return grant
 
+    @extend_schema(
+        responses={
+            201: GrantSerializer,
+            200: OpenApiResponse(GrantSerializer, description="The grant was there already."),
+        }
+    )
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -249,7 +264,10 @@ class UserViewSet(ScopedModelViewSet):
             self.check_create_permission(None)
             serializer.save()
 
-    @extend_schema(request=None)
+    @extend_schema(
+        request=None,
+        responses={200: UserSerializer, 400: OpenApiResponse(description="Deactivating yourself.")},
+    )
     @action(detail=True, methods=["post"])
     def deactivate(self, request, pk=None):
         """Deactivate a user: they can no longer log in or use the API; their grants stay."""

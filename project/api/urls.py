@@ -2,12 +2,12 @@
 AppConfig), access control, token login and the schema."""
 
 from django.apps import apps
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
 from project import lockout
-from project.api import access_views
+from project.api import access_views, errors
 from project.csp import api_docs_policy
 
 router = SimpleRouter()
@@ -36,4 +36,6 @@ urlpatterns = [
         ),
         name="api-docs",
     ),
+    # Last: any other path under /api/ is a JSON 404, for every method.
+    re_path(r"^", errors.unknown_path, name="api-unknown"),
 ]

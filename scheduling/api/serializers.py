@@ -78,7 +78,9 @@ class PolicyBalanceSerializer(serializers.Serializer):
 class PolicySerializer(serializers.ModelSerializer):
     filters = PolicyFilterSerializer(many=True, read_only=True)
     weights = PolicyWeightSerializer(many=True, read_only=True)
-    balance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    balance = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="The balancer unit's name; null: none."
+    )
     clusters = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
 
     class Meta:
@@ -153,6 +155,8 @@ class AffinityGroupSerializer(ModelCleanSerializer):
 
 
 class BalancePreviewSerializer(serializers.Serializer):
+    """What the balancer would do: nothing, or migrate a VM from a host to one of candidates."""
+
     cluster = serializers.CharField()
     policy = serializers.CharField()
     action = serializers.ChoiceField(choices=["none", "migrate"])
@@ -160,4 +164,12 @@ class BalancePreviewSerializer(serializers.Serializer):
     vm = serializers.IntegerField(required=False)
     vm_name = serializers.CharField(required=False)
     candidates = serializers.ListField(child=serializers.CharField(), required=False)
-    loads = serializers.DictField(child=serializers.FloatField(), required=False)
+    loads = serializers.DictField(
+        child=serializers.FloatField(), required=False, help_text="CPU load percent per host."
+    )
+
+    def get_fields(self):
+        fields = super().get_fields()
+        # "from" is a Python keyword, so it cannot be declared as a class attribute.
+        fields["from"] = serializers.CharField(required=False, help_text="The host to relieve.")
+        return fields

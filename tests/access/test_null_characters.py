@@ -33,7 +33,7 @@ def test_filtering_grants_by_a_name_with_a_null_character_is_a_field_error(admin
     response = admin.get("/api/permissions/", {field: "name\x00"})
 
     assert response.status_code == 400
-    assert response.json() == {field: NULL}
+    assert response.json() == {field: [NULL]}
 
 
 def test_a_user_in_a_group_named_with_a_null_character_is_refused(admin):

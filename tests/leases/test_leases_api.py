@@ -547,7 +547,9 @@ def test_an_update_with_a_malformed_amount_is_a_400(client, full_lease):
 
     assert response.status_code == 400
     assert response.json() == {
-        "reservations": ['Each change is {"id": <reservation id>, "amount": n}.']
+        "reservations": [
+            "Each item changes a reservation (give its id) or adds one (give its resource_type)."
+        ]
     }
 
 

@@ -3,8 +3,12 @@
 Schemathesis generates valid and invalid requests for each operation (path ids, query strings,
 bodies); they are sent in process through the WSGI application to the test database, as a
 superuser and as an ordinary user (UserRole on one pool, LeaseUser on the system). Whatever
-comes in, the API must never answer 5xx, every 4xx must carry a JSON object, and no host URI
-it returns may hold a password.
+comes in, the API must never answer 5xx, no host URI it returns may hold a password, and every
+answer must be one the schema documents: its status code listed for the operation, its content
+type listed for that status, its body valid against the documented schema (so every 4xx is a
+documented JSON error), the headers documented as required present. A caller without
+credentials gets the documented 401 from every operation that needs them, a locked-out log-in
+the documented 429.
 
 Most generated ids and references are pointed at objects that exist, and most lease windows at
 times that could be accepted, so requests reach past "not found" into the services.
@@ -33,6 +37,7 @@ from leases.models import Lease, Reservation
 from pools.models import VmPool
 from project.models import Role
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
+from tests.conftest import unique
 from tests.security.conftest import User
 
 # Requests per operation and caller in the fuzzing phase (valid and invalid ones together);
@@ -40,6 +45,7 @@ from tests.security.conftest import User
 # phase (every boundary case of every field: about a hundred requests per operation).
 MAX_EXAMPLES = int(os.environ.get("CORRAL_FUZZ_EXAMPLES", "10"))
 COVERAGE_PHASE = os.environ.get("CORRAL_FUZZ_COVERAGE") == "1"
+PASSWORD = "pw-Corral-1"  # what make_user gives every user
 # The largest pool the fuzzer asks for.
 POOL_SIZE_LIMIT = 50
 
@@ -59,6 +65,14 @@ CONFIG = schemathesis.Config.from_dict(
 )
 with override_settings(ALLOWED_HOSTS=["localhost"]):
     schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", APP, config=CONFIG)
+
+# What a documented answer means: the schema lists its status, content type, body and headers.
+CONFORMANCE = [
+    schemathesis.checks.status_code_conformance,
+    schemathesis.checks.content_type_conformance,
+    schemathesis.checks.response_schema_conformance,
+    schemathesis.checks.response_headers_conformance,
+]
 
 FUZZ_SETTINGS = settings(
     max_examples=MAX_EXAMPLES,
@@ -248,14 +262,7 @@ def call_and_check(case, authorization: str) -> None:
     if response.headers.get("content-type", [""])[0].startswith("application/json"):
         for uri in _uris(json.loads(response.content)):
             assert not _has_password(uri), f"{request} returned a host URI with a password"
-    if 400 <= response.status_code < 500:
-        content_type = response.headers.get("content-type", [""])[0]
-        assert content_type.startswith("application/json"), (
-            f"{request} answered {response.status_code} as {content_type!r}: {response.text[:500]}"
-        )
-        assert isinstance(json.loads(response.content), dict), (
-            f"{request} answered {response.status_code} with {response.text[:500]}"
-        )
+    case.validate_response(response, checks=CONFORMANCE)
 
 
 @schema.parametrize()
@@ -268,3 +275,58 @@ def test_api_as_superuser(case, world, admin_user, token_for):
 @FUZZ_SETTINGS
 def test_api_as_pool_user(case, world, pool_user, token_for):
     call_and_check(case, token_for(pool_user))
+
+
+def _needs_credentials(operation) -> bool:
+    """Whether the schema says the operation needs credentials (no empty security option)."""
+    return {} not in operation.definition.raw.get("security", [{}])
+
+
+OPERATIONS = [result.ok() for result in schema.get_all_operations()]
+ANONYMOUS_OPERATIONS = [
+    pytest.param(operation, id=operation.label)
+    for operation in OPERATIONS
+    if _needs_credentials(operation)
+]
+
+
+def test_only_the_token_endpoint_is_open_without_credentials():
+    open_ones = [operation.label for operation in OPERATIONS if not _needs_credentials(operation)]
+
+    assert open_ones == ["POST /api/auth/token/"]
+    assert len(ANONYMOUS_OPERATIONS) == len(OPERATIONS) - 1 > 100
+
+
+@pytest.mark.parametrize("operation", ANONYMOUS_OPERATIONS)
+def test_a_caller_without_credentials_gets_the_documented_401(operation, db):
+    # Credentials are checked before anything is looked up: any well-formed id will do.
+    ids = {"id": "u1" if operation.path.startswith("/api/permissions/") else 1, "policy_pk": 1}
+    path_parameters = {name: ids[name] for name in ids if f"{{{name}}}" in operation.path}
+    case = operation.Case(path_parameters=path_parameters)
+
+    response = case.call(base_url="http://testserver")
+
+    assert response.status_code == 401, f"{operation.label}: {response.text[:300]}"
+    assert response.headers["www-authenticate"] == ["Token"]
+    case.validate_response(response, checks=CONFORMANCE)
+
+
+def test_a_locked_out_log_in_gets_the_documented_429(make_user, settings):
+    user = make_user(unique("locked"))
+    operation = schema["/api/auth/token/"]["POST"]
+    wrong = operation.Case(
+        body={"username": user.username, "password": "wrong"}, media_type="application/json"
+    )
+    for _ in range(settings.CORRAL_LOGIN_MAX_FAILURES):
+        refused = wrong.call(base_url="http://testserver")
+        assert refused.status_code == 400
+        wrong.validate_response(refused, checks=CONFORMANCE)
+    right = operation.Case(
+        body={"username": user.username, "password": PASSWORD}, media_type="application/json"
+    )
+
+    response = right.call(base_url="http://testserver")
+
+    assert response.status_code == 429
+    assert int(response.headers["retry-after"][0]) > 0
+    right.validate_response(response, checks=CONFORMANCE)

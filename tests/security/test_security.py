@@ -28,61 +28,12 @@ from project.models import Role
 from scheduling.models import Policy, PolicyUnit
 from tests.conftest import unique
 from tests.security.conftest import User, World
+from tests.security.operations import concrete, object_ids, schema_operations
 
 # Everyone signed in may read these (roles, policies, policy units and a policy's parts).
 READABLE_BY_EVERYONE = {"roles", "schedulingpolicies", "schedulingpolicyunits"}
 # The one operation that takes no credentials: it is where credentials go.
 PUBLIC_OPERATIONS = {("post", "/api/auth/token/")}
-METHODS = ("get", "post", "put", "patch", "delete")
-
-
-def schema_operations() -> list[tuple[str, str]]:
-    """(method, path template) of every operation in the served OpenAPI schema."""
-    schema = Client().get("/api/schema/?format=json").json()
-    return [
-        (method, path)
-        for path, item in schema["paths"].items()
-        for method in METHODS
-        if method in item
-    ]
-
-
-def object_ids(world: World) -> dict[str, object]:
-    """First path segment after /api/ -> the id of the world's object of that kind."""
-    return {
-        "affinitygroups": world.affinity_group.pk,
-        "clusters": world.cluster.pk,
-        "externaldomains": world.external_domain.pk,
-        "groups": world.group.pk,
-        "hosts": world.host.pk,
-        "jobs": world.job.pk,
-        "leases": world.lease.pk,
-        "permissions": world.user_grant_id,
-        "roles": world.role.pk,
-        "schedulingpolicies": world.policy.pk,
-        "schedulingpolicyunits": PolicyUnit.objects.order_by("pk").first().pk,
-        "templates": world.template.pk,
-        "users": world.other_user.pk,
-        "vmpools": world.pool.pk,
-        "vms": world.vm.pk,
-    }
-
-
-def part_ids(world: World) -> dict[str, object]:
-    """The parts of a policy, under /api/schedulingpolicies/{policy_pk}/<part>/{id}/."""
-    return {
-        "filters": world.policy_filter.pk,
-        "weights": world.policy_weight.pk,
-        "balances": world.policy.balance_id,
-    }
-
-
-def concrete(path: str, world: World) -> str:
-    segments = path.strip("/").split("/")
-    if "{policy_pk}" in path:
-        path = path.replace("{policy_pk}", str(world.policy.pk))
-        return path.replace("{id}", str(part_ids(world).get(segments[3], "")))
-    return path.replace("{id}", str(object_ids(world).get(segments[1], "")))
 
 
 def call(client, method: str, url: str):

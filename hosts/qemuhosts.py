@@ -1,0 +1,132 @@
+"""Real QEMU hosts on this machine: one session libvirtd per host, running real guests.
+
+A kind of simulated host (``hosts/simhosts.py``): the same unprivileged session daemon in its
+own folder, but serving QEMU (under TCG where there is no usable KVM), with a directory storage
+pool ``corral`` at ``<folder>/pool`` made through libvirt's API. The URI is
+``qemu+unix:///session?socket=<folder>/run/libvirt/libvirt-sock``.
+
+The folder must be short, at most 19 characters (``/tmp/cq-1``): libvirt puts each guest's
+agent socket at ``<folder>/cfg/libvirt/qemu/channel/target/domain-ID-NAME/org.qemu.guest_agent.0``
+and a UNIX socket path holds at most 107 bytes.
+
+Stopping a host destroys its guests first, then stops its libvirtd; QEMU and ``virtlogd``
+outlive a stopped libvirtd, so any left over are found by ``HOME=<folder>`` in their
+environment and killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hosts import driver, simhosts
+from hosts.driver.connection import drop
+from hosts.driver.storage import ensure_storage_pool
+
+MAX_DIRECTORY_LENGTH = 19
+SHORT_BASE = Path("/tmp")
+
+
+@dataclass(frozen=True)
+class QemuHost(simhosts.SimHost):
+    def __post_init__(self):
+        if len(str(self.directory)) > MAX_DIRECTORY_LENGTH:
+            raise simhosts.SimHostError(
+                f"The folder of a QEMU host must be at most {MAX_DIRECTORY_LENGTH} characters "
+                f"(guest agent sockets live under it): {self.directory} is too long."
+            )
+
+    @property
+    def uri(self) -> str:
+        return f"qemu+unix:///session?socket={self.socket}"
+
+    @property
+    def pool_directory(self) -> Path:
+        return self.directory / "pool"
+
+
+def new_directory() -> Path:
+    """A fresh, unique folder short enough for a QEMU host (``/tmp/cq-XXXXXXXX``)."""
+    return Path(tempfile.mkdtemp(prefix="cq-", dir=SHORT_BASE))
+
+
+def named_directory(owner: Path) -> Path:
+    """The same short folder every time for ``owner`` (``/tmp/cq-0123456789``)."""
+    return SHORT_BASE / f"cq-{hashlib.sha1(str(owner).encode()).hexdigest()[:10]}"
+
+
+def start(host: QemuHost, timeout: float = 30.0) -> int:
+    """Start the daemon unless it runs; make sure its storage pool runs. Returns its pid."""
+    pid = simhosts.start(host, timeout)
+    ensure_storage_pool(host.uri, str(host.pool_directory))
+    return pid
+
+
+def stop(host: QemuHost, timeout: float = 10.0) -> bool:
+    """Destroy the host's guests, stop its daemon, kill what it left; True if it ran."""
+    if host.pid() is not None:
+        with contextlib.suppress(driver.DriverError):
+            for domain in driver.host_report(host.uri).domains:
+                with contextlib.suppress(driver.DriverError):
+                    driver.power_off(host.uri, domain.uuid)
+    drop(host.uri)
+    stopped = simhosts.stop(host, timeout)
+    kill_leftovers(host, timeout)
+    return stopped
+
+
+def leftover_pids(host: QemuHost) -> list[int]:
+    """Processes started for the host (QEMU, virtlogd, libvirtd): those with ``HOME=<folder>``."""
+    marker = f"HOME={host.directory}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if marker in environment:
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_leftovers(host: QemuHost, timeout: float = 10.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = leftover_pids(host)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout / 2
+        while pids and time.monotonic() < deadline:
+            pids = leftover_pids(host)
+            time.sleep(0.05)
+        if not pids:
+            return
+
+
+def link(base: Path, name: str, host: QemuHost) -> None:
+    """Record ``host`` under ``base`` (a link to its short folder), for ``discover``."""
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / name
+    if path.is_symlink() and Path(os.readlink(path)) == host.directory:
+        return
+    path.unlink(missing_ok=True)
+    path.symlink_to(host.directory)
+
+
+def discover(base: Path) -> list[QemuHost]:
+    """Every QEMU host recorded under ``base`` by ``link``, running or stopped."""
+    if not base.exists():
+        return []
+    return [
+        QemuHost(name=path.name, directory=Path(os.readlink(path)))
+        for path in sorted(base.iterdir())
+        if path.is_symlink() and path.is_dir()
+    ]

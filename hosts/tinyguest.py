@@ -1,0 +1,362 @@
+"""The tiny guest: a real Linux VM that boots in seconds under QEMU, built from Debian packages.
+
+It is what Corral's real-QEMU tests and demos run: Debian's cloud kernel, an initramfs holding
+busybox, the QEMU guest agent and a few kernel modules, and a blank qcow2 disk. Nothing else:
+no distribution image is downloaded and nothing is installed on the machine.
+
+How it is built (``build()``, or ``manage.py tinyguest build``):
+
+1. ``apt-cache`` names the candidate versions of ``linux-image-cloud-amd64`` (and the versioned
+   kernel package it depends on), ``busybox-static`` and ``qemu-guest-agent``. Those versions
+   and the guest's own files (``hosts/tinyguest_files/``) make the cache key: a second build
+   with the same key does nothing.
+2. ``apt-get download`` fetches the four packages into a temporary folder and ``dpkg-deb -x``
+   extracts them.
+3. The initramfs is written in Python (``hosts/initramfs.py``): ``/dev/console``, busybox,
+   ``/init`` and its scripts, the kernel modules for virtio devices, the ACPI power button and
+   a cloud-init CD-ROM (decompressed when the kernel ships them compressed; those built into
+   the kernel are skipped), and ``qemu-ga`` with the shared libraries ``ldd`` lists, copied
+   from this machine (they are present wherever QEMU is: ``qemu-system-x86`` depends on each).
+4. ``qemu-img create`` makes the blank disk ``disk.qcow2``.
+
+Results go to ``CORRAL_TINYGUEST_DIR/<kernel version>-<key>/``: ``vmlinuz``, ``initrd.img``,
+``disk.qcow2`` and ``manifest.json``. A build happens in a temporary folder beside it, under a
+file lock, and is renamed into place whole, so concurrent builds neither collide nor leave a
+half-built guest behind.
+
+What the guest does at boot (``hosts/tinyguest_files/init``), each step announced on the
+serial console as ``corral-guest: ...``: load the modules; take an address by DHCP (``ip
+10.0.2.15`` on a user-mode NIC); format ``/dev/vda`` when it holds no filesystem, then count
+boots on it (``boot N``, so a test can tell a reverted disk); read a NoCloud seed labelled
+``cidata`` if one is attached (``hostname NAME``, ``ssh-keys N``); start ``acpid`` (the power
+button powers off) and the guest agent (``agent /dev/vportNp1``); print ``booted``; then keep a
+shell on the console. It needs 128 MiB of RAM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import hashlib
+import json
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hosts import initramfs
+
+KERNEL_PACKAGE = "linux-image-cloud-amd64"
+BUSYBOX_PACKAGE = "busybox-static"
+AGENT_PACKAGE = "qemu-guest-agent"
+AGENT = "usr/sbin/qemu-ga"
+
+# Loaded in this order (each after those it needs); the first group drives the virtio devices,
+# the ACPI power button and its input events, the second a CD-ROM on the IDE bus with ISO 9660.
+MODULES = (
+    "virtio_ring",
+    "virtio",
+    "virtio_pci_modern_dev",
+    "virtio_pci_legacy_dev",
+    "virtio_pci",
+    "failover",
+    "net_failover",
+    "virtio_net",
+    "virtio_blk",
+    "virtio_console",
+    "button",
+    "evdev",
+    "scsi_common",
+    "scsi_mod",
+    "libata",
+    "ata_piix",
+    "cdrom",
+    "sr_mod",
+    "isofs",
+)
+MEMORY_MIB = 128
+DISK_SIZE = "64M"
+GUEST_FILES = Path(__file__).resolve().parent / "tinyguest_files"
+# The guest's files: (name in GUEST_FILES, path in the initramfs).
+SCRIPTS = (
+    ("init", "init"),
+    ("udhcpc.script", "etc/udhcpc.script"),
+    ("power-button", "etc/acpi/PWRF/00000080"),
+    ("shutdown", "sbin/shutdown"),
+)
+# Bumped whenever the way the guest is put together changes, so cached builds are redone.
+LAYOUT_VERSION = 1
+COMMAND_TIMEOUT_S = 600
+APT_LISTS = Path("/var/lib/apt/lists")
+APT_SOURCES = Path("/etc/apt")
+
+
+class TinyGuestError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class TinyGuest:
+    """A built guest: boot it with ``kernel`` and ``initrd``, its disk an overlay of ``disk``."""
+
+    directory: Path
+    versions: dict[str, str]
+
+    @property
+    def kernel(self) -> Path:
+        return self.directory / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.directory / "initrd.img"
+
+    @property
+    def disk(self) -> Path:
+        return self.directory / "disk.qcow2"
+
+
+def default_directory() -> Path:
+    from django.conf import settings
+
+    return Path(settings.CORRAL_TINYGUEST_DIR)
+
+
+def build(directory: Path | None = None) -> TinyGuest:
+    """The tiny guest for the packages apt offers now, built into ``directory`` if missing.
+
+    Safe to call from several processes at once: one builds, the others wait and reuse it.
+    """
+    base = Path(directory) if directory is not None else default_directory()
+    base.mkdir(parents=True, exist_ok=True)
+    versions = candidate_versions(memo=base / "candidates.json")
+    target = base / f"{_kernel_version(versions['kernel'])}-{cache_key(versions)}"
+    if (target / "manifest.json").exists():
+        return TinyGuest(target, versions)
+    with _exclusive(base / ".lock"):
+        if (target / "manifest.json").exists():
+            return TinyGuest(target, versions)
+        for stale in base.glob(".build-*"):  # left by a build that was killed
+            shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=base) as work:
+            result = Path(work) / "guest"
+            result.mkdir()
+            _build_into(result, Path(work), versions)
+            result.rename(target)
+    return TinyGuest(target, versions)
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run(command: list[str], **kwargs) -> str:
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+            **kwargs,
+        )
+    except FileNotFoundError as exc:
+        raise TinyGuestError(f"{command[0]} is not installed: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise TinyGuestError(f"{' '.join(command)} took over {COMMAND_TIMEOUT_S} s.") from exc
+    if done.returncode != 0:
+        raise TinyGuestError(
+            f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        )
+    return done.stdout
+
+
+def _package_records(packages: list[str]) -> dict[str, dict[str, str]]:
+    """Fields of the version of each package that apt would install (its candidate)."""
+    text = _run(["apt-cache", "show", "--no-all-versions", *packages])
+    records: dict[str, dict[str, str]] = {}
+    for paragraph in text.split("\n\n"):
+        record: dict[str, str] = {}
+        for line in paragraph.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and line[:1] not in ("", " ", "\t"):
+                record[key] = value.strip()
+        if record.get("Package") in packages and "Version" in record:
+            records.setdefault(record["Package"], record)
+    missing = [package for package in packages if package not in records]
+    if missing:
+        raise TinyGuestError(
+            f"apt knows no package {', '.join(missing)}; run apt-get update "
+            "(and check the sources list)."
+        )
+    return records
+
+
+def _apt_lists_stamp() -> str:
+    """Changes whenever apt's package lists or sources do (apt-get update, a new source)."""
+    stamp = []
+    for folder in (APT_LISTS, APT_SOURCES):
+        for path in sorted(folder.rglob("*")) if folder.exists() else []:
+            info = path.stat()
+            stamp.append((str(path), info.st_size, info.st_mtime_ns))
+    return hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
+
+
+def candidate_versions(memo: Path | None = None) -> dict[str, str]:
+    """``{"kernel": package, "<package>": version, ...}`` for every package the guest uses.
+
+    With ``memo``, the answer is kept in that file until apt's lists change: asking apt costs
+    seconds on machines without its binary cache, and a built guest should cost nothing.
+    """
+    stamp = _apt_lists_stamp()
+    if memo is not None:
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+            remembered = json.loads(memo.read_text())
+            if remembered["stamp"] == stamp:
+                return remembered["versions"]
+    records = _package_records([KERNEL_PACKAGE, BUSYBOX_PACKAGE, AGENT_PACKAGE])
+    depends = records[KERNEL_PACKAGE].get("Depends", "")
+    match = re.search(r"(linux-image-[^\s,(|]+)\s*\(=\s*([^)\s]+)\)", depends)
+    if not match:
+        raise TinyGuestError(f"{KERNEL_PACKAGE} depends on no versioned kernel package.")
+    kernel, kernel_version = match.groups()
+    versions = {
+        "kernel": kernel,
+        kernel: kernel_version,
+        BUSYBOX_PACKAGE: records[BUSYBOX_PACKAGE]["Version"],
+        AGENT_PACKAGE: records[AGENT_PACKAGE]["Version"],
+    }
+    if memo is not None:
+        written = memo.with_name(f".{memo.name}.{os.getpid()}")
+        written.write_text(json.dumps({"stamp": stamp, "versions": versions}))
+        written.replace(memo)  # atomic: a concurrent reader sees the old or the new memo
+    return versions
+
+
+def _kernel_version(kernel_package: str) -> str:
+    return kernel_package.removeprefix("linux-image-")
+
+
+def cache_key(versions: dict[str, str]) -> str:
+    """Short hash of the package versions and of everything that shapes the guest."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([LAYOUT_VERSION, versions, MODULES, DISK_SIZE]).encode())
+    for name, _ in SCRIPTS:
+        digest.update((GUEST_FILES / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
+    debs, root = work / "debs", work / "root"
+    debs.mkdir()
+    root.mkdir()
+    kernel = versions["kernel"]
+    wanted = [f"{kernel}={versions[kernel]}"] + [
+        f"{package}={versions[package]}" for package in (BUSYBOX_PACKAGE, AGENT_PACKAGE)
+    ]
+    _run(["apt-get", "download", *wanted], cwd=debs)
+    for deb in sorted(debs.glob("*.deb")):
+        _run(["dpkg-deb", "-x", str(deb), str(root)])
+
+    kernel_release = _kernel_version(kernel)
+    shutil.copyfile(root / "boot" / f"vmlinuz-{kernel_release}", result / "vmlinuz")
+    modules = _modules(root / "lib" / "modules" / kernel_release)
+    libraries = _agent_libraries(root / AGENT)
+    entries = _initramfs_entries(root, modules, libraries)
+    (result / "initrd.img").write_bytes(initramfs.gzipped_cpio(entries))
+    _run(["qemu-img", "create", "-q", "-f", "qcow2", str(result / "disk.qcow2"), DISK_SIZE])
+    manifest = {
+        "versions": versions,
+        "modules": list(modules),
+        "libraries": [str(path) for path, _ in libraries],
+        "memory_mib": MEMORY_MIB,
+    }
+    (result / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _modules(tree: Path) -> dict[str, bytes]:
+    """The wanted modules that the kernel has as files, decompressed, in loading order."""
+    files = {}
+    for path in tree.rglob("*.ko*"):
+        name, _, compression = path.name.partition(".ko")
+        files[name.replace("-", "_")] = (path, compression)
+    builtin_file = tree / "modules.builtin"
+    builtin = {
+        Path(line).name.partition(".ko")[0].replace("-", "_")
+        for line in (builtin_file.read_text().split() if builtin_file.exists() else [])
+    }
+    modules = {}
+    for name in MODULES:
+        if name not in files:
+            if name in builtin:
+                continue
+            raise TinyGuestError(f"The kernel in {tree} has no module {name}.")
+        path, compression = files[name]
+        data = path.read_bytes()
+        if compression == ".xz":
+            data = lzma.decompress(data)
+        elif compression == ".gz":
+            data = gzip.decompress(data)
+        elif compression:
+            raise TinyGuestError(f"Cannot decompress kernel module {path.name}.")
+        modules[name] = data
+    return modules
+
+
+_LDD_LINE = re.compile(r"^\s*(?:\S+\s+=>\s+)?(/\S+)\s+\(0x[0-9a-f]+\)$")
+
+
+def _agent_libraries(agent: Path) -> list[tuple[Path, Path]]:
+    """``(path the agent loads, file on this machine)`` for each library ``ldd`` lists."""
+    output = _run(["ldd", str(agent)])
+    missing = [line.split()[0] for line in output.splitlines() if "not found" in line]
+    if missing:
+        raise TinyGuestError(
+            f"Libraries of qemu-ga missing on this machine: {', '.join(missing)}; "
+            "install qemu-system-x86 (it depends on them)."
+        )
+    libraries = []
+    for line in output.splitlines():
+        match = _LDD_LINE.match(line)
+        if match:
+            path = Path(match.group(1))
+            libraries.append((path, path.resolve()))
+    return libraries
+
+
+def _guest_file(name: str) -> bytes:
+    return (GUEST_FILES / name).read_bytes()
+
+
+def _initramfs_entries(
+    root: Path, modules: dict[str, bytes], libraries: list[tuple[Path, Path]]
+) -> list[initramfs.Entry]:
+    entries = [
+        initramfs.character_device("dev/console", 5, 1),
+        initramfs.regular_file("bin/busybox", (root / "bin" / "busybox").read_bytes(), 0o755),
+        initramfs.symlink("bin/sh", "busybox"),
+        initramfs.regular_file("usr/sbin/qemu-ga", (root / AGENT).read_bytes(), 0o755),
+        initramfs.regular_file("etc/modules", "".join(f"{m}\n" for m in modules).encode()),
+        initramfs.regular_file("etc/hostname", b"corral-guest\n"),
+    ]
+    for name, path in SCRIPTS:
+        entries.append(initramfs.regular_file(path, _guest_file(name), 0o755))
+    for name, data in modules.items():
+        entries.append(initramfs.regular_file(f"lib/modules/{name}.ko", data))
+    for path, source in libraries:
+        entries.append(initramfs.regular_file(str(path).lstrip("/"), source.read_bytes(), 0o755))
+    for folder in ("proc", "sys", "tmp", "run", "root", "mnt/state", "mnt/seed"):
+        entries.append(initramfs.directory(folder))
+    entries.append(initramfs.symlink("var/run", "../run"))
+    return entries

@@ -1,0 +1,86 @@
+"""Blazar's request plumbing: X-Auth-Token authentication, JSON only, and every error as
+``{"error_code", "error_message", "error_name"}`` (what Blazar's clients print)."""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import APIView
+
+from project.api.errors import exception_handler
+from project.api.parsers import JSONParser
+from project.identity.authentication import KeystoneTokenAuthentication
+
+NAMES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    406: "NOT_ACCEPTABLE",
+    409: "CONFLICT",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    429: "TOO_MANY_REQUESTS",
+}
+
+
+def _describe(data, prefix: str = "") -> list[str]:
+    """Field messages as "field: message" lines (nested fields joined with dots)."""
+    if isinstance(data, dict):
+        if set(data) == {"detail"} and not prefix:
+            return _describe(data["detail"])
+        lines = []
+        for key, value in data.items():
+            name = "" if key in ("non_field_errors", "detail") else str(key)
+            lines += _describe(value, f"{prefix}.{name}" if prefix and name else prefix or name)
+        return lines
+    if isinstance(data, list):
+        return [line for item in data for line in _describe(item, prefix)]
+    return [f"{prefix}: {data}" if prefix else str(data)]
+
+
+def error_body(status: int, message: str) -> dict:
+    return {"error_code": status, "error_message": message, "error_name": NAMES.get(status, status)}
+
+
+def blazar_exception_handler(exc, context):
+    response = exception_handler(exc, context)
+    if response is not None:
+        response.data = error_body(response.status_code, "; ".join(_describe(response.data)))
+    return response
+
+
+class BlazarView(APIView):
+    """A Blazar endpoint: authenticated by X-Auth-Token, JSON in and out, Blazar's errors.
+
+    Left out of Corral's OpenAPI schema: this API is Blazar's, documented by OpenStack.
+    """
+
+    authentication_classes = [KeystoneTokenAuthentication]
+    permission_classes = [IsAuthenticated]
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser]
+    schema = None
+
+    def get_exception_handler(self):
+        return blazar_exception_handler
+
+    def body(self) -> dict:
+        """The request's JSON object (a list or a bare value is a 400)."""
+        data = self.request.data
+        if not isinstance(data, dict):
+            raise ParseError("The request body must be a JSON object.")
+        return data
+
+
+@csrf_exempt
+def not_found(request, *args, **kwargs):
+    """Any other URL under /reservation: Blazar's 404, never a page."""
+    return JsonResponse(error_body(404, f"{request.path} not found."), status=404)
+
+
+def missing(kind: str, ident) -> NotFound:
+    return NotFound(f"{kind} {ident} not found.")

@@ -1,0 +1,196 @@
+"""Blazar's os-hosts: the reservable hosts, their allocations and their properties.
+
+A Blazar host is a Corral host that is reservable: ``POST /os-hosts`` marks an existing Corral
+host reservable (found by name, ``cluster/name`` or id), ``DELETE`` un-marks it and never
+deletes the Corral host. Hosts are seen through the caller's grants (``hosts.view_host``);
+changing one takes ``hosts.change_host`` on it, and making a property private a system-wide
+grant of it.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from hosts.models import Host
+from leases import reservable
+from leases.blazar.errors import BlazarView, missing
+from leases.blazar.serializers import blazar_time, capabilities_of, host_view
+from leases.capacity import LIVE_LEASES
+from leases.models import Allocation, ReservationStatus
+from project.permissions import holds, holds_at_system, restrict
+
+ADMIN = "hosts.change_host"
+
+
+def visible_hosts(user, reservable_only: bool = True):
+    hosts = Host.objects.select_related("cluster").order_by("name", "id")
+    if reservable_only:
+        hosts = hosts.filter(reservable=True)
+    return restrict(hosts, user, "hosts.view_host")
+
+
+def reservable_host(request, host_id: str, admin: bool = False) -> Host:
+    """A reservable host the caller may see (else not found); with ``admin``, one they may
+    change (else 403)."""
+    host = visible_hosts(request.user).filter(pk=int(host_id)).first() if _is_id(host_id) else None
+    if host is None:
+        raise missing("Host", host_id)
+    if admin and not holds(request.user, ADMIN, host):
+        raise PermissionDenied(f"Changing reservable host {host.name} needs an admin role on it.")
+    return host
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, str | int) and str(value).isdigit() and len(str(value)) < 19
+
+
+def _corral_host(request, body: dict) -> Host:
+    """The Corral host a create names: ``id``, or ``name`` (``cluster/name`` when several
+    clusters have a host of that name)."""
+    ident, name = body.pop("id", None), body.pop("name", None)
+    hosts = visible_hosts(request.user, reservable_only=False)
+    if ident is not None:
+        found = list(hosts.filter(pk=int(ident))) if _is_id(ident) else []
+        label = ident
+    elif isinstance(name, str) and name:
+        cluster, _, host_name = name.rpartition("/")
+        found = list(
+            hosts.filter(name=host_name, **({"cluster__name": cluster} if cluster else {}))
+        )
+        label = name
+    else:
+        raise ValidationError({"name": "The name of the Corral host to make reservable."})
+    if not found:
+        raise missing("Host", label)
+    if len(found) > 1:
+        clusters = ", ".join(host.cluster.name for host in found)
+        raise ValidationError(
+            {"name": f"Hosts named {name} are in clusters {clusters}: give cluster/name or id."}
+        )
+    return found[0]
+
+
+class HostsView(BlazarView):
+    def get(self, request):
+        return Response({"hosts": [host_view(host) for host in visible_hosts(request.user)]})
+
+    def post(self, request):
+        body = dict(self.body())
+        host = _corral_host(request, body)
+        if not holds(request.user, ADMIN, host):
+            raise PermissionDenied(f"Making host {host.name} reservable needs an admin role on it.")
+        host = reservable.make_reservable(host, capabilities_of(body, removals=False))
+        return Response({"host": host_view(host)}, status=status.HTTP_201_CREATED)
+
+
+class HostView(BlazarView):
+    def get(self, request, host_id):
+        return Response({"host": host_view(reservable_host(request, host_id))})
+
+    def put(self, request, host_id):
+        host = reservable_host(request, host_id, admin=True)
+        body = self.body()
+        if not body:
+            raise ValidationError("No data to update.")
+        host = reservable.update_capabilities(host, capabilities_of(body, removals=True))
+        return Response({"host": host_view(host)})
+
+    def delete(self, request, host_id):
+        reservable.make_unreservable(reservable_host(request, host_id, admin=True))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _allocations(hosts, query) -> dict[int, list[dict]]:
+    """Host id -> the live reservations holding capacity on it from now on (filtered by the
+    ``lease_id`` and ``reservation_id`` Blazar's query accepts)."""
+    rows = Allocation.objects.filter(
+        host__in=hosts,
+        reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
+        reservation__lease__status__in=LIVE_LEASES,
+        reservation__lease__end_date__gt=timezone.now(),
+    ).select_related("reservation__lease")
+    held: dict[int, list[dict]] = {host.pk: [] for host in hosts}
+    for allocation in rows.order_by("reservation__lease__start_date", "id"):
+        lease = allocation.reservation.lease
+        item = {
+            "id": str(allocation.reservation_id),
+            "lease_id": str(lease.uuid),
+            "start_date": blazar_time(lease.start_date),
+            "end_date": blazar_time(lease.end_date),
+        }
+        if query.get("lease_id", item["lease_id"]) != item["lease_id"]:
+            continue
+        if query.get("reservation_id", item["id"]) != item["id"]:
+            continue
+        held[allocation.host_id].append(item)
+    return held
+
+
+class AllocationsView(BlazarView):
+    def get(self, request):
+        hosts = list(visible_hosts(request.user))
+        held = _allocations(hosts, request.query_params)
+        return Response(
+            {
+                "allocations": [
+                    {"resource_id": str(host.pk), "reservations": held[host.pk]} for host in hosts
+                ]
+            }
+        )
+
+
+class HostAllocationView(BlazarView):
+    def get(self, request, host_id):
+        host = reservable_host(request, host_id)
+        held = _allocations([host], request.query_params)
+        return Response(
+            {"allocation": {"resource_id": str(host.pk), "reservations": held[host.pk]}}
+        )
+
+
+def _flag(value: str | None) -> bool:
+    return str(value).strip().lower() in {"true", "1", "yes"}
+
+
+class PropertiesView(BlazarView):
+    """``?detail=True`` adds values and privacy; ``?all=True`` adds private properties, for
+    those who may make them private."""
+
+    def get(self, request):
+        everything = _flag(request.query_params.get("all")) and holds_at_system(request.user, ADMIN)
+        found = reservable.host_properties(include_private=everything)
+        if not _flag(request.query_params.get("detail")):
+            found = [{"property": item["property"]} for item in found]
+        return Response({"resource_properties": found})
+
+
+class PropertyView(BlazarView):
+    def patch(self, request, property_name):
+        if not holds_at_system(request.user, ADMIN):
+            raise PermissionDenied("Changing host properties needs a system-wide admin role.")
+        body = self.body()
+        unknown = sorted(set(body) - {"private"})
+        if unknown:
+            raise ValidationError(
+                {name: "Unknown field; only private can change." for name in unknown}
+            )
+        if not isinstance(body.get("private"), bool):
+            raise ValidationError({"private": "true or false."})
+        prop = reservable.set_property_private(property_name, body["private"])
+        if prop is None:
+            raise missing("Property", property_name)
+        return Response(
+            {
+                "resource_property": {
+                    "id": str(prop.pk),
+                    "resource_type": "physical:host",
+                    "property_name": prop.name,
+                    "private": prop.private,
+                    "created_at": blazar_time(prop.created_at),
+                    "updated_at": blazar_time(prop.updated_at),
+                }
+            }
+        )

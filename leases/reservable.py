@@ -1,0 +1,144 @@
+"""Reservable hosts (Blazar's os-hosts): a Corral host marked reservable, its capabilities
+(Blazar's extra capabilities) and which host properties are private.
+
+Marking and un-marking lock the host's row, as lease planning does for every reservable host,
+so a lease is never planned on a host that is leaving the free pool at the same moment.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+from django.utils import timezone
+
+from hosts.models import Host
+from leases.capacity import LIVE_LEASES
+from leases.models import Allocation, HostProperty, ReservationStatus
+from leases.services import HYPERVISOR_PROPERTIES
+from project import events
+from project.errors import Refused
+from project.models import EventKind
+
+
+class HostRefused(Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__("host_refused", message)
+
+
+def _live_allocations(host: Host):
+    return Allocation.objects.filter(
+        host=host,
+        reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
+        reservation__lease__status__in=LIVE_LEASES,
+        reservation__lease__end_date__gt=timezone.now(),
+    ).select_related("reservation__lease")
+
+
+def _lease_names(allocations) -> str:
+    return ", ".join(sorted({a.reservation.lease.name for a in allocations}))
+
+
+def _save(host: Host, message: str) -> Host:
+    host.save(update_fields=["reservable", "capabilities", "updated_at"])
+    events.emit(EventKind.CHANGED, "host", host.pk, message, cluster_id=host.cluster_id)
+    return host
+
+
+@transaction.atomic
+def make_reservable(host: Host, capabilities: dict) -> Host:
+    """Put a host in the free pool of leases, with these capabilities added to its own.
+
+    Refused while VMs outside any lease are defined on it: their capacity would be promised to
+    leases (Blazar refuses a host with servers alike).
+    """
+    host = Host.objects.select_for_update().get(pk=host.pk)
+    if host.reservable:
+        raise HostRefused(f"Host {host.name} is reservable already.")
+    outside = list(host.vms.filter(reservation__isnull=True).values_list("name", flat=True)[:6])
+    if outside:
+        more = ", …" if len(outside) > 5 else ""
+        raise HostRefused(
+            f"Host {host.name} holds VMs outside any lease ({', '.join(outside[:5])}{more}); "
+            "move them off first."
+        )
+    host.reservable = True
+    host.capabilities = {**(host.capabilities or {}), **capabilities}
+    return _save(host, f"Host {host.name} is reservable")
+
+
+@transaction.atomic
+def update_capabilities(host: Host, values: dict) -> Host:
+    """Set capabilities (a value of None removes one). A capability that a live reservation
+    holding this host asks for cannot change under it."""
+    host = Host.objects.select_for_update().get(pk=host.pk)
+    current = dict(host.capabilities or {})
+    holders = [
+        allocation
+        for allocation in _live_allocations(host)
+        for key in allocation.reservation.host_properties or {}
+        if key not in HYPERVISOR_PROPERTIES and key in values and values[key] != current.get(key)
+    ]
+    if holders:
+        keys = sorted(
+            {
+                key
+                for allocation in holders
+                for key in allocation.reservation.host_properties
+                if key in values
+            }
+        )
+        raise HostRefused(
+            f"Leases {_lease_names(holders)} hold host {host.name} for its {', '.join(keys)}; "
+            "that cannot change while they do."
+        )
+    for key, value in values.items():
+        if value is None:
+            current.pop(key, None)
+        else:
+            current[key] = value
+    host.capabilities = current
+    return _save(host, f"Host {host.name}: capabilities changed")
+
+
+@transaction.atomic
+def make_unreservable(host: Host) -> Host:
+    """Take a host out of the free pool; refused while live leases hold capacity on it.
+    The Corral host itself (and its capabilities) stays."""
+    host = Host.objects.select_for_update().get(pk=host.pk)
+    holders = list(_live_allocations(host))
+    if holders:
+        raise HostRefused(
+            f"Host {host.name} is reserved by leases {_lease_names(holders)}; it stays "
+            "reservable until they end or are deleted."
+        )
+    host.reservable = False
+    return _save(host, f"Host {host.name} is no longer reservable")
+
+
+def host_properties(include_private: bool) -> list[dict]:
+    """Every capability the reservable hosts offer: its name, whether it is private, and the
+    values hosts give it."""
+    values: dict[str, set] = {}
+    for capabilities in Host.objects.filter(reservable=True).values_list("capabilities", flat=True):
+        for key, value in (capabilities or {}).items():
+            if isinstance(value, list | dict):  # set by an admin; shown as written
+                value = json.dumps(value, sort_keys=True)
+            values.setdefault(key, set()).add(value)
+    private = set(HostProperty.objects.filter(private=True).values_list("name", flat=True))
+    return [
+        {"property": name, "private": name in private, "values": sorted(found, key=str)}
+        for name, found in sorted(values.items())
+        if include_private or name not in private
+    ]
+
+
+@transaction.atomic
+def set_property_private(name: str, private: bool) -> HostProperty | None:
+    """Make a property private (hidden from lease users' property list) or public again;
+    None when no reservable host offers it."""
+    offered = Host.objects.filter(reservable=True, capabilities__has_key=name).exists()
+    if not offered:
+        return None
+    prop, _ = HostProperty.objects.update_or_create(name=name, defaults={"private": private})
+    return prop

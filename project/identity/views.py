@@ -1,0 +1,348 @@
+"""Keystone v3 as OpenStack clients use it: the version document, password log-in
+(``POST /auth/tokens``), token validation and revocation, and the caller's own user, project
+and catalog.
+
+A Corral user is a Keystone user in the domain ``Default`` with one project of their own,
+named after them; the token is their Corral API token, so one token works for the OpenStack
+clients and for Corral's own API. Every password check goes through the log-in lockout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, timedelta
+
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.authtoken.models import Token
+
+from project import lockout
+from project.identity.catalog import base_url, catalog
+from project.permissions import holds_at_system
+
+VERSION_ID = "v3.14"
+DOMAIN = {"id": "default", "name": "Default"}
+# Clients log in again after this; the token itself stays valid until it is revoked.
+TOKEN_HOURS = 24
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    429: "Too Many Requests",
+}
+
+
+class Refused(Exception):
+    """An error in Keystone's shape: ``{"error": {"code", "message", "title"}}``."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.retry_after = status, message, retry_after
+
+    def response(self) -> JsonResponse:
+        body = {"code": self.status, "message": self.message, "title": TITLES[self.status]}
+        response = JsonResponse({"error": body}, status=self.status)
+        if self.status == 401:
+            response["WWW-Authenticate"] = "Keystone"
+        if self.retry_after is not None:
+            response["Retry-After"] = str(self.retry_after)
+        return response
+
+
+def _time(moment) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def user_view(user) -> dict:
+    return {"id": str(user.pk), "name": user.username, "domain": DOMAIN}
+
+
+def project_view(request, user) -> dict:
+    """The user's own project (Corral has none: each user is their own)."""
+    url = f"{base_url(request)}/identity/v3/projects/{user.pk}"
+    return {
+        "id": str(user.pk),
+        "name": user.username,
+        "domain_id": DOMAIN["id"],
+        "description": f"{user.username}'s own project",
+        "enabled": True,
+        "is_domain": False,
+        "parent_id": DOMAIN["id"],
+        "tags": [],
+        "links": {"self": url},
+    }
+
+
+def roles_of(user) -> list[dict]:
+    names = ["reader", "member"]
+    if user.is_superuser or holds_at_system(user, "hosts.change_host"):
+        names.append("admin")
+    return [{"id": name, "name": name} for name in names]
+
+
+def token_body(request, token: Token, methods: list[str]) -> dict:
+    user, now = token.user, timezone.now()
+    return {
+        "token": {
+            "methods": methods,
+            "user": {**user_view(user), "password_expires_at": None},
+            "project": {"id": str(user.pk), "name": user.username, "domain": DOMAIN},
+            "roles": roles_of(user),
+            "is_domain": False,
+            "audit_ids": [token.key[:22]],
+            "issued_at": _time(now),
+            "expires_at": _time(now + timedelta(hours=TOKEN_HOURS)),
+            "catalog": catalog(request),
+        }
+    }
+
+
+def version_view(request) -> dict:
+    return {
+        "id": VERSION_ID,
+        "status": "stable",
+        "updated": "2020-04-07T00:00:00Z",
+        "links": [{"rel": "self", "href": f"{base_url(request)}/identity/v3/"}],
+        "media-types": [
+            {"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}
+        ],
+    }
+
+
+def _token_user(key: str | None):
+    """The active user a token belongs to, or None."""
+    key = (key or "").strip()
+    if not key or len(key) > 64 or not key.isalnum():
+        return None
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or not token.user.is_active:
+        return None
+    return token
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class KeystoneView(View):
+    """Answers every error in Keystone's shape; never a page."""
+
+    needs_token = True
+
+    def dispatch(self, request, *args, **kwargs):
+        try:
+            if self.needs_token:
+                token = _token_user(request.headers.get("X-Auth-Token"))
+                if token is None:
+                    raise Refused(401, "The request you have made requires authentication.")
+                request.keystone_token = token
+            return super().dispatch(request, *args, **kwargs)
+        except Refused as refused:
+            return refused.response()
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        raise Refused(405, f"{request.method} is not allowed here.")
+
+
+class VersionsView(KeystoneView):
+    """``GET /identity``: the versions offered (only v3)."""
+
+    needs_token = False
+
+    def get(self, request):
+        return JsonResponse({"versions": {"values": [version_view(request)]}}, status=300)
+
+
+class VersionView(KeystoneView):
+    """``GET /identity/v3``: the version document clients discover first."""
+
+    needs_token = False
+
+    def get(self, request):
+        return JsonResponse({"version": version_view(request)})
+
+
+def _json_body(request) -> dict:
+    try:
+        body = json.loads(request.body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise Refused(400, "The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise Refused(400, "The request body must be a JSON object.")
+    return body
+
+
+def _object(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Refused(400, f"{where} must be an object.")
+    return value
+
+
+def _check_domain(domain: dict, where: str) -> None:
+    if not domain:
+        raise Refused(400, f"{where} needs a domain (Default).")
+    name, ident = domain.get("name"), domain.get("id")
+    if (name is not None and name != DOMAIN["name"]) or (ident is not None and ident != "default"):
+        raise Refused(401, f"Unknown domain {name or ident!r}: Corral's users are in Default.")
+
+
+def _password_user(request, identity: dict):
+    """The user a password log-in names, checked through the lockout."""
+    user_spec = _object(_object(identity.get("password"), "password").get("user"), "user")
+    password = user_spec.get("password")
+    if not isinstance(password, str) or not password:
+        raise Refused(400, "A password log-in needs user.password.")
+    if user_spec.get("name") is not None:
+        _check_domain(_object(user_spec.get("domain"), "user.domain"), "user")
+        username = str(user_spec["name"])
+    elif user_spec.get("id") is not None:
+        ident = str(user_spec["id"])
+        known = ident.isdigit() and len(ident) < 19
+        found = get_user_model().objects.filter(pk=int(ident)) if known else None
+        username = found.values_list("username", flat=True).first() if found else None
+        if username is None:
+            raise Refused(401, "The request you have made requires authentication.")
+    else:
+        raise Refused(400, "A password log-in names the user by name (with a domain) or id.")
+    try:
+        user = lockout.authenticate(request, username, password)
+    except lockout.LockedOut as locked:
+        raise Refused(429, str(locked), retry_after=math.ceil(locked.seconds)) from None
+    if user is None:
+        raise Refused(401, "The request you have made requires authentication.")
+    return user
+
+
+def _check_scope(user, scope: dict) -> None:
+    """Only the user's own project (what an unscoped log-in gets too)."""
+    if not scope:
+        return
+    project = _object(scope.get("project"), "scope.project")
+    if not project:
+        raise Refused(401, "Corral offers project scopes only: the project named after you.")
+    if project.get("id") is not None:
+        if str(project["id"]) != str(user.pk):
+            raise Refused(401, f"You have no access to project {project['id']}.")
+        return
+    _check_domain(_object(project.get("domain"), "scope.project.domain"), "scope.project")
+    if project.get("name") != user.username:
+        raise Refused(
+            401,
+            f"You have no access to project {project.get('name')!r}; "
+            f"your project is {user.username!r}.",
+        )
+
+
+class TokensView(KeystoneView):
+    """``/identity/v3/auth/tokens``: log in (POST), validate (GET, HEAD), revoke (DELETE)."""
+
+    needs_token = False
+
+    def post(self, request):
+        auth = _object(_json_body(request).get("auth"), "auth")
+        identity = _object(auth.get("identity"), "auth.identity")
+        methods = identity.get("methods")
+        if not isinstance(methods, list) or not methods:
+            raise Refused(400, "auth.identity.methods is required.")
+        if methods == ["password"]:
+            user = _password_user(request, identity)
+        elif methods == ["token"]:
+            given = _object(identity.get("token"), "token").get("id")
+            token = _token_user(given if isinstance(given, str) else None)
+            if token is None:
+                raise Refused(401, "The request you have made requires authentication.")
+            user = token.user
+        else:
+            raise Refused(401, f"Unsupported authentication method {methods!r}: use password.")
+        _check_scope(user, _object(auth.get("scope"), "auth.scope"))
+        token, _ = Token.objects.get_or_create(user=user)
+        response = JsonResponse(token_body(request, token, methods), status=201)
+        response["X-Subject-Token"] = token.key
+        return response
+
+    def _subject(self, request) -> Token:
+        caller = _token_user(request.headers.get("X-Auth-Token"))
+        if caller is None:
+            raise Refused(401, "The request you have made requires authentication.")
+        subject = _token_user(request.headers.get("X-Subject-Token"))
+        if subject is None or (subject.user_id != caller.user_id and not caller.user.is_superuser):
+            raise Refused(404, "Could not find token.")
+        return subject
+
+    def get(self, request):
+        subject = self._subject(request)
+        response = JsonResponse(token_body(request, subject, ["token"]))
+        response["X-Subject-Token"] = subject.key
+        return response
+
+    def head(self, request):
+        self._subject(request)
+        return HttpResponse(status=200)
+
+    def delete(self, request):
+        """Revoke: the Corral API token stops working everywhere; the next log-in makes one."""
+        self._subject(request).delete()
+        return HttpResponse(status=204)
+
+
+def _own(request, ident: str):
+    user = request.keystone_token.user
+    if ident != str(user.pk):
+        raise Refused(404, f"Could not find {ident}.")
+    return user
+
+
+class CatalogView(KeystoneView):
+    def get(self, request):
+        return JsonResponse({"catalog": catalog(request)})
+
+
+class ProjectsView(KeystoneView):
+    """The caller's projects (``/auth/projects``, ``/projects``, ``/users/{id}/projects``)."""
+
+    def get(self, request, user_id: str | None = None):
+        user = request.keystone_token.user if user_id is None else _own(request, user_id)
+        return JsonResponse(
+            {
+                "projects": [project_view(request, user)],
+                "links": {"self": request.build_absolute_uri(), "next": None, "previous": None},
+            }
+        )
+
+
+class ProjectView(KeystoneView):
+    def get(self, request, project_id: str):
+        return JsonResponse({"project": project_view(request, _own(request, project_id))})
+
+
+class UserView(KeystoneView):
+    def get(self, request, user_id: str):
+        user = _own(request, user_id)
+        return JsonResponse(
+            {
+                "user": {
+                    **user_view(user),
+                    "domain_id": DOMAIN["id"],
+                    "default_project_id": str(user.pk),
+                    "enabled": user.is_active,
+                    "email": user.email,
+                    "password_expires_at": None,
+                    "links": {"self": request.build_absolute_uri()},
+                }
+            }
+        )
+
+
+class NotFoundView(KeystoneView):
+    """Anything else under /identity: Keystone's 404, never a page."""
+
+    needs_token = False
+
+    def dispatch(self, request, *args, **kwargs):
+        return Refused(404, "The resource could not be found.").response()

@@ -1,0 +1,181 @@
+"""Tiny guests on real QEMU hosts, through plain libvirt calls: what tests of real VMs share.
+
+Volumes are uploaded into the host's ``corral`` pool through libvirt streams; the guest's disk
+is a qcow2 overlay over the tiny guest's blank disk; the domain's type, emulator and machine
+are those the host names (TCG here, never a hard-coded ``kvm``).
+"""
+
+import contextlib
+import io
+import os
+import uuid
+from xml.etree import ElementTree
+from xml.sax.saxutils import escape, quoteattr
+
+import libvirt
+import pycdlib
+
+from hosts import tinyguest
+from tests.conftest import wait_until
+
+BOOT_TIMEOUT_S = 60
+POWER_OFF_TIMEOUT_S = 30
+HOSTNAME = "tiny-guest"
+SSH_KEYS = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHx0Y29ycmFsLXRlc3Qta2V5LW9uZQ alice@example.org",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHx0Y29ycmFsLXRlc3Qta2V5LXR3bw bob@example.org",
+)
+
+
+def upload(conn, pool, name: str, data: bytes, volume_format: str):
+    """A new volume holding ``data``, sent through libvirt's upload stream."""
+    volume = pool.createXML(
+        f"<volume><name>{escape(name)}</name><capacity unit='bytes'>{len(data)}</capacity>"
+        f"<target><format type='{volume_format}'/></target></volume>",
+        0,
+    )
+    stream = conn.newStream(0)
+    volume.upload(stream, 0, len(data), 0)
+    source = io.BytesIO(data)
+    stream.sendAll(lambda _stream, size, handle: handle.read(size), source)
+    stream.finish()
+    return volume
+
+
+def overlay(pool, name: str, base):
+    """A qcow2 volume recording only what the guest changes on top of ``base``."""
+    return pool.createXML(
+        f"<volume><name>{escape(name)}</name>"
+        f"<capacity unit='bytes'>{base.info()[1]}</capacity>"
+        "<target><format type='qcow2'/></target>"
+        f"<backingStore><path>{escape(base.path())}</path><format type='qcow2'/>"
+        "</backingStore></volume>",
+        0,
+    )
+
+
+def seed_iso() -> bytes:
+    """A NoCloud seed, as cloud-init reads it: meta-data and user-data on a volume "cidata"."""
+    files = {
+        "meta-data": f"instance-id: {uuid.uuid4()}\nlocal-hostname: {HOSTNAME}\n",
+        "user-data": "#cloud-config\nssh_authorized_keys:\n"
+        + "".join(f"  - {key}\n" for key in SSH_KEYS),
+    }
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
+    for name, text in files.items():
+        data = text.encode()
+        iso_name = "/" + name.replace("-", "").upper() + ".;1"
+        iso.add_fp(io.BytesIO(data), len(data), iso_name, rr_name=name, joliet_path="/" + name)
+    out = io.BytesIO()
+    iso.write_fp(out)
+    iso.close()
+    return out.getvalue()
+
+
+def domain_xml(conn, name: str, domain_uuid: str, volumes: dict, log: str) -> str:
+    caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None))
+    return f"""
+<domain type={quoteattr(caps.findtext("domain"))}>
+  <name>{escape(name)}</name><uuid>{domain_uuid}</uuid>
+  <memory unit='MiB'>{tinyguest.MEMORY_MIB}</memory><vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine={quoteattr(caps.findtext("machine"))}>hvm</type>
+    <kernel>{escape(volumes["kernel"].path())}</kernel>
+    <initrd>{escape(volumes["initrd"].path())}</initrd>
+    <cmdline>console=ttyS0</cmdline>
+  </os>
+  <features><acpi/></features>
+  <devices>
+    <emulator>{escape(caps.findtext("path"))}</emulator>
+    <disk type='file' device='disk'><driver name='qemu' type='qcow2'/>
+      <source file={quoteattr(volumes["overlay"].path())}/><target dev='vda' bus='virtio'/>
+    </disk>
+    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/>
+      <source file={quoteattr(volumes["seed"].path())}/><target dev='hdc' bus='ide'/><readonly/>
+    </disk>
+    <interface type='user'><model type='virtio'/></interface>
+    <serial type='pty'><log file={quoteattr(log)} append='on'/><target port='0'/></serial>
+    <console type='pty'><target type='serial' port='0'/></console>
+    <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
+    <graphics type='vnc' autoport='yes' listen='127.0.0.1'/>
+  </devices>
+</domain>"""
+
+
+class Guest:
+    """One tiny guest on a QEMU host, with its volumes and its serial log."""
+
+    def __init__(self, conn, pool, files: tinyguest.TinyGuest):
+        self.conn, self.pool = conn, pool
+        self.uuid = str(uuid.uuid4())
+        prefix = self.uuid[:8]
+        self.volumes = {
+            "kernel": upload(conn, pool, f"{prefix}-vmlinuz", files.kernel.read_bytes(), "raw"),
+            "initrd": upload(conn, pool, f"{prefix}-initrd", files.initrd.read_bytes(), "raw"),
+            "base": upload(conn, pool, f"{prefix}-base.qcow2", files.disk.read_bytes(), "qcow2"),
+            "seed": upload(conn, pool, f"{prefix}-seed.iso", seed_iso(), "raw"),
+        }
+        self.volumes["overlay"] = overlay(pool, f"{self.uuid}.qcow2", self.volumes["base"])
+        # The serial log lives in the pool's folder, so it can be read as a volume too.
+        folder = ElementTree.fromstring(pool.XMLDesc(0)).findtext("target/path")
+        self.log = f"{folder}/{self.uuid}.log"
+        xml = domain_xml(conn, f"tiny-{prefix}", self.uuid, self.volumes, self.log)
+        self.domain = conn.defineXML(xml)
+        self.first_boot = ""
+
+    def console(self, offset: int = 0) -> str:
+        """The serial console's text from byte ``offset`` on (what every boot appended)."""
+        try:
+            with open(self.log, "rb") as log:
+                log.seek(offset)
+                return log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def boot(self) -> str:
+        """Start the guest; once it says it is up, the console text of this boot."""
+        offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
+        self.domain.create()
+
+        def booted():
+            text = self.console(offset)
+            return text if "corral-guest: booted" in text else None
+
+        return wait_until(
+            booted,
+            timeout=BOOT_TIMEOUT_S,
+            interval=0.5,
+            message=lambda: "The guest did not boot; its console:\n" + self.console(offset)[-4000:],
+        )
+
+    def wait_off(self) -> None:
+        wait_until(
+            lambda: not self.domain.isActive(),
+            timeout=POWER_OFF_TIMEOUT_S,
+            interval=0.2,
+            message=lambda: "The guest is still running; its console:\n" + self.console()[-2000:],
+        )
+
+    def remove(self) -> None:
+        if self.domain.isActive():
+            self.domain.destroy()
+        self.domain.undefine()
+        self.pool.refresh(0)  # the serial log becomes a volume too
+        names = [volume.name() for volume in self.volumes.values()] + [f"{self.uuid}.log"]
+        for name in names:
+            with contextlib.suppress(libvirt.libvirtError):  # no log if it never started
+                self.pool.storageVolLookupByName(name).delete(0)
+
+
+def agent_addresses(domain) -> dict[str, list[str]]:
+    """Addresses per interface as the guest agent reports them ({} until the agent answers)."""
+    try:
+        interfaces = domain.interfaceAddresses(libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT)
+    except libvirt.libvirtError:
+        return {}
+    return {name: [a["addr"] for a in info.get("addrs") or []] for name, info in interfaces.items()}
+
+
+def lines(console: str) -> list[str]:
+    return [line.strip() for line in console.splitlines()]
