@@ -80,8 +80,14 @@ ERRORS = {
     401: ("Unauthorized", "No credentials, or credentials that are not valid.", DETAIL),
     403: (
         "Forbidden",
-        "The caller may not do this (or a session write lacks its CSRF token).",
-        DETAIL,
+        "The caller may not do this (or a session write lacks its CSRF token); a refusal of one"
+        " field the caller may not change names it (a user's own username).",
+        {
+            "anyOf": [
+                {"$ref": "#/components/schemas/Error"},
+                {"$ref": "#/components/schemas/FieldErrors"},
+            ]
+        },
     ),
     404: ("NotFound", "No such object, or one the caller may not see.", DETAIL),
     409: (
