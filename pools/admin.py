@@ -12,11 +12,9 @@ from project.permissions import holds
 
 
 def below_prestarted(pools):
-    """Pools whose running unassigned and starting VMs fall short of ``prestarted_vms``
-    (``pools`` annotated by ``with_counts()``)."""
-    return pools.filter(prestarted_vms__gt=0).filter(
-        prestarted_vms__gt=F("running_unassigned") + F("starting_vms")
-    )
+    """Pools whose prestarted VMs (as the monitor counts them) fall short of
+    ``prestarted_vms`` (``pools`` annotated by ``with_counts()``)."""
+    return pools.filter(prestarted_vms__gt=0).filter(prestarted_vms__gt=F("prestarted_now"))
 
 
 class PrestartedFilter(admin.SimpleListFilter):
@@ -42,9 +40,11 @@ class VmPoolAdmin(ScopedAdmin):
         "size",
         "total",
         "prestarted_vms",
-        "prestarted_now",
+        "prestarted",
+        "running_now",
         "starting",
         "assigned",
+        "held",
         "max_user_vms",
         "stateless",
     ]
@@ -68,8 +68,12 @@ class VmPoolAdmin(ScopedAdmin):
     def total(self, obj):
         return obj.total_vms
 
+    @admin.display(ordering="prestarted_now", description="prestarted now")
+    def prestarted(self, obj):
+        return obj.prestarted_now
+
     @admin.display(ordering="running_unassigned", description="running, unassigned")
-    def prestarted_now(self, obj):
+    def running_now(self, obj):
         return obj.running_unassigned
 
     @admin.display(ordering="starting_vms", description="starting")
@@ -79,6 +83,10 @@ class VmPoolAdmin(ScopedAdmin):
     @admin.display(ordering="assigned_vms", description="assigned")
     def assigned(self, obj):
         return obj.assigned_vms
+
+    @admin.display(ordering="held_vms", description="held by an admin")
+    def held(self, obj):
+        return obj.held_vms
 
     def save_model(self, request, obj, form, change):
         try:

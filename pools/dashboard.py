@@ -26,11 +26,7 @@ def short_pools(user, now) -> dict:
     pools = below_prestarted(
         restrict(VmPool.objects.all(), user, "pools.view_vmpool").with_counts()
     ).order_by("name")
-    rows = list(
-        pools.values("pk", "name", "prestarted_vms", "running_unassigned", "starting_vms")[
-            : SHOWN_POOLS + 1
-        ]
-    )
+    rows = list(pools.values("pk", "name", "prestarted_vms", "prestarted_now")[: SHOWN_POOLS + 1])
     count = len(rows) if len(rows) <= SHOWN_POOLS else pools.count()
     return {
         "count": count,
@@ -38,7 +34,7 @@ def short_pools(user, now) -> dict:
         "shown": [
             ShortPool(
                 name=row["name"],
-                prestarted=row["running_unassigned"] + row["starting_vms"],
+                prestarted=row["prestarted_now"],
                 wanted=row["prestarted_vms"],
                 url=reverse("admin:pools_vmpool_change", args=[row["pk"]]),
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import F
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from pools.models import VmPool
@@ -15,11 +14,12 @@ def collect(now: datetime) -> Iterator[Metric]:
     rows = (
         VmPool.objects.with_counts()
         .order_by("name")
-        .values_list("name", "prestarted_vms", F("running_unassigned") + F("starting_vms"))
+        .values_list("name", "prestarted_vms", "prestarted_now")
     )
     prestarted = GaugeMetricFamily(
         "corral_pool_prestarted",
-        "The pool's unassigned VMs that are running or starting.",
+        "The pool's VMs counted as prestarted: unassigned, not held, and running, paused, "
+        "starting or unknown (what the prestart monitor counts).",
         labels=["pool"],
     )
     target = GaugeMetricFamily(

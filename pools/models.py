@@ -33,21 +33,54 @@ def validate_name_pattern(value: str) -> None:
         raise ValidationError("Use one group of '?' digits, as in lab-???.")
 
 
+# What counts toward a pool's prestarted level: an unassigned VM nobody holds that runs, or
+# is on its way up. oVirt counts the VMs that qualify to migrate (Up, PoweringUp, Paused,
+# RebootInProgress); Corral's names for those are Up, Starting and Paused, plus the
+# transitional statuses of a VM that keeps running (Resuming, Suspending, Migrating) and
+# Unknown (its host is briefly unreachable: the VM most likely still runs). A Stopping VM is
+# going away and does not count, nor does a Down one unless a start job is queued for it.
+# One definition, used by the monitor, the pool counts, the dashboard and /metrics.
+PRESTARTED_STATUSES = (
+    VmStatus.UP,
+    VmStatus.STARTING,
+    VmStatus.PAUSED,
+    VmStatus.RESUMING,
+    VmStatus.SUSPENDING,
+    VmStatus.MIGRATING,
+    VmStatus.UNKNOWN,
+)
+
+
+def start_job_active() -> Exists:
+    """A VM row has a start job queued or running."""
+    return Exists(
+        Job.objects.filter(vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES)
+    )
+
+
+FREE = Q(owner__isnull=True, admin_hold=False)
+
+
+def prestarted_condition() -> Q:
+    """VM rows that count toward their pool's prestarted level (see PRESTARTED_STATUSES)."""
+    return FREE & (Q(status__in=PRESTARTED_STATUSES) | Q(start_job_active()))
+
+
 class VmPoolQuerySet(models.QuerySet):
     def with_counts(self) -> "VmPoolQuerySet":
-        """Annotate total_vms, running_unassigned, assigned_vms, starting_vms (sub-selects)."""
-        starting_job = Exists(
-            Job.objects.filter(vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES)
-        )
-        free = Q(owner__isnull=True, admin_hold=False)
+        """Annotate total_vms, prestarted_now (what the monitor counts), running_unassigned,
+        starting_vms, assigned_vms and held_vms (sub-selects)."""
         vms = VirtualMachine.objects
         return self.annotate(
             total_vms=count_of(vms.all(), "pool"),
-            running_unassigned=count_of(vms.filter(free, status=VmStatus.UP), "pool"),
+            prestarted_now=count_of(vms.filter(prestarted_condition()), "pool"),
+            running_unassigned=count_of(vms.filter(FREE, status=VmStatus.UP), "pool"),
             assigned_vms=count_of(vms.filter(owner__isnull=False), "pool"),
             starting_vms=count_of(
-                vms.filter(free).filter(Q(status=VmStatus.STARTING) | Q(starting_job)), "pool"
+                vms.filter(FREE).filter(Q(status=VmStatus.STARTING) | Q(start_job_active())),
+                "pool",
             ),
+            held_vms=count_of(vms.filter(admin_hold=True), "pool"),
         )
 
 

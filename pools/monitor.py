@@ -38,9 +38,10 @@ def monitor_pool(pool_id: int) -> int:
 def monitor_all() -> dict[int, int]:
     """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
 
-    The pools short of VMs are found in one query, so a run over pools at their level costs
-    that query alone and locks nothing; the short ones are then served together
-    (``_start_missing``): a few queries for any number of pools, besides the task queue's one
+    The run starts at most ``VMPOOL_MONITOR_BATCH_SIZE`` VMs in all, shared fairly among the
+    short pools (``_start_missing``). The pools short of VMs are found in one query, so a run
+    over pools at their level costs that query alone and locks nothing; the short ones are then
+    served together: a few queries for any number of pools, besides the task queue's one
     message per start.
     """
     short = list(
@@ -53,12 +54,16 @@ def monitor_all() -> dict[int, int]:
 
 
 def _start_missing(pool_ids: list[int]) -> dict[int, int]:
-    """Queue starts for what each pool misses of its prestarted VMs (up to a batch per pool);
+    """Queue starts for what the pools miss of their prestarted VMs, at most a batch in all;
     pool id -> VMs started, for every id given.
 
-    The pools are locked together, in id order, and counted again under their locks; their
-    candidates (Down, unassigned, not given up on, no job) are picked in one query and queued
-    in one batch.
+    The batch is shared round-robin, filling the emptiest first: each candidate would be its
+    pool's n-th prestarted VM (the ones it has, plus its rank among the pool's candidates), and
+    the lowest n go first (ties to the lower pool id). So a big pool that misses many VMs takes
+    one slot per round like every other short pool, and a pool served in one run is not served
+    before the others in the next. The pools are locked together, in id order, and counted
+    again under their locks; their candidates (Down, unassigned, not given up on, no job) are
+    picked in one query and queued in one batch.
     """
     batch = settings.VMPOOL_MONITOR_BATCH_SIZE
     counts = dict.fromkeys(pool_ids, 0)
@@ -82,7 +87,7 @@ def _start_missing(pool_ids: list[int]) -> dict[int, int]:
             for pool_id, level in levels.items()
             if level > counted.get(pool_id, 0)
         }
-        if not missing:
+        if not missing or batch <= 0:
             return counts
         ranked = (
             free_vms()
@@ -100,7 +105,9 @@ def _start_missing(pool_ids: list[int]) -> dict[int, int]:
             .filter(rank__lte=batch)
             .order_by("pool", "rank")
         )
-        candidates = [vm for vm in ranked if vm.rank <= missing[vm.pool_id]]
+        wanted = [vm for vm in ranked if vm.rank <= missing[vm.pool_id]]
+        wanted.sort(key=lambda vm: (counted.get(vm.pool_id, 0) + vm.rank, vm.pool_id))
+        candidates = wanted[:batch]
         started = jobs.submit_many(JobKind.START, candidates, params={"reason": PRESTART})
     pool_of = {vm.pk: vm.pool_id for vm in candidates}
     for job in started:

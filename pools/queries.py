@@ -1,11 +1,11 @@
 """Which VMs of a pool are free, prestarted or busy: the querysets allocation, shrinking and the
 prestart monitor share."""
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 
-from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.models import Job, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
-from pools.models import VmPool
+from pools.models import FREE, VmPool, prestarted_condition
 
 
 def active_job(kind: str | None = None):
@@ -18,7 +18,7 @@ def active_job(kind: str | None = None):
 
 def free_vms():
     """VMs that no user holds and no admin holds back."""
-    return VirtualMachine.objects.filter(owner__isnull=True, admin_hold=False)
+    return VirtualMachine.objects.filter(FREE)
 
 
 def unassigned(pool: VmPool):
@@ -27,7 +27,6 @@ def unassigned(pool: VmPool):
 
 
 def prestarted():
-    """Unassigned VMs that are Up, or on their way up (a start job pending or running)."""
-    return free_vms().filter(
-        Q(status__in=[VmStatus.UP, VmStatus.STARTING]) | Q(active_job(JobKind.START))
-    )
+    """VMs that count toward their pool's prestarted level (``pools.models.PRESTARTED_STATUSES``:
+    unassigned, not held, and running, paused, on their way up or unknown)."""
+    return VirtualMachine.objects.filter(prestarted_condition())

@@ -10,9 +10,14 @@ from project.api.serializers import ModelCleanSerializer
 
 class PoolCountsSerializer(serializers.Serializer):
     total = serializers.IntegerField()
-    running_unassigned = serializers.IntegerField()
+    prestarted = serializers.IntegerField(
+        help_text="Unassigned VMs no admin holds that run, are paused, on their way up or "
+        "unknown: what the prestart monitor counts against prestarted_vms."
+    )
+    running_unassigned = serializers.IntegerField(help_text="Up, unassigned, not held.")
     assigned = serializers.IntegerField()
-    starting = serializers.IntegerField()
+    starting = serializers.IntegerField(help_text="Unassigned, not held, being started.")
+    held = serializers.IntegerField(help_text="Held by an admin: never handed out.")
 
 
 class VmPoolSerializer(ModelCleanSerializer):
@@ -49,9 +54,11 @@ class VmPoolSerializer(ModelCleanSerializer):
     def get_counts(self, pool) -> dict:
         return {
             "total": getattr(pool, "total_vms", 0),
+            "prestarted": getattr(pool, "prestarted_now", 0),
             "running_unassigned": getattr(pool, "running_unassigned", 0),
             "assigned": getattr(pool, "assigned_vms", 0),
             "starting": getattr(pool, "starting_vms", 0),
+            "held": getattr(pool, "held_vms", 0),
         }
 
 

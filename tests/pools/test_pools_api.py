@@ -99,7 +99,14 @@ def test_each_vm_of_a_new_pool_has_a_prepare_job_queued(admin, new_pool):
 def test_a_new_pool_answers_with_its_counts(admin, new_pool):
     pool = _create(admin, new_pool(size=3, prestarted_vms=1))
 
-    assert pool["counts"] == {"total": 3, "running_unassigned": 0, "assigned": 0, "starting": 0}
+    assert pool["counts"] == {
+        "total": 3,
+        "prestarted": 0,
+        "running_unassigned": 0,
+        "assigned": 0,
+        "starting": 0,
+        "held": 0,
+    }
     assert (pool["size"], pool["prestarted_vms"], pool["max_user_vms"]) == (3, 1, 1)
 
 
@@ -150,7 +157,7 @@ def test_a_shared_template_may_make_a_pool_in_any_cluster(admin, new_pool, make_
 # -- counts ------------------------------------------------------------------------------------
 
 
-def test_counts_tell_running_unassigned_assigned_and_starting_vms(admin, pool_of, make_user):
+def test_counts_tell_prestarted_running_assigned_starting_and_held_vms(admin, pool_of, make_user):
     pool = pool_of(up=3, down=3)
     up_free, up_held, up_taken, down_starting, down_free, down_taken = pool_vms(pool)
     VirtualMachine.objects.filter(pk=up_held.pk).update(admin_hold=True)
@@ -160,7 +167,14 @@ def test_counts_tell_running_unassigned_assigned_and_starting_vms(admin, pool_of
 
     counts = _counts(admin, pool)
 
-    assert counts == {"total": 6, "running_unassigned": 1, "assigned": 2, "starting": 1}
+    assert counts == {
+        "total": 6,
+        "prestarted": 2,  # up_free and down_starting
+        "running_unassigned": 1,
+        "assigned": 2,
+        "starting": 1,
+        "held": 1,
+    }
 
 
 def test_a_vm_whose_status_is_starting_counts_as_starting(admin, pool_of):
