@@ -8,6 +8,12 @@ may complete) and raises a ValidationError naming the field at fault:
 - ``launch_rules``: ``rule(attrs)`` on creating a VM, after the template's hardware filled in
   what was not given: the leases app checks a VM launched into a reservation and places it in
   the reserved hosts' cluster.
+- ``operation_rules``: ``rule(vm, kind, requested_by)`` when someone asks for an operation on a
+  VM (the API, the portal, the admin console: ``hosts.services.request_operation``), inside its
+  transaction with the VM's row locked and read afresh, before the job is queued. A rule may
+  refuse (raise ``project.errors.Refused``) or write to the VM: the pools app holds a pool VM
+  started by someone other than its user for them (``admin_hold``). Jobs Corral queues itself
+  (the prestart monitor, allocation, the balancer) do not pass here.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable
 
 cluster_rules: list[Callable[[dict, object], None]] = []
 launch_rules: list[Callable[[dict], None]] = []
+operation_rules: list[Callable[[object, str, object], None]] = []
 
 
 def add_cluster_rule(rule: Callable[[dict, object], None]) -> None:
@@ -26,3 +33,8 @@ def add_cluster_rule(rule: Callable[[dict, object], None]) -> None:
 def add_launch_rule(rule: Callable[[dict], None]) -> None:
     if rule not in launch_rules:
         launch_rules.append(rule)
+
+
+def add_operation_rule(rule: Callable[[object, str, object], None]) -> None:
+    if rule not in operation_rules:
+        operation_rules.append(rule)

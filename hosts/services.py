@@ -3,7 +3,7 @@
 from django.db import transaction
 from django.utils import timezone
 
-from hosts import jobs
+from hosts import checks, jobs
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project import events
@@ -53,6 +53,7 @@ ALLOWED_FROM = {
 }
 
 
+@transaction.atomic
 def request_operation(
     vm: VirtualMachine, kind: str, *, requested_by, params: dict | None = None
 ) -> Job:
@@ -60,8 +61,10 @@ def request_operation(
     tail of the VM's queue).
 
     Refused (409) when the VM is idle in a state the operation cannot start from; when other
-    jobs are queued on the VM, the queue decides in order.
+    jobs are queued on the VM, the queue decides in order. The VM's row is locked and read
+    afresh first, and the rules other apps add (``hosts.checks.operation_rules``) run on it.
     """
+    vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
     busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
     if not busy and vm.status not in ALLOWED_FROM[kind]:
         if vm.status == VmStatus.UNKNOWN:
@@ -74,7 +77,44 @@ def request_operation(
             f"VM {vm.name} is {vm.get_status_display()}; "
             f"it cannot {JobKind(kind).label.lower()} from there.",
         )
+    for rule in checks.operation_rules:
+        rule(vm, kind, requested_by)
     return jobs.submit(kind, vm=vm, params=params or {}, requested_by=requested_by)
+
+
+NOT_HELD_OUTSIDE_POOLS = "VM {vm.name} is in no pool; only a pool's VMs are held for the admins."
+
+
+@transaction.atomic
+def set_admin_hold(vm: VirtualMachine, held: bool, *, requested_by=None) -> VirtualMachine:
+    """Hold a pool's VM for the admins (its pool neither hands it out nor counts or prestarts
+    it) or release it. Refused (400 on ``admin_hold``) for a VM in no pool."""
+    vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
+    if vm.pool_id is None:
+        raise Refused("not_in_pool", NOT_HELD_OUTSIDE_POOLS.format(vm=vm), field="admin_hold")
+    if vm.admin_hold != held:
+        VirtualMachine.objects.filter(pk=vm.pk).update(admin_hold=held, updated_at=timezone.now())
+        vm.admin_hold = held
+        emit_hold_changed(vm, requested_by)
+    return vm
+
+
+def emit_hold_changed(vm: VirtualMachine, by=None, why: str = "") -> None:
+    """Say in the feed that a VM was held for the admins (``why``, if given) or released."""
+    who = f" by {by.get_username()}" if by is not None else ""
+    events.emit(
+        EventKind.CHANGED,
+        "vm",
+        vm.pk,
+        f"VM {vm.name} is held for the admins{who}{why}; its pool hands it to nobody"
+        if vm.admin_hold
+        else f"VM {vm.name} was released{who}; its pool may hand it out again",
+        {"admin_hold": vm.admin_hold},
+        vm_id=vm.pk,
+        cluster_id=vm.cluster_id,
+        pool_id=vm.pool_id,
+        user_id=getattr(by, "pk", None),
+    )
 
 
 # What a VM on a host going into maintenance must be for a migration to move it.

@@ -9,6 +9,7 @@ urlpatterns = [
     path("vms/rows/", views.vm_rows, name="vm-rows"),
     path("vms/<int:vm_id>/", views.vm_detail, name="vm"),
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
+    path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     re_path(
         rf"^vms/(?P<vm_id>[0-9]+)/(?P<operation>{'|'.join(sorted(views.OPERATION_KINDS))})/$",
         views.vm_operation,

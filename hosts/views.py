@@ -18,6 +18,7 @@ from project.permissions import holds_at_system, restrict
 
 VIEW = "hosts.view_virtualmachine"
 OPERATE = "hosts.operate_virtualmachine"
+CHANGE = "hosts.change_virtualmachine"
 RECENT_JOBS = 8
 
 # What the apps above add to the VM pages (registered from their ``AppConfig.ready()``):
@@ -69,12 +70,20 @@ def _with_details(vms):
 
 
 def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
-    """Attach what the user may do to each VM: two queries for any number of VMs."""
+    """Attach what the user may do to each VM: a few queries for any number of VMs."""
     ids = [vm.pk for vm in vms]
     operable = set(
         restrict(VirtualMachine.objects.filter(pk__in=ids), user, OPERATE).values_list(
             "pk", flat=True
         )
+    )
+    in_pools = [vm.pk for vm in vms if vm.pool_id is not None]
+    changeable = set(
+        restrict(VirtualMachine.objects.filter(pk__in=in_pools), user, CHANGE).values_list(
+            "pk", flat=True
+        )
+        if in_pools
+        else ()
     )
     for vm in vms:
         busy = bool(vm.active_jobs)
@@ -83,6 +92,8 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
             for kind, label, allowed in OPERATIONS
             if vm.pk in operable and (busy or vm.status in allowed)
         ]
+        # Holding a pool's VM for the admins (or releasing it) is for those who may change it.
+        vm.can_hold = vm.pk in changeable
     for decorate in decorators:
         decorate(user, vms)
     return vms
@@ -168,6 +179,31 @@ def vm_operation(request, vm_id: int, operation: str):
         # Once stopped it goes back to its pool, out of its user's sight (often before the
         # browser follows this redirect): follow the job from My VMs, not from its page.
         return redirect("portal:vms")
+    return redirect("portal:vm", vm_id=vm.pk)
+
+
+@require_POST
+@login_required
+def vm_hold(request, vm_id: int):
+    """Hold a pool's VM for the admins (``held=1``) or release it (``held=0``)."""
+    vm = get_object_or_404(_visible(request.user), pk=vm_id)
+    if not restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, CHANGE).exists():
+        messages.error(request, f"You may look at VM {vm.name} but not change it.")
+        return redirect("portal:vm", vm_id=vm.pk)
+    held = request.POST.get("held")
+    if held not in ("0", "1"):
+        messages.error(request, "Say whether to hold the VM or release it.")
+        return redirect("portal:vm", vm_id=vm.pk)
+    try:
+        vm = services.set_admin_hold(vm, held == "1", requested_by=request.user)
+    except Refused as refused:
+        messages.error(request, refused.message)
+        return redirect("portal:vm", vm_id=vm.pk)
+    if vm.admin_hold:
+        done = f"VM {vm.name} is held for the admins: its pool hands it out no more."
+    else:
+        done = f"VM {vm.name} was released: its pool may hand it out again."
+    messages.success(request, done)
     return redirect("portal:vm", vm_id=vm.pk)
 
 

@@ -10,6 +10,7 @@ class PoolsConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured.
+        from hosts import checks
         from hosts import views as vm_pages
         from hosts.signals import job_finished, vm_stopped
         from pools import dashboard, demo, metrics, monitor, roles, services, tasks, views
@@ -29,5 +30,6 @@ class PoolsConfig(AppConfig):
             decorate=views.decorate_vms, leaves_on_stop_if=views.leaves_on_stop
         )
 
+        checks.add_operation_rule(services.hold_when_started_by_another)
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
         job_finished.connect(monitor.on_job_finished, dispatch_uid="pools-prestart-failures")

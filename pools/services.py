@@ -18,6 +18,7 @@ from django.db.models import Case, Exists, Max, OuterRef, Subquery, When
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from hosts.services import emit_hold_changed
 from pools.models import PoolType, VmPool
 
 # The monitor's entry points, named here too for callers that know pools by its services.
@@ -313,6 +314,24 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
         pool_id = vm.pool_id
         transaction.on_commit(lambda: nudge_monitor(pool_id))
     return queued
+
+
+def hold_when_started_by_another(vm: VirtualMachine, kind: str, requested_by) -> None:
+    """oVirt's "running not by the admin": a pool's VM that someone other than its user starts
+    (through the API, the portal or the admin console) is held for the admins (``admin_hold``),
+    so its pool neither hands it out nor counts it as prestarted until it is released.
+
+    An operation rule (``hosts.checks``): it runs with the VM's row locked, so an allocation
+    either handed the VM out before (and its user is known here) or skips it after. The
+    prestart monitor's starts and an allocation's start do not come here.
+    """
+    if kind != JobKind.START or vm.pool_id is None or requested_by is None:
+        return
+    if vm.admin_hold or vm.owner_id == requested_by.pk:
+        return
+    VirtualMachine.objects.filter(pk=vm.pk).update(admin_hold=True)
+    vm.admin_hold = True
+    emit_hold_changed(vm, requested_by, why=" (started by them, not by its pool)")
 
 
 def on_vm_stopped(sender=None, vm_id: int | None = None, **kwargs) -> None:

@@ -58,6 +58,7 @@ class VirtualMachineAdmin(ScopedAdmin):
         "host",
         "pool",
         "owner",
+        "admin_hold",
         "status",
         "power_state",
         "power_state_updated_at",
@@ -67,6 +68,7 @@ class VirtualMachineAdmin(ScopedAdmin):
     list_filter = [
         ("cluster", ONLY_VISIBLE),
         "status",
+        "admin_hold",
         "power_state",
         ("pool", ONLY_VISIBLE),
         ("host", ONLY_VISIBLE),
@@ -115,6 +117,8 @@ class VirtualMachineAdmin(ScopedAdmin):
             fields += self.readonly_on_change
         else:
             fields.append("pool")  # a pool numbers and prepares its own VMs
+        if obj is None or obj.pool_id is None:
+            fields.append("admin_hold")  # only a pool's VMs are held for the admins
         return fields
 
     @admin.action(
@@ -158,8 +162,11 @@ class VirtualMachineAdmin(ScopedAdmin):
             # Only what the form changed: the rest of the row (owner, status, power state)
             # moves under other writers meanwhile, and saving the whole row would put back
             # what the page read.
-            changed = form.changed_data
+            changed = [name for name in form.changed_data if name != "admin_hold"]
             obj.save(update_fields=[*changed, "updated_at"] if changed else [])
+            if "admin_hold" in form.changed_data:
+                # Through its service, which says so in the event feed.
+                services.set_admin_hold(obj, obj.admin_hold, requested_by=request.user)
         else:
             # As through the API: the creator may manage the VM; its owner is the one chosen
             # in the form, or the creator.

@@ -1,5 +1,7 @@
 """API representations of clusters, hosts, templates and VMs (field names as Blazar and oVirt)."""
 
+from types import SimpleNamespace
+
 from rest_framework import serializers
 
 from hosts import checks
@@ -12,6 +14,7 @@ from hosts.models import (
     VirtualMachine,
     VmStatus,
 )
+from hosts.services import NOT_HELD_OUTSIDE_POOLS
 from hosts.validators import without_password
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
 from project.models import Event
@@ -120,6 +123,12 @@ class VirtualMachineSerializer(ModelCleanSerializer):
     vcpus = serializers.IntegerField(required=False, min_value=1, max_value=512)
     memory_mb = serializers.IntegerField(required=False, min_value=16, max_value=16 * 1024 * 1024)
     disk_gb = serializers.IntegerField(required=False, min_value=1, max_value=64 * 1024)
+    admin_hold = serializers.BooleanField(
+        required=False,
+        help_text="Held for the admins: its pool neither hands it out nor counts it as "
+        "prestarted. Set when someone other than its user starts a pool's VM; those who may "
+        "change the VM release it.",
+    )
 
     class Meta:
         model = VirtualMachine
@@ -134,6 +143,7 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "pool",
             "reservation",
             "owner",
+            "admin_hold",
             "vcpus",
             "memory_mb",
             "disk_gb",
@@ -173,6 +183,13 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 rule(attrs)
             if attrs.get("cluster") is None:
                 raise serializers.ValidationError({"cluster": "This field is required."})
+        held_before = self.instance.admin_hold if self.instance is not None else False
+        in_pool = self.instance is not None and self.instance.pool_id is not None
+        if attrs.get("admin_hold", held_before) != held_before and not in_pool:
+            name = self.instance.name if self.instance is not None else attrs.get("name", "")
+            raise serializers.ValidationError(
+                {"admin_hold": NOT_HELD_OUTSIDE_POOLS.format(vm=SimpleNamespace(name=name))}
+            )
         if self.instance is not None and self.instance.status != VmStatus.DOWN:
             changed = [
                 n for n in HARDWARE_FIELDS if n in attrs and attrs[n] != getattr(self.instance, n)

@@ -1,5 +1,6 @@
 """Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -140,6 +141,16 @@ class VirtualMachineViewSet(VirtualMachineOperations, ScopedModelViewSet):
         self.check_create_permission(vm)
         serializer.instance = services.create_vm(vm, created_by=self.request.user)
         self.reload(serializer)
+
+    def perform_update(self, serializer):
+        # Holding a pool's VM for the admins (or releasing it) goes through its service, which
+        # says so in the event feed.
+        held = serializer.validated_data.pop("admin_hold", None)
+        with transaction.atomic():
+            super().perform_update(serializer)
+            if held is not None:
+                services.set_admin_hold(serializer.instance, held, requested_by=self.request.user)
+                self.reload(serializer)
 
     @extend_schema(responses={204: None, 202: JobSerializer})
     def destroy(self, request, *args, **kwargs):

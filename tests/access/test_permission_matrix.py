@@ -304,6 +304,26 @@ ROWS = [
         refused_creators=(AUDITOR,),
     ),
     Row(
+        endpoint="vms",
+        label="vms-admin-hold",
+        model=VirtualMachine,
+        target=lambda place: place.vm,
+        # Holding a pool's VM for the admins is changing the VM.
+        change=("admin_hold", True),
+        routes=(
+            Route("UserVmManager", "vm"),
+            Route("PoolAdmin", "pool"),
+            Route("ClusterAdmin", "cluster"),
+            Route("SuperUser", "system"),
+        ),
+        viewers=(Route("UserRole", "vm"), AUDITOR),
+        blind=(Route("UserRole", "pool"),),
+        new=None,
+        creators=(),
+        refused_creators=(),
+        actions=("update",),
+    ),
+    Row(
         endpoint="vmpools",
         model=VmPool,
         target=lambda place: place.pool,

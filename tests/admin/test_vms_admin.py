@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, VirtualMachine
 from pools import services as pool_services
+from project.models import Event
 from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
 from tests.conftest import lock_waiters, wait_until
 
@@ -402,3 +403,58 @@ def test_clearing_prestart_failures_needs_the_change_action_on_the_vm(
     given_up_vm.refresh_from_db()
     other.refresh_from_db()
     assert (given_up_vm.prestart_failures, other.prestart_failures) == (3, 0)
+
+
+# --- VMs held for the admins --------------------------------------------------------------
+
+
+@pytest.fixture
+def pool_vm_down(make_pool, make_vm, cluster_a):
+    pool = make_pool(cluster_a, name="hold-lab", size=1, stateless=False)
+    return make_vm(cluster_a, template=pool.template, name="hold-lab-1", pool=pool, status="down")
+
+
+def test_starting_a_pool_vm_from_the_console_holds_it_for_the_admins(
+    superuser_console, pool_vm_down
+):
+    run_action(superuser_console, LABEL, "start", [pool_vm_down])
+
+    pool_vm_down.refresh_from_db()
+    assert pool_vm_down.admin_hold is True
+    listed = superuser_console.get(admin_url(LABEL, "changelist"), {"admin_hold__exact": "1"})
+    assert [vm.name for vm in listed.context["cl"].result_list] == ["hold-lab-1"]
+
+
+def test_a_pool_vms_page_releases_its_hold_and_says_so_in_the_feed(
+    superuser_console, pool_vm_down, admin_user
+):
+    VirtualMachine.objects.filter(pk=pool_vm_down.pk).update(admin_hold=True)
+    pool_vm_down.refresh_from_db()
+    page = superuser_console.get(admin_url(LABEL, "change", pool_vm_down.pk)).content.decode()
+
+    response = superuser_console.post(
+        admin_url(LABEL, "change", pool_vm_down.pk), _change_form(pool_vm_down)
+    )
+
+    assert 'name="admin_hold"' in page and "checked" in page.split('name="admin_hold"')[1][:80]
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    pool_vm_down.refresh_from_db()
+    assert pool_vm_down.admin_hold is False
+    assert Event.objects.filter(
+        object_id=pool_vm_down.pk,
+        message=f"VM hold-lab-1 was released by {admin_user.username}; "
+        "its pool may hand it out again",
+    ).exists()
+
+
+def test_a_vm_in_no_pool_shows_no_hold_to_change(superuser_console, vm_down):
+    page = superuser_console.get(admin_url(LABEL, "change", vm_down.pk)).content.decode()
+
+    response = superuser_console.post(
+        admin_url(LABEL, "change", vm_down.pk), {**_change_form(vm_down), "admin_hold": "on"}
+    )
+
+    assert 'name="admin_hold"' not in page
+    assert response.status_code == 302
+    vm_down.refresh_from_db()
+    assert vm_down.admin_hold is False

@@ -314,3 +314,71 @@ def test_an_open_vm_page_whose_vm_went_back_sends_to_my_vms_without_losing_the_c
     assert (
         "The VM you were looking at is no longer yours." not in client.get("/vms/").content.decode()
     )
+
+
+# -- VMs held for the admins -------------------------------------------------------------------
+
+
+@pytest.fixture
+def held_pool_vm(pool_of):
+    pool = pool_of(up=1)
+    vm = pool_vms(pool)[0]
+    VirtualMachine.objects.filter(pk=vm.pk).update(admin_hold=True)
+    return vm
+
+
+def test_a_pool_admin_sees_a_vm_is_held_and_releases_it_from_its_page(
+    held_pool_vm, make_user, grant
+):
+    admin = make_user()
+    grant(admin, "PoolAdmin", held_pool_vm.pool)
+    client = _client(admin)
+    page = client.get(f"/vms/{held_pool_vm.pk}/").content.decode()
+
+    response = client.post(f"/vms/{held_pool_vm.pk}/hold/", {"held": "0"}, follow=True)
+
+    assert 'id="vm-hold"' in page and 'data-operation="release"' in page
+    assert _messages(response) == [
+        f"VM {held_pool_vm.name} was released: its pool may hand it out again."
+    ]
+    assert VirtualMachine.objects.get(pk=held_pool_vm.pk).admin_hold is False
+    after = response.content.decode()
+    assert 'id="vm-hold"' not in after and 'data-operation="hold"' in after
+
+
+def test_a_user_who_may_only_use_a_held_vm_sees_the_hold_but_cannot_release_it(
+    held_pool_vm, make_user, grant
+):
+    user = make_user()
+    grant(user, "UserRole", held_pool_vm)
+    client = _client(user)
+    page = client.get(f"/vms/{held_pool_vm.pk}/").content.decode()
+
+    response = client.post(f"/vms/{held_pool_vm.pk}/hold/", {"held": "0"}, follow=True)
+
+    assert 'id="vm-hold"' in page
+    assert 'data-operation="release"' not in page and 'data-operation="hold"' not in page
+    assert _messages(response) == [f"You may look at VM {held_pool_vm.name} but not change it."]
+    assert VirtualMachine.objects.get(pk=held_pool_vm.pk).admin_hold is True
+
+
+def test_a_hold_request_that_says_neither_hold_nor_release_changes_nothing(
+    held_pool_vm, make_user, grant
+):
+    admin = make_user()
+    grant(admin, "PoolAdmin", held_pool_vm.pool)
+
+    response = _client(admin).post(f"/vms/{held_pool_vm.pk}/hold/", {"held": "maybe"}, follow=True)
+
+    assert _messages(response) == ["Say whether to hold the VM or release it."]
+    assert VirtualMachine.objects.get(pk=held_pool_vm.pk).admin_hold is True
+
+
+def test_a_vm_in_no_pool_offers_no_hold(make_vm, make_user, grant):
+    vm = make_vm(status=VmStatus.UP)
+    owner = make_user()
+    grant(owner, "UserVmManager", vm)
+
+    page = _client(owner).get(f"/vms/{vm.pk}/").content.decode()
+
+    assert 'data-operation="hold"' not in page
