@@ -15,6 +15,8 @@ registers its scheduler (``set_provider``) when it is ready. ``Decision`` and
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +32,15 @@ __all__ = [
     "Decision",
     "NoHostAvailable",
     "SchedulerBusy",
+    "add_after_decision",
+    "deciding",
     "decision",
     "place",
     "set_provider",
     "wait_for_pending",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 class NoHostAvailable(Exception):
@@ -86,6 +92,24 @@ def set_provider(provider: Provider) -> None:
     _provider[:] = [provider]
 
 
+# Run after each decision's transaction ended, committed or rolled back (the scheduling app
+# records there what its units did: a failure streak's alert must outlive a decision that
+# found no host, and is no reason to hold the lock longer).
+_after_decision: list[Callable[[], None]] = []
+_inside = threading.local()
+
+
+def add_after_decision(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` after every ``decision()`` ends, outside its transaction."""
+    if callback not in _after_decision:
+        _after_decision.append(callback)
+
+
+def deciding() -> bool:
+    """Whether this thread is inside a ``decision()``."""
+    return getattr(_inside, "depth", 0) > 0
+
+
 class decision:  # noqa: N801 (used as a context manager)
     """A transaction holding the cluster's scheduling lock."""
 
@@ -94,6 +118,14 @@ class decision:  # noqa: N801 (used as a context manager)
         self._cluster_id = cluster_id
 
     def __enter__(self):
+        _inside.depth = getattr(_inside, "depth", 0) + 1
+        try:
+            return self._lock()
+        except BaseException:
+            _inside.depth -= 1
+            raise
+
+    def _lock(self):
         self._atomic.__enter__()
         postgres = connection.vendor == "postgresql"
         try:
@@ -118,7 +150,16 @@ class decision:  # noqa: N801 (used as a context manager)
         return self
 
     def __exit__(self, *exc):
-        return self._atomic.__exit__(*exc)
+        try:
+            return self._atomic.__exit__(*exc)
+        finally:
+            _inside.depth -= 1
+            if not deciding():
+                for callback in _after_decision:
+                    try:
+                        callback()
+                    except Exception:  # never the decision's outcome
+                        logger.exception("an after-decision callback failed")
 
 
 def place(

@@ -332,6 +332,8 @@ CORRAL_SCHEDULER_LOCK_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULER_LOCK_TIME
 CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT = float(
     os.environ.get("CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT", "30")
 )
+# Seconds a user-written policy unit may take to answer; past it, it failed for that decision.
+CORRAL_SCHEDULING_UNIT_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULING_UNIT_TIMEOUT", "3"))
 
 # VM pools: the prestart monitor (oVirt's VmPoolMonitor settings).
 VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))

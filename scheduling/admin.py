@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 
 from hosts.models import Cluster
 from project.admin_base import JSON_FORM_FIELDS, ScopedAdmin, extend_admin
-from project.permissions import holds
+from project.permissions import holds, holds_at_system
 from scheduling import services
 from scheduling.balancer import balance_cluster
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
@@ -13,7 +13,7 @@ from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, P
 
 @admin.register(PolicyUnit)
 class PolicyUnitAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind_list", "internal", "enabled", "error"]
+    list_display = ["name", "kind_list", "internal", "enabled", "on_failure", "failing_since"]
     list_filter = ["internal", "enabled", "is_filter", "is_weight", "is_balance"]
     search_fields = ["name", "description"]
     readonly_fields = [
@@ -26,6 +26,8 @@ class PolicyUnitAdmin(admin.ModelAdmin):
         "internal",
         "properties",
         "error",
+        "failing_since",
+        "failure",
     ]
 
     @admin.display(description="kinds")
@@ -42,13 +44,14 @@ class PolicyUnitAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
-        return holds(request.user, "scheduling.change_policyunit")
+        # Every policy of every cluster may use a unit: as in the API, only system-wide.
+        return holds_at_system(request.user, "scheduling.change_policyunit")
 
     def has_delete_permission(self, request, obj=None):
         return (
             obj is not None
             and not obj.internal
-            and holds(request.user, "scheduling.delete_policyunit")
+            and holds_at_system(request.user, "scheduling.delete_policyunit")
         )
 
 

@@ -12,12 +12,15 @@ class SchedulingConfig(AppConfig):
         # once every app is configured.
         from hosts import checks, placement
         from hosts.signals import host_reported
-        from scheduling import balancer, roles, scheduler, services, tasks
+        from project import events
+        from scheduling import balancer, roles, scheduler, services, tasks, unit_calls
         from scheduling.registry import sync
 
         roles.register()
         tasks.register()
         placement.set_provider(scheduler.place)
+        placement.add_after_decision(unit_calls.record_pending)
+        events.register_object_type("policyunit", "scheduling.view_policyunit")
         checks.add_cluster_rule(services.check_cluster_policy)
         host_reported.connect(balancer.on_host_reported, dispatch_uid="balancer-track-load")
 

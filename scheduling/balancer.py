@@ -14,13 +14,13 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import HOLDING_STATUSES, Cluster, Host, JobKind, VirtualMachine
-from scheduling import registry
 from scheduling.scheduler import (
     build_context,
     effective_properties,
     policy_of,
     running_vms,
 )
+from scheduling.unit_calls import UnitCalls, UnitFailed
 from scheduling.units.base import HostState
 
 DEFAULT_HIGH_UTILIZATION = 80
@@ -88,6 +88,13 @@ def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:
             "action": "none",
             "reason": "the policy has no balancer",
         }
+    if not policy.balance.enabled:
+        return {
+            "cluster": cluster.name,
+            "policy": policy.name,
+            "action": "none",
+            "reason": f"its balancer {policy.balance.name} is disabled",
+        }
     hosts = list(Host.objects.filter(cluster=cluster).order_by("pk"))
     properties = effective_properties(policy, cluster)
     ctx = build_context(cluster, None, "balance", hosts, properties)
@@ -96,15 +103,18 @@ def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:
             hosts, ctx.hosts, properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
         )
     ctx.running_vms = running_vms(hosts)
+    calls = UnitCalls(cluster_id=cluster.pk, subject=f"balancing cluster {cluster.name}")
     try:
-        choice = registry.load(policy.balance).balance(ctx.hosts, ctx)
-    except Exception as exc:
+        choice = calls.run(policy.balance, "balance", ctx.hosts, ctx)
+    except UnitFailed as exc:
         return {
             "cluster": cluster.name,
             "policy": policy.name,
             "action": "none",
             "reason": f"balancer {policy.balance.name} failed: {exc}",
         }
+    finally:
+        calls.settle()
     loads = {s.name: round(s.cpu_load_percent, 1) for s in ctx.hosts}
     if choice is None:
         return {

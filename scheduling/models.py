@@ -13,8 +13,23 @@ from django.db import models
 from project.names import validate_object_name
 
 
+class OnFailure(models.TextChoices):
+    """What a filter that fails (raises, answers in the wrong shape, or runs out of time) does
+    to a decision: keep every host (the filter is skipped) or drop every host (no VM is placed
+    while it fails). Weights that fail are neutral and balancers move nothing, whatever this
+    says."""
+
+    KEEP = "keep", "Keep every host (skip the filter)"
+    DROP = "drop", "Drop every host (place nothing)"
+
+
 class PolicyUnit(models.Model):
-    """A scheduling building block: a filter, a weight, a balancer, or several of these."""
+    """A scheduling building block: a filter, a weight, a balancer, or several of these.
+
+    ``enabled`` off: policies skip the unit (a disabled balancer moves nothing).
+    ``failing_since`` and ``failure`` describe the failure streak the unit is in, if any: the
+    alert is raised when a streak begins, not at every decision.
+    """
 
     name = models.CharField(max_length=64, unique=True)
     description = models.TextField(blank=True)
@@ -30,12 +45,30 @@ class PolicyUnit(models.Model):
         default=dict, blank=True, help_text="The properties the unit takes, with their rules."
     )
     error = models.TextField(blank=True, help_text="Why the unit cannot be loaded, if it cannot.")
+    on_failure = models.CharField(
+        max_length=8,
+        choices=OnFailure.choices,
+        default=OnFailure.KEEP,
+        help_text="What a filter that fails does to a decision: keep or drop every host.",
+    )
+    failing_since = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Since when the unit keeps failing."
+    )
+    failure = models.TextField(
+        blank=True, editable=False, help_text="How the unit failed when its streak began."
+    )
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.on_failure == OnFailure.DROP and not self.is_filter:
+            raise ValidationError(
+                {"on_failure": f"{self.name} is not a filter: only a filter drops hosts."}
+            )
 
     @property
     def kinds(self) -> list[str]:

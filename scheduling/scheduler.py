@@ -14,9 +14,7 @@ and record the decision, so decisions in a cluster never race.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
-from numbers import Real
 from typing import Any
 
 from django.conf import settings
@@ -34,8 +32,9 @@ from hosts.models import (
     VmStatus,
 )
 from hosts.placement import Decision, NoHostAvailable
-from scheduling import constraints, registry
-from scheduling.models import AffinityGroup, Policy, PolicyUnit
+from scheduling import constraints
+from scheduling.models import AffinityGroup, OnFailure, Policy
+from scheduling.unit_calls import UnitCalls, UnitFailed
 from scheduling.units.base import (
     AffinityState,
     HostState,
@@ -44,8 +43,6 @@ from scheduling.units.base import (
     VmRequest,
 )
 from scheduling.units.builtin import ReservationFilter
-
-logger = logging.getLogger(__name__)
 
 # Runs after every policy's own filters: reservable hosts take only their reservations' VMs.
 ALWAYS_ENFORCED = ReservationFilter()
@@ -217,31 +214,6 @@ def _reservation_hosts(vm: VirtualMachine | None) -> set[int] | None:
     return constraints.reserved_hosts(vm)
 
 
-def _check_answer(method: str, answer) -> None:
-    """A unit answers {host id: reason} (filter) or {host id: number} (score), or None."""
-    if answer is None:
-        return
-    if not isinstance(answer, dict):
-        raise TypeError(f"{method}() returned {type(answer).__name__}, not a dict")
-    if method == "score":
-        for value in answer.values():
-            if isinstance(value, bool) or not isinstance(value, Real):
-                raise TypeError(f"score() returned {type(value).__name__} for a host, not a number")
-
-
-def _run_unit(unit: PolicyUnit, method: str, hosts, ctx, skipped: list) -> dict | None:
-    if not unit.enabled:
-        return None
-    try:
-        answer = getattr(registry.load(unit), method)(hosts, ctx)
-        _check_answer(method, answer)
-        return answer
-    except Exception as exc:  # a broken unit is reported and skipped, never fatal
-        logger.exception("scheduling unit %s failed", unit.name)
-        skipped.append({"unit": unit.name, "error": str(exc) or type(exc).__name__})
-        return None
-
-
 def schedule(
     vm: VirtualMachine,
     cluster: Cluster | None = None,
@@ -249,7 +221,12 @@ def schedule(
     hosts: list[Host] | None = None,
     purpose: str = "start",
 ) -> Decision:
-    """Hosts able to run ``vm``, best first, by its cluster's policy (NoHostAvailable if none)."""
+    """Hosts able to run ``vm``, best first, by its cluster's policy (NoHostAvailable if none).
+
+    Disabled units are skipped (named in the explanation's ``disabled_units``). A unit that
+    fails (``unit_calls``) is named in ``skipped_units`` with what its failure did: a filter
+    keeps or drops every host as its ``on_failure`` says, a weight is left out.
+    """
     cluster = cluster or vm.cluster
     policy = policy_of(cluster)
     filters, weights = _units_of(policy)
@@ -257,16 +234,39 @@ def schedule(
         policy, cluster, [f.unit for f in filters] + [w.unit for w in weights]
     )
     ctx = build_context(cluster, vm, purpose, hosts, properties)
+    calls = UnitCalls(cluster_id=cluster.pk, subject=f"placing VM {vm.name}")
+    try:
+        return _decide(vm, cluster, policy, filters, weights, ctx, calls, hosts)
+    finally:
+        calls.settle()
+
+
+def _decide(vm, cluster, policy, filters, weights, ctx, calls, hosts) -> Decision:
     by_id = {state.id: state for state in ctx.hosts}
     remaining = list(ctx.hosts)
     skipped: list[dict] = []
     removed_by: list[dict] = []
+    disabled = [part.unit.name for part in [*filters, *weights] if not part.unit.enabled]
     for policy_filter in filters:
-        removed = _run_unit(policy_filter.unit, "filter", remaining, ctx, skipped) or {}
+        unit = policy_filter.unit
+        if not unit.enabled:
+            continue
+        try:
+            removed = calls.run(unit, "filter", remaining, ctx) or {}
+        except UnitFailed as failed:
+            drop = unit.on_failure == OnFailure.DROP
+            skipped.append(
+                {
+                    "unit": unit.name,
+                    "error": str(failed),
+                    "outcome": "every host dropped" if drop else "every host kept",
+                }
+            )
+            removed = {h.id: f"{unit.name} failed ({failed})" for h in remaining} if drop else {}
         if removed:
             removed_by.append(
                 {
-                    "unit": policy_filter.unit.name,
+                    "unit": unit.name,
                     "removed": {by_id[h].name: why for h, why in removed.items() if h in by_id},
                 }
             )
@@ -285,6 +285,7 @@ def schedule(
         "policy": policy.name,
         "filters": removed_by,
         "skipped_units": skipped,
+        "disabled_units": disabled,
     }
     if not remaining:
         reasons = "; ".join(
@@ -300,7 +301,13 @@ def schedule(
     totals = {h.id: 0.0 for h in remaining}
     table: dict[str, dict] = {h.name: {"units": {}, "total": 0.0} for h in remaining}
     for weight in weights:
-        scores = _run_unit(weight.unit, "score", remaining, ctx, skipped)
+        if not weight.unit.enabled:
+            continue
+        try:
+            scores = calls.run(weight.unit, "score", remaining, ctx)
+        except UnitFailed as failed:
+            skipped.append({"unit": weight.unit.name, "error": str(failed), "outcome": "neutral"})
+            continue
         if not scores:
             continue
         rank_of = {

@@ -8,6 +8,7 @@ from scheduling import services
 from scheduling.models import (
     AffinityGroup,
     FilterPosition,
+    OnFailure,
     Policy,
     PolicyFilter,
     PolicyUnit,
@@ -16,7 +17,19 @@ from scheduling.models import (
 
 
 class PolicyUnitSerializer(serializers.ModelSerializer):
+    """A policy unit; only ``enabled`` and ``on_failure`` change (``PATCH``)."""
+
     kinds = serializers.ListField(child=serializers.CharField(), read_only=True)
+    enabled = serializers.BooleanField(
+        required=False, help_text="Off: every policy skips the unit (a balancer moves nothing)."
+    )
+    on_failure = serializers.ChoiceField(
+        choices=OnFailure.choices,
+        required=False,
+        help_text="What the unit's filter does to a decision when it fails (raises, answers "
+        "wrongly or runs out of time): keep every host, or drop every host. A failing weight "
+        "is left out, a failing balancer moves nothing.",
+    )
 
     class Meta:
         model = PolicyUnit
@@ -27,11 +40,22 @@ class PolicyUnitSerializer(serializers.ModelSerializer):
             "kinds",
             "internal",
             "enabled",
+            "on_failure",
             "properties",
             "implementation",
             "error",
+            "failing_since",
+            "failure",
         ]
-        read_only_fields = fields
+        read_only_fields = [name for name in fields if name not in ("enabled", "on_failure")]
+
+    def validate_on_failure(self, value):
+        unit = self.instance
+        if value == OnFailure.DROP and unit is not None and not unit.is_filter:
+            raise serializers.ValidationError(
+                f"{unit.name} is not a filter: only a filter drops hosts."
+            )
+        return value
 
 
 POSITIONS = {

@@ -44,16 +44,30 @@ def _as_drf(fn, *args, **kwargs):
 class PolicyUnitViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Policy units: built-in and user-written filters, weights and balancers."""
+    """Policy units: built-in and user-written filters, weights and balancers. Everyone signed
+    in reads them; a system-wide PolicyAdmin enables or disables them and says what a failing
+    filter does (``PATCH``)."""
 
     queryset = PolicyUnit.objects.all()
     serializer_class = PolicyUnitSerializer
     filterset_class = PolicyUnitFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id"]
+    # A unit's other fields come from its code: only PATCH changes what may change.
+    http_method_names = ["get", "patch", "delete", "head", "options"]
+
+    def perform_update(self, serializer):
+        if not holds_at_system(self.request.user, "scheduling.change_policyunit"):
+            raise PermissionDenied(
+                "Changing a policy unit needs PolicyAdmin on the whole system: every policy "
+                "of every cluster may use it."
+            )
+        with transaction.atomic():
+            serializer.save()
 
     def perform_destroy(self, unit):
         if unit.internal:

@@ -32,7 +32,7 @@ from rest_framework.authtoken.models import Token
 from hosts.models import Cluster, Host, Template, VirtualMachine
 from leases.models import Lease
 from pools.models import VmPool
-from scheduling.models import AffinityGroup, Policy
+from scheduling.models import AffinityGroup, Policy, PolicyUnit
 from tests.access.conftest import STRONG_PASSWORD, Place, listed_ids
 from tests.conftest import unique
 
@@ -756,6 +756,68 @@ def test_caller_without_policy_admin_where_it_is_used_may_not_change_it(
     assert response.status_code == 403, response.content
     assert _fresh(used_policy) is not None
     assert _fresh(used_policy).description == ""
+
+
+# Policy units belong to no cluster either, and every policy of every cluster may use one:
+# everyone signed in reads them, and only a system-wide PolicyAdmin (or SuperUser) enables,
+# disables or changes what a failing filter does.
+
+UNIT_CHANGERS = (Route("PolicyAdmin", "system"), Route("SuperUser", "system"))
+UNIT_REFUSED = (
+    None,
+    Route("PolicyAdmin", "cluster"),
+    Route("ClusterAdmin", "cluster"),
+    Route("ClusterAdmin", "system"),
+    AUDITOR,
+)
+
+
+@pytest.fixture
+def memory_unit():
+    return PolicyUnit.objects.get(name="Memory")
+
+
+@pytest.mark.parametrize("route", [pytest.param(r, id=str(r)) for r in (None, *UNIT_CHANGERS)])
+def test_every_signed_in_caller_reads_the_policy_units(
+    route, memory_unit, home, caller, client_for
+):
+    client = client_for(_policy_caller(caller, route, home))
+
+    listed = listed_ids(client.get("/api/schedulingpolicyunits/", {"limit": 1000}))
+    retrieved = client.get(f"/api/schedulingpolicyunits/{memory_unit.pk}/")
+
+    assert memory_unit.pk in listed
+    assert (retrieved.status_code, retrieved.json()["name"]) == (200, "Memory")
+
+
+@pytest.mark.parametrize(
+    "route, via", [pytest.param(r, v, id=f"{r}-{v}") for r in UNIT_CHANGERS for v in VIAS]
+)
+def test_a_system_wide_policy_admin_may_disable_a_unit(
+    route, via, memory_unit, home, caller, client_for
+):
+    client = client_for(_policy_caller(caller, route, home, via))
+
+    response = client.patch(
+        f"/api/schedulingpolicyunits/{memory_unit.pk}/", {"enabled": False}, format="json"
+    )
+
+    assert response.status_code == 200, response.content
+    assert _fresh(memory_unit).enabled is False
+
+
+@pytest.mark.parametrize("route", [pytest.param(r, id=str(r)) for r in UNIT_REFUSED])
+def test_anyone_else_may_not_change_a_unit(route, memory_unit, home, caller, client_for):
+    client = client_for(_policy_caller(caller, route, home))
+
+    response = client.patch(
+        f"/api/schedulingpolicyunits/{memory_unit.pk}/",
+        {"enabled": False, "on_failure": "drop"},
+        format="json",
+    )
+
+    assert response.status_code == 403, response.content
+    assert (_fresh(memory_unit).enabled, _fresh(memory_unit).on_failure) == (True, "keep")
 
 
 # Shared templates: a template with no cluster is offered in every cluster.

@@ -6,12 +6,16 @@ Most scheduling needs no libvirt: hosts are rows with the capacity a sync would 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from hosts import driver, sync
 from hosts.models import Cluster, Host, VirtualMachine
+from scheduling import registry, unit_calls
 from scheduling.models import FilterPosition, Policy, PolicyFilter, PolicyUnit, PolicyWeight
-from tests.conftest import unique
+from tests.conftest import unique, wait_until
+from tests.scheduling import user_units as site_units
 
 POSITIONS = {
     "first": FilterPosition.FIRST,
@@ -147,3 +151,21 @@ def sim_cluster(transactional_db, sim_daemons, make_cluster):
         for domain in driver.host_report(daemon.uri).domains:
             if domain.uuid in wanted:
                 driver.undefine(daemon.uri, domain.uuid)
+
+
+@pytest.fixture
+def site_unit(db, settings):
+    """site_unit("HangingFilter", ...) -> the PolicyUnit rows of these user-written units of
+    tests/scheduling/user_units.py, registered as a site registers them. Units that hang are
+    released at the end of the test, and their threads waited for."""
+    site_units.HANGS = threading.Event()
+    site_units.FLAKY["failing"] = True
+
+    def register(*names: str) -> list[PolicyUnit]:
+        settings.CORRAL_SCHEDULING_UNITS = [f"tests.scheduling.user_units.{n}" for n in names]
+        registry.sync_units()
+        return [PolicyUnit.objects.get(name=name) for name in names]
+
+    yield register
+    site_units.HANGS.set()
+    wait_until(lambda: not unit_calls.hung_units(), timeout=10, message="a unit still hangs")

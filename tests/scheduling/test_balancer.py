@@ -11,6 +11,7 @@ from hosts import driver, jobs
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from scheduling import registry
 from scheduling.balancer import balance_cluster
+from scheduling.models import PolicyUnit
 
 
 def _hot_since(host, minutes: float) -> None:
@@ -186,6 +187,45 @@ def test_a_policy_without_a_balancer_moves_nothing(cluster_with, vm_on):
 
     answer = balance_cluster(cluster.pk)
 
+    assert (answer["action"], answer["reason"]) == ("none", "the policy has no balancer")
+    assert not Job.objects.exists()
+
+
+def test_a_balancer_disabled_through_the_api_moves_nothing(hot_cluster, admin_user, client_for):
+    cluster, (h1, _, _), _ = hot_cluster
+    _hot_since(h1, minutes=10)
+    unit = PolicyUnit.objects.get(name="OptimalForEvenDistributionBalance")
+
+    response = client_for(admin_user).patch(
+        f"/api/schedulingpolicyunits/{unit.pk}/", {"enabled": False}, format="json"
+    )
+    dry_run = client_for(admin_user).get(f"/api/clusters/{cluster.pk}/balance/").json()
+    answer = balance_cluster(cluster.pk)
+
+    assert response.status_code == 200
+    assert (answer["action"], answer["reason"]) == (
+        "none",
+        "its balancer OptimalForEvenDistributionBalance is disabled",
+    )
+    assert dry_run["action"] == "none"
+    assert not Job.objects.exists()
+
+
+def test_a_balancer_taken_out_of_the_policy_moves_nothing(hot_cluster, admin_user, client_for):
+    cluster, (h1, _, _), _ = hot_cluster
+    _hot_since(h1, minutes=10)
+    client = client_for(admin_user)
+    copy = client.post(
+        f"/api/schedulingpolicies/{cluster.policy_id}/clone/", {"name": "even-copy"}
+    ).json()
+    client.patch(f"/api/clusters/{cluster.pk}/", {"policy": copy["id"]}, format="json")
+    balancer = PolicyUnit.objects.get(name="OptimalForEvenDistributionBalance")
+    assert balance_cluster(cluster.pk, dry_run=True)["action"] == "migrate"
+
+    removed = client.delete(f"/api/schedulingpolicies/{copy['id']}/balances/{balancer.pk}/")
+    answer = balance_cluster(cluster.pk)
+
+    assert removed.status_code == 204
     assert (answer["action"], answer["reason"]) == ("none", "the policy has no balancer")
     assert not Job.objects.exists()
 

@@ -11,7 +11,9 @@ from django.utils import timezone
 from hosts import driver, jobs, sync
 from hosts.models import Cluster, Host, Job, JobKind, JobState, VirtualMachine
 from hosts.tasks import Ticker
+from project.models import LoopLock
 from scheduling.balancer import balance_cluster
+from scheduling.models import PolicyUnit
 from scheduling.scheduler import schedule
 from tests.conftest import wait_until
 
@@ -100,6 +102,47 @@ def test_a_task_cluster_moves_a_vm_off_a_hot_host_though_tickers_live_shorter_th
     assert vm.host_id in {sim2.pk, sim3.pk}
     assert driver.domain_power_state(vm.host.uri, str(vm.uuid)) == "running"
     assert driver.domain_power_state(sim1.uri, str(vm.uuid)) is None
+
+
+@pytest.mark.slow
+def test_a_task_cluster_never_balances_with_a_disabled_balancer_and_does_once_it_is_enabled(
+    sim_cluster, vm_in, make_template, task_cluster, admin_user, client_for
+):
+    cluster, (sim1, sim2, sim3) = sim_cluster(policy="evenly_distributed")
+    template = make_template(vcpus=7, memory_mb=128, disk_gb=1)
+    Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="maintenance")
+    for vm in [vm_in(cluster, template=template) for _ in range(2)]:
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == "succeeded"
+    Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="up")
+    Host.objects.filter(pk=sim1.pk).update(overloaded_since=timezone.now() - timedelta(minutes=10))
+    balancer = PolicyUnit.objects.get(name="OptimalForEvenDistributionBalance")
+    client = client_for(admin_user)
+    assert (
+        client.patch(
+            f"/api/schedulingpolicyunits/{balancer.pk}/", {"enabled": False}, format="json"
+        ).json()["enabled"]
+        is False
+    )
+    since = timezone.now()
+
+    workers = task_cluster(CORRAL_TICKER_RUN_SECONDS="1", CORRAL_BALANCE_INTERVAL="1")
+    due = f"due-balance-{cluster.pk}"
+
+    def balanced_runs_after(moment) -> bool:
+        lock = LoopLock.objects.filter(name=due).first()
+        return lock is not None and lock.expires_at - timedelta(seconds=1) > moment
+
+    # Three runs of the cluster's balancer: the last claimed two seconds after the first.
+    wait_until(lambda: balanced_runs_after(since + timedelta(seconds=3)), timeout=60)
+    assert not Job.objects.filter(kind=JobKind.MIGRATE).exists()
+
+    client.patch(f"/api/schedulingpolicyunits/{balancer.pk}/", {"enabled": True}, format="json")
+    moved = wait_until(
+        lambda: Job.objects.filter(kind=JobKind.MIGRATE, state=JobState.SUCCEEDED).first(),
+        timeout=60,
+        message=lambda: f"no VM left the hot host: {workers.log()[-3000:]}",
+    )
+    assert moved.params["reason"] == "balance"
 
 
 # -- the over-utilization clock --------------------------------------------------------------

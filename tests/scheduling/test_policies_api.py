@@ -649,3 +649,72 @@ def test_deleting_a_user_written_unit_needs_a_system_wide_policy_admin(
     allowed = client_for(system_user).delete(f"{UNITS}{user_unit.pk}/")
 
     assert (refused.status_code, allowed.status_code) == (403, 204)
+
+
+# -- enabling, disabling and what a failing filter does ---------------------------------------
+
+
+def test_a_system_wide_policy_admin_disables_and_enables_a_unit(make_user, grant, client_for):
+    unit = PolicyUnit.objects.get(name="Memory")
+    admin_of_policies = make_user()
+    grant(admin_of_policies, "PolicyAdmin")
+    client = client_for(admin_of_policies)
+
+    disabled = client.patch(f"{UNITS}{unit.pk}/", {"enabled": False}, format="json")
+    listed = client.get(UNITS, {"enabled": "false", "limit": 100}).json()["results"]
+    enabled = client.patch(f"{UNITS}{unit.pk}/", {"enabled": True}, format="json")
+
+    assert disabled.status_code == 200 and disabled.json()["enabled"] is False
+    assert [row["name"] for row in listed] == ["Memory"]
+    assert enabled.status_code == 200 and enabled.json()["enabled"] is True
+    assert PolicyUnit.objects.get(pk=unit.pk).enabled is True
+
+
+@pytest.mark.parametrize("scope", ["cluster", "none", "cluster-admin"])
+def test_changing_a_unit_needs_policy_admin_on_the_whole_system(
+    scope, make_user, make_cluster, grant, client_for
+):
+    unit = PolicyUnit.objects.get(name="Memory")
+    user = make_user()
+    if scope == "cluster":
+        grant(user, "PolicyAdmin", make_cluster())
+    elif scope == "cluster-admin":
+        grant(user, "ClusterAdmin", make_cluster())
+
+    response = client_for(user).patch(f"{UNITS}{unit.pk}/", {"enabled": False}, format="json")
+
+    assert response.status_code == 403
+    assert response.json() == {
+        "detail": "Changing a policy unit needs PolicyAdmin on the whole system: every policy "
+        "of every cluster may use it."
+    }
+    assert PolicyUnit.objects.get(pk=unit.pk).enabled is True
+
+
+def test_only_a_filter_may_drop_hosts_when_it_fails(admin):
+    weight = PolicyUnit.objects.get(name="OptimalForEvenMemoryDistribution")
+    memory = PolicyUnit.objects.get(name="Memory")
+
+    refused = admin.patch(f"{UNITS}{weight.pk}/", {"on_failure": "drop"}, format="json")
+    unknown = admin.patch(f"{UNITS}{memory.pk}/", {"on_failure": "ignore"}, format="json")
+    accepted = admin.patch(f"{UNITS}{memory.pk}/", {"on_failure": "drop"}, format="json")
+
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "on_failure": [
+            "OptimalForEvenMemoryDistribution is not a filter: only a filter drops hosts."
+        ]
+    }
+    assert unknown.status_code == 400
+    assert unknown.json() == {"on_failure": ['"ignore" is not a valid choice.']}
+    assert accepted.status_code == 200 and accepted.json()["on_failure"] == "drop"
+    assert PolicyUnit.objects.get(pk=weight.pk).on_failure == "keep"
+
+
+def test_what_a_unit_is_comes_from_its_code_and_is_not_replaced(admin):
+    unit = PolicyUnit.objects.get(name="Memory")
+
+    replaced = admin.put(f"{UNITS}{unit.pk}/", {"enabled": False}, format="json")
+
+    assert replaced.status_code == 405
+    assert PolicyUnit.objects.get(pk=unit.pk).enabled is True

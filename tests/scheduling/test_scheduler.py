@@ -289,8 +289,12 @@ def test_a_unit_that_raises_is_reported_and_skipped(user_units, make_policy, clu
 
     assert order(decision) == ["h1", "h2"]
     assert decision.explanation["skipped_units"] == [
-        {"unit": "BrokenFilter", "error": "the inventory database is down"},
-        {"unit": "BrokenWeight", "error": "division by zero"},
+        {
+            "unit": "BrokenFilter",
+            "error": "the inventory database is down",
+            "outcome": "every host kept",
+        },
+        {"unit": "BrokenWeight", "error": "division by zero", "outcome": "neutral"},
     ]
     assert "BrokenWeight" not in decision.explanation["scores"]["h1"]["units"]
 
@@ -313,7 +317,9 @@ def test_a_unit_answering_in_the_wrong_shape_is_reported_and_skipped(
     decision = schedule(vm_in(cluster))
 
     assert order(decision) == ["h2", "h1"]
-    assert decision.explanation["skipped_units"] == [{"unit": unit, "error": error}]
+    assert decision.explanation["skipped_units"] == [
+        {"unit": unit, "error": error, "outcome": "neutral"}
+    ]
 
 
 def test_a_unit_whose_path_does_not_import_is_recorded_with_its_error(user_units):
@@ -433,3 +439,47 @@ def test_a_start_with_no_host_that_fits_fails_with_no_host_and_the_reasons(
     assert shown["result"]["placement"]["filters"][0]["unit"] == "Memory"
     vm.refresh_from_db()
     assert (vm.status, vm.host_id) == ("down", None)
+
+
+# -- disabled units --------------------------------------------------------------------------
+
+
+def test_a_filter_disabled_through_the_api_is_skipped_and_named_in_the_explanation(
+    user_units, make_policy, cluster_with, vm_in, admin_user, client_for
+):
+    user_units()
+    policy = make_policy(filters=["HostStatus", "AvoidNamedHost"], properties={})
+    cluster, (h1, h2) = cluster_with(hosts=2, policy=policy)
+    cluster.policy_properties = {"AvoidedHost": "h1"}
+    cluster.save()
+    unit = PolicyUnit.objects.get(name="AvoidNamedHost")
+    assert order(schedule(vm_in(cluster))) == ["h2"]
+
+    response = client_for(admin_user).patch(
+        f"/api/schedulingpolicyunits/{unit.pk}/", {"enabled": False}, format="json"
+    )
+    decision = schedule(vm_in(cluster))
+
+    assert (response.status_code, response.json()["enabled"]) == (200, False)
+    assert order(decision) == ["h1", "h2"]
+    assert decision.explanation["filters"] == []
+    assert decision.explanation["disabled_units"] == ["AvoidNamedHost"]
+
+
+def test_a_weight_disabled_through_the_api_no_longer_orders_the_hosts(
+    user_units, make_policy, cluster_with, vm_in, admin_user, client_for
+):
+    user_units()
+    policy = make_policy(weights=[("PreferNamedHost", 5)], properties={"PreferredHost": "h2"})
+    cluster, (h1, h2) = cluster_with(hosts=2, policy=policy)
+    unit = PolicyUnit.objects.get(name="PreferNamedHost")
+    assert order(schedule(vm_in(cluster))) == ["h2", "h1"]
+
+    client_for(admin_user).patch(
+        f"/api/schedulingpolicyunits/{unit.pk}/", {"enabled": False}, format="json"
+    )
+    decision = schedule(vm_in(cluster))
+
+    assert order(decision) == ["h1", "h2"]
+    assert "PreferNamedHost" not in decision.explanation["scores"]["h2"]["units"]
+    assert decision.explanation["disabled_units"] == ["PreferNamedHost"]

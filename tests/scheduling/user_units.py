@@ -1,7 +1,16 @@
 """Policy units written outside Corral, as a site would write them, registered through
 ``settings.CORRAL_SCHEDULING_UNITS``."""
 
+import threading
+
 from scheduling.units.base import PolicyUnitBase, PropertySpec
+
+# What the hanging units wait for: nothing sets it in a task cluster, so there they hang for as
+# long as it runs; a test that hangs them sets it at its end (tests/scheduling/conftest.py) so
+# its threads do not outlive it.
+HANGS = threading.Event()
+# While true, FlakyFilter fails.
+FLAKY = {"failing": True}
 
 
 class PreferNamedHost(PolicyUnitBase):
@@ -80,3 +89,47 @@ class ScoresNothing(PolicyUnitBase):
 
     def score(self, hosts, ctx):
         return {h.id: None for h in hosts}
+
+
+class HangingFilter(PolicyUnitBase):
+    """A filter that never answers (it waits for a service that does not reply)."""
+
+    name = "HangingFilter"
+    description = "Waits forever."
+
+    def filter(self, hosts, ctx):
+        HANGS.wait()
+        return {}
+
+
+class HangingWeight(PolicyUnitBase):
+    """A weight that never answers."""
+
+    name = "HangingWeight"
+    description = "Waits forever."
+
+    def score(self, hosts, ctx):
+        HANGS.wait()
+        return {h.id: 0.0 for h in hosts}
+
+
+class HangingBalancer(PolicyUnitBase):
+    """A balancer that never answers."""
+
+    name = "HangingBalancer"
+    description = "Waits forever."
+
+    def balance(self, hosts, ctx):
+        HANGS.wait()
+
+
+class FlakyFilter(PolicyUnitBase):
+    """A filter that fails while ``FLAKY["failing"]``, and removes nothing otherwise."""
+
+    name = "FlakyFilter"
+    description = "Fails while its service is down."
+
+    def filter(self, hosts, ctx):
+        if FLAKY["failing"]:
+            raise ConnectionError("the placement service is down")
+        return {}
