@@ -7,9 +7,10 @@ STAMP := $(VENV)/.requirements-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # libvirt-python compiles against libvirt-dev; libvirtd serves the simulated hosts; the QEMU
-# driver, QEMU (TCG) and qemu-img run real guests (hosts/qemuhosts.py, hosts/tinyguest.py).
+# driver, QEMU (TCG) and qemu-img run real guests (hosts/qemuhosts.py, hosts/tinyguest.py);
+# curl and jq run the README's API walkthrough (tests/project/test_readme_walkthrough.py).
 APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-qemu \
-	qemu-system-x86 qemu-utils
+	qemu-system-x86 qemu-utils curl jq
 # The browser the end-to-end tests drive (tests only; `make run` does not need it).
 BROWSER_PACKAGES := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

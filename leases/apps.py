@@ -12,7 +12,7 @@ class LeasesConfig(AppConfig):
         # once every app is configured.
         from hosts import checks
         from hosts.signals import host_unreachable
-        from leases import launch, lifecycle, metrics, placement, roles, tasks
+        from leases import demo, launch, lifecycle, metrics, placement, roles, tasks
         from project import events, scopes
         from project import metrics as project_metrics
         from scheduling import constraints
@@ -24,6 +24,7 @@ class LeasesConfig(AppConfig):
         constraints.register(placement.reserved_hosts)
         checks.add_launch_rule(launch.check_launch)
         tasks.register()
+        demo.register()
         host_unreachable.connect(lifecycle.on_host_unreachable, dispatch_uid="leases-host-lost")
         from project.identity import catalog
 
