@@ -16,12 +16,7 @@ from datetime import datetime
 from hosts.models import Host, HostStatus
 from leases.models import Allocation, LeaseStatus, ReservationStatus, ResourceType
 
-LIVE_LEASES = [
-    LeaseStatus.PENDING,
-    LeaseStatus.STARTING,
-    LeaseStatus.ACTIVE,
-    LeaseStatus.UPDATING,
-]
+LIVE_LEASES = [LeaseStatus.PENDING, LeaseStatus.ACTIVE]
 
 
 class DoesNotFit(Exception):

@@ -64,7 +64,6 @@ def warn_before_end(lease: Lease) -> None:
 def end_lease(lease: Lease) -> None:
     """Stop (or delete) the lease's VMs; its capacity goes back to the free pool."""
     with transaction.atomic():
-        Lease.objects.filter(pk=lease.pk).update(status=LeaseStatus.TERMINATING)
         for vm in VirtualMachine.objects.filter(reservation__lease=lease):
             if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):
                 jobs.submit(JobKind.POWEROFF, vm=vm)

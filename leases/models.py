@@ -17,11 +17,13 @@ from project.json_input import validate_flat_properties
 
 
 class LeaseStatus(models.TextChoices):
+    """Blazar's lease statuses that a Corral lease takes. Blazar also has STARTING, UPDATING
+    and TERMINATING, for the time its start, update and end take; Corral starts, changes and
+    ends a lease each in one transaction, so no reader could ever see a lease in them, and
+    they are not offered (migration ``leases`` ``lease_statuses_that_occur``)."""
+
     PENDING = "PENDING", "Pending"
-    STARTING = "STARTING", "Starting"
     ACTIVE = "ACTIVE", "Active"
-    UPDATING = "UPDATING", "Updating"
-    TERMINATING = "TERMINATING", "Terminating"
     TERMINATED = "TERMINATED", "Terminated"
     ERROR = "ERROR", "Error"
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
-from leases.capacity import DoesNotFit, matches, plan
+from leases.capacity import LIVE_LEASES, DoesNotFit, matches, plan
 
 # Besides what these use cases need, the lifecycle's entry points and the reservations' figures
 # are named here too, for callers that know leases by its services.
@@ -74,7 +74,7 @@ def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) 
         return
     live = Reservation.objects.filter(
         lease__owner=owner,
-        lease__status__in=[LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.STARTING],
+        lease__status__in=LIVE_LEASES,
         status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
         lease__start_date__lt=end,
         lease__end_date__gt=start,
@@ -310,7 +310,7 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
     reservation may grow whenever capacity allows and shrink while its VMs still fit.
     """
     lease = Lease.objects.select_for_update().get(pk=lease.pk)
-    if lease.status in (LeaseStatus.TERMINATED, LeaseStatus.TERMINATING, LeaseStatus.ERROR):
+    if lease.status in (LeaseStatus.TERMINATED, LeaseStatus.ERROR):
         raise LeaseRefused(f"Lease {lease.name} has ended; it cannot change.")
     start = _moved(changes.get("start", lease.start_date), changes.get("start_shift"), "start_date")
     end = _moved(changes.get("end", lease.end_date), changes.get("end_shift"), "end_date")

@@ -44,10 +44,7 @@ TICK_STEPS = [
 
 STATUS_COLOURS = {
     LeaseStatus.PENDING: "#1f6feb",
-    LeaseStatus.STARTING: "#9a6700",
-    LeaseStatus.UPDATING: "#9a6700",
     LeaseStatus.ACTIVE: "#1a7f37",
-    LeaseStatus.TERMINATING: "#8c959f",
     LeaseStatus.TERMINATED: "#8c959f",
     LeaseStatus.ERROR: "#cf222e",
 }

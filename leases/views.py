@@ -33,7 +33,7 @@ ADD = "leases.add_lease"
 CHANGE = "leases.change_lease"
 DELETE = "leases.delete_lease"
 LAUNCH = "hosts.add_virtualmachine"
-ENDED = {LeaseStatus.TERMINATING, LeaseStatus.TERMINATED, LeaseStatus.ERROR}
+ENDED = {LeaseStatus.TERMINATED, LeaseStatus.ERROR}
 NO_LEASE_ROLE = "Creating leases needs the LeaseUser role; ask an administrator for it."
 
 
