@@ -9,7 +9,6 @@ import pytest
 from hosts import jobs, sync
 from hosts.models import Host, JobKind, VirtualMachine, VmStatus
 from project.models import Event
-from tests.jobs.conftest import sim_cluster, sim_hosts, sim_vm, small_template  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +18,7 @@ def _run(kind: str, vm: VirtualMachine, **params) -> None:
     assert jobs.run(job.pk) == "succeeded", job.kind
 
 
-def test_a_vm_takes_every_status_the_api_offers(sim_vm, sim_hosts):  # noqa: F811
+def test_a_vm_takes_every_status_the_api_offers(sim_vm, sim_hosts):
     vm = sim_vm()
 
     _run(JobKind.START, vm)
