@@ -1,20 +1,24 @@
-"""The README's API walkthrough, run as written: real curl and jq in bash against a live
-server on the test database, with the demo seeded as `make run` seeds it (its administrator,
-then the simulated hosts, then `seed_demo`) and a real task cluster running jobs and lease
-events. It takes a VM from the demo pool, reserves capacity and launches a VM into it."""
+"""The README's walkthrough on the demo as `make run` seeds it (its administrator, then the
+simulated hosts, then `seed_demo`), with a real task cluster running jobs and lease events:
+take a VM from the demo pool, reserve capacity, launch a VM into the reservation. The API
+part runs as written, real curl and jq in bash against a live server on the test database;
+the portal part posts the pages' forms with the values the README gives."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone
 
 from hosts import sync
-from hosts.models import Cluster, Host, VirtualMachine, VmStatus
+from hosts.models import Cluster, Host, Template, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools.models import VmPool
 from tests.conftest import wait_until
@@ -97,3 +101,63 @@ def test_the_readme_api_walkthrough_takes_a_vm_reserves_capacity_and_launches_in
         True,
     )
     assert '"state": "succeeded"' in ran.stdout
+
+
+def test_the_readme_portal_walkthrough_takes_a_vm_reserves_capacity_and_launches_into_it(
+    demo, task_cluster, make_user, grant
+):
+    workers = task_cluster(VMPOOL_MONITOR_INTERVAL="1")
+    pool = VmPool.objects.get(name="demo-pool")
+    alice = make_user("alice")
+    grant(alice, "UserRole", pool)
+    grant(alice, "LeaseUser")
+    portal = Client()
+    portal.force_login(alice)
+    wait_until(
+        lambda: VmPool.objects.with_counts().get(pk=pool.pk).running_unassigned == 2,
+        timeout=90,
+        message=lambda: f"the demo pool never came up: {workers.log()[-3000:]}",
+    )
+
+    # 1. Take a VM.
+    card = portal.get("/").content.decode()
+    taken = portal.post(f"/pools/{pool.pk}/take/", follow=True)
+    # 2. Reserve capacity: start now, end two hours away, one instance of 1 vCPU, 1024 MiB.
+    end = timezone.localtime(timezone.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
+    reserved = portal.post(
+        "/leases/new/",
+        {
+            "name": "first-lease",
+            "start_now": "on",
+            "end": end,
+            "vcpus": "1",
+            "memory_mb": "1024",
+            "disk_gb": "10",
+            "amount": "1",
+            "affinity": "any",
+        },
+    )
+    lease = Lease.objects.get(name="first-lease")
+    wait_until(lambda: Lease.objects.get(pk=lease.pk).status == "ACTIVE", timeout=30)
+    # 3. Launch a VM of the template tiny into the reservation.
+    launched = portal.post(
+        f"/leases/{lease.pk}/launch/",
+        {
+            "name": "reserved-1",
+            "template": Template.objects.get(name="tiny").pk,
+            "reservation": lease.reservations.get().pk,
+        },
+    )
+    reserved_vm = VirtualMachine.objects.get(name="reserved-1")
+    wait_until(
+        lambda: VirtualMachine.objects.get(pk=reserved_vm.pk).status == VmStatus.UP,
+        timeout=60,
+        message=lambda: workers.log()[-3000:],
+    )
+
+    assert 'data-pool="demo-pool"' in card
+    mine = VirtualMachine.objects.get(pool=pool, owner=alice)
+    assert f"VM {mine.name} is yours and already running." in taken.content.decode()
+    assert (reserved.status_code, reserved.url) == (302, f"/leases/{lease.pk}/")
+    assert (launched.status_code, launched.url) == (302, f"/vms/{reserved_vm.pk}/")
+    assert VirtualMachine.objects.get(pk=reserved_vm.pk).host.name == "sim-3"
