@@ -382,3 +382,16 @@ def test_a_vm_in_no_pool_offers_no_hold(make_vm, make_user, grant):
     page = _client(owner).get(f"/vms/{vm.pk}/").content.decode()
 
     assert 'data-operation="hold"' not in page
+
+
+def test_a_pool_admin_starting_a_pool_vm_from_its_page_holds_it(pool_of, make_user, grant):
+    pool = pool_of(down=1)
+    vm = pool_vms(pool)[0]
+    admin = make_user()
+    grant(admin, "PoolAdmin", pool)
+
+    response = _client(admin).post(f"/vms/{vm.pk}/start/", follow=True)
+
+    assert Job.objects.get(vm=vm).kind == JobKind.START
+    assert VirtualMachine.objects.get(pk=vm.pk).admin_hold is True
+    assert 'id="vm-hold"' in response.content.decode()
