@@ -1,4 +1,7 @@
-"""Fixtures for VM operations: a cluster of the simulated hosts, VMs on it, jobs and hooks."""
+"""Fixtures for VM operations: a cluster of the simulated hosts, VMs on it, jobs and hooks.
+
+Loaded for the whole suite (tests/conftest.py): the pool, lease, admin, browser and
+reliability tests use them too."""
 
 import stat
 import threading

@@ -1,6 +1,6 @@
 """Fixtures for the lease tests: reservable hosts made as rows, lease users, reservation
-requests in Blazar's shape, and times in the days ahead (the simulated hosts' fixtures come
-from the job tests).
+requests in Blazar's shape, and times in the days ahead. Loaded for the whole suite
+(tests/conftest.py): the portal, admin, browser and reliability tests use them too.
 
 Hosts are rows with the capacity a sync would have read (16 CPUs, 3072 MiB, Up): with the
 default overcommit (4 vCPUs per CPU, no memory overcommit) one host holds three instances of
@@ -18,7 +18,6 @@ from hosts.models import Cluster, Host
 from leases import services
 from leases.models import Lease
 from tests.conftest import unique
-from tests.jobs.conftest import sim_cluster, sim_hosts, sim_vm, small_template  # noqa: F401
 
 # Midnight (UTC) two days ahead: every test's windows are in the future for its whole run.
 DAY = (

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from tests.admin.conftest import admin_url, logged_in
-from tests.leases.conftest import DAY, at, instances, whole_hosts
+from tests.leases.fixtures import DAY, at, instances, whole_hosts
+from tests.project.admin.fixtures import admin_url, logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,8 @@
-"""Fixtures for the VM pool tests: pools whose VMs are rows in a chosen state, pool users, a
-cluster of the simulated hosts, and running queued tasks in this process as a worker would."""
+"""Fixtures for the VM pool tests: pools whose VMs are rows in a chosen state, pool users, pools
+on the simulated hosts, and running queued tasks in this process as a worker would.
+
+Loaded for the whole suite (tests/conftest.py): the VM portal, admin, browser and reliability
+tests use them too."""
 
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from pools import services
 from pools.models import VmPool
 from project.models import Role
 from tests.conftest import unique
-from tests.jobs.conftest import make_role, sim_cluster, sim_hosts  # noqa: F401
 
 
 @pytest.fixture
@@ -29,7 +31,7 @@ def pool_template(make_template):
 
 
 @pytest.fixture
-def real_pool(transactional_db, sim_cluster, make_template):  # noqa: F811
+def real_pool(transactional_db, sim_cluster, make_template):
     """real_pool(size, prestarted_vms, **fields) -> a pool made as the API makes it, on the
     simulated hosts (its prepare jobs and the monitor's nudge queued, nothing run yet)."""
 

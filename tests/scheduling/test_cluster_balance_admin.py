@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from hosts.models import Host, Job, VirtualMachine
 from scheduling.models import Policy
-from tests.admin.conftest import run_action, shown_messages
 from tests.conftest import unique
+from tests.project.admin.fixtures import run_action, shown_messages
 
 
 def _host(cluster, name: str, **fields) -> Host:

@@ -11,7 +11,7 @@ import pytest
 from hosts import driver, jobs, sync
 from hosts.models import ExternalDomain, Host, Job, JobKind, VirtualMachine
 from project.models import Event
-from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
+from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from hosts import jobs
 from hosts.models import Job, JobJournal, JobKind
 from project.events import alert, emit
 from project.models import Event
-from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
-from tests.pools.conftest import add_pool_vms
+from tests.pools.fixtures import add_pool_vms
+from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
 
 pytestmark = pytest.mark.django_db
 

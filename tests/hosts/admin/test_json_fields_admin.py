@@ -10,8 +10,8 @@ import pytest
 
 from hosts.models import Host
 from project.json_input import MAX_DEPTH
-from tests.admin.conftest import admin_url, logged_in
-from tests.admin.test_moves_admin import form_errors, page_form
+from tests.hosts.admin.test_moves_admin import form_errors, page_form
+from tests.project.admin.fixtures import admin_url, logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ import pytest
 
 from hosts.models import Host, Template, VirtualMachine
 from pools.models import VmPool
-from tests.admin.conftest import admin_url, form_errors, logged_in, page_form
+from tests.project.admin.fixtures import admin_url, form_errors, logged_in, page_form
 
 pytestmark = pytest.mark.django_db
 

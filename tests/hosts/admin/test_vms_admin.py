@@ -12,8 +12,8 @@ from django.db import connection, transaction
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, VirtualMachine
 from pools import services as pool_services
-from tests.admin.conftest import admin_url, logged_in, run_action, shown_messages
 from tests.conftest import lock_waiters, wait_until
+from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
 
 pytestmark = pytest.mark.django_db
 LABEL = "hosts.VirtualMachine"

@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from hosts import driver, qemuhosts
 from hosts.models import Host
-from tests.driver.guests import Guest
+from tests.hosts.driver.guests import Guest
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import libvirt
 import pytest
 
 from tests.conftest import wait_until
-from tests.driver.guests import HOSTNAME, SSH_KEYS, Guest, agent_addresses, lines, overlay
+from tests.hosts.driver.guests import HOSTNAME, SSH_KEYS, Guest, agent_addresses, lines, overlay
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from hosts import tinyguest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def build_command(dest: Path) -> subprocess.Popen:

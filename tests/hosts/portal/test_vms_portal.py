@@ -7,7 +7,7 @@ from django.test import Client
 
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from project.permissions import holds
-from tests.pools.conftest import pool_vms
+from tests.pools.fixtures import pool_vms
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from hosts.models import Job, JobKind, JobState, VirtualMachine
 from leases import services
 from leases.models import Lease, LeaseStatus, Reservation
 from tests.conftest import unique
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 
 pytestmark = pytest.mark.django_db
 

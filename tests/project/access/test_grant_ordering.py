@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.access.conftest import listed_ids
+from tests.project.access.conftest import listed_ids
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 
 from project.models import System
 from project.permissions import holds, scope_of_model
-from tests.access.conftest import grant_count, listed_ids
+from tests.project.access.conftest import grant_count, listed_ids
 
 User = get_user_model()
 URL = "/api/permissions/"

@@ -33,8 +33,8 @@ from hosts.models import Cluster, Host, Template, VirtualMachine
 from leases.models import Lease
 from pools.models import VmPool
 from scheduling.models import AffinityGroup, Policy
-from tests.access.conftest import STRONG_PASSWORD, Place, listed_ids
 from tests.conftest import unique
+from tests.project.access.conftest import STRONG_PASSWORD, Place, listed_ids
 
 User = get_user_model()
 

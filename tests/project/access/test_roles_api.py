@@ -4,7 +4,7 @@ import pytest
 
 from project.models import Role
 from project.roles import BUILTIN_ROLES
-from tests.access.conftest import grant_count
+from tests.project.access.conftest import grant_count
 
 URL = "/api/roles/"
 

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 
-from tests.access.conftest import STRONG_PASSWORD, listed_ids
+from tests.project.access.conftest import STRONG_PASSWORD, listed_ids
 
 User = get_user_model()
 TOKEN_URL = "/api/auth/token/"

@@ -1,6 +1,9 @@
 """Fixtures for the admin console tests: two clusters, a superuser and a staff ClusterAdmin of
 the first one, each with a logged-in browser session (Django's test client), and posting
-admin actions the way the changelist's action form does."""
+admin actions the way the changelist's action form does.
+
+Loaded for the whole suite (tests/conftest.py): each app's admin screens are tested beside
+that app's other tests."""
 
 from __future__ import annotations
 
@@ -10,16 +13,6 @@ import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
-
-from tests.jobs.conftest import (  # noqa: F401
-    make_role,
-    running_vm,
-    sim_cluster,
-    sim_hosts,
-    sim_vm,
-    small_template,
-)
-from tests.leases.conftest import lease_user, make_lease, reservable_hosts  # noqa: F401
 
 _roles = itertools.count(1)
 
@@ -64,7 +57,7 @@ def console_of_a(admin_of_a):
 
 
 @pytest.fixture
-def staff_with_role(make_user, grant, make_role):  # noqa: F811
+def staff_with_role(make_user, grant, make_role):
     """staff_with_role(actions, scope) -> a staff user holding a custom role of exactly those
     actions on ``scope``."""
 

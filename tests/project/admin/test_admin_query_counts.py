@@ -15,8 +15,8 @@ from django.urls import reverse
 from hosts import jobs
 from hosts.models import ExternalDomain, JobJournal, JobKind
 from project.events import alert
-from tests.admin.conftest import admin_url, logged_in
-from tests.pools.conftest import add_pool_vms
+from tests.pools.fixtures import add_pool_vms
+from tests.project.admin.fixtures import admin_url, logged_in
 
 pytestmark = pytest.mark.django_db
 _serial = itertools.count(1)

@@ -16,8 +16,8 @@ from hosts import jobs
 from hosts.models import Job, JobKind
 from project.events import alert
 from project.models import Event
-from tests.admin.conftest import logged_in
-from tests.pools.conftest import add_pool_vms
+from tests.pools.fixtures import add_pool_vms
+from tests.project.admin.fixtures import logged_in
 
 pytestmark = pytest.mark.django_db
 FIGURE = re.compile(

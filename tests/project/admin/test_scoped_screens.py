@@ -11,7 +11,7 @@ from django.urls import reverse
 from hosts import jobs
 from hosts.models import ExternalDomain, JobKind
 from project.events import alert
-from tests.admin.conftest import admin_url
+from tests.project.admin.fixtures import admin_url
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from django.test import Client
 from hosts.models import VirtualMachine
 from project import events
 from project.models import EventKind
-from tests.events.test_event_feed import Reader, _feed, _vm_event
+from tests.project.events.test_event_feed import Reader, _feed, _vm_event
 
 pytestmark = [
     pytest.mark.postgres,

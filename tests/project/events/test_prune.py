@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from project import events
 from project.models import Event
-from tests.events.test_event_feed import _feed, _vm_event
+from tests.project.events.test_event_feed import _feed, _vm_event
 
 pytestmark = pytest.mark.django_db
 
