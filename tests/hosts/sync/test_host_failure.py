@@ -2,10 +2,10 @@
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from hosts import driver, simhosts, sync
 from hosts.models import Host, VirtualMachine
@@ -101,10 +101,11 @@ def test_a_vm_on_a_dead_host_cannot_be_operated(failing_host, own_daemon, admin_
 
 
 def test_a_restarted_host_is_up_and_its_vms_take_what_it_reports(
-    failing_host, own_daemon, admin_user, client_for, settings
+    failing_host, own_daemon, admin_user, client_for, settings, time_machine
 ):
     settings.CORRAL_SYNC_INTERVAL = 0.2
     host, running_vm, stopped_vm = failing_host
+    time_machine.move_to(timezone.now(), tick=False)  # time passes only when shifted
     simhosts.kill(own_daemon)
     sync.sync_host(host.pk)
     simhosts.start(own_daemon)  # the test driver forgets its domains on a restart
@@ -113,7 +114,7 @@ def test_a_restarted_host_is_up_and_its_vms_take_what_it_reports(
     client = client_for(admin_user)
     assert _shown(client, "hosts", host.pk)["status"] == "up"
     assert _shown(client, "vms", running_vm.pk)["status"] == "unknown"  # not missing long yet
-    time.sleep(0.5)
+    time_machine.shift(0.5)
     sync.sync_host(host.pk)
 
     for vm in (running_vm, stopped_vm):

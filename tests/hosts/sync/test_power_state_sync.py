@@ -1,13 +1,13 @@
 """Power-state sync: the database follows what hosts report, writing only what changed."""
 
 import contextlib
-import time
 import uuid
 
 import libvirt
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from hosts import driver, jobs, sync
 from hosts.models import ExternalDomain, Host, Job, JobKind, VirtualMachine
@@ -142,14 +142,16 @@ def _undefine_outside(host: Host, vm) -> None:
 
 
 @pytest.fixture
-def steady_vm(placed_vm, sim_hosts, settings):
-    """A VM reported running, unchanged, for longer than two sync intervals."""
+def steady_vm(placed_vm, sim_hosts, settings, time_machine):
+    """A VM reported running, unchanged, for longer than two sync intervals. The clock stands
+    still from here on: time passes only when the test shifts it."""
     settings.CORRAL_SYNC_INTERVAL = 0.25
     host = sim_hosts[0]
     vm = placed_vm(host)
+    time_machine.move_to(timezone.now(), tick=False)
     for _ in range(4):
         sync.sync_host(host.pk)
-    time.sleep(0.6)
+    time_machine.shift(0.6)
     sync.sync_host(host.pk)
     return vm
 
@@ -166,12 +168,12 @@ def test_a_domain_missing_for_less_than_two_sync_intervals_changes_nothing(stead
 
 
 def test_a_domain_missing_for_two_sync_intervals_is_report_missing_and_down(
-    steady_vm, sim_hosts, admin_user, client_for
+    steady_vm, sim_hosts, admin_user, client_for, time_machine
 ):
     host = sim_hosts[0]
     _undefine_outside(host, steady_vm)
     sync.sync_host(host.pk)
-    time.sleep(0.6)
+    time_machine.shift(0.6)
 
     sync.sync_host(host.pk)
 
@@ -180,13 +182,15 @@ def test_a_domain_missing_for_two_sync_intervals_is_report_missing_and_down(
     assert _alerts(steady_vm) == [f"VM {steady_vm.name} disappeared from host {host.name}"]
 
 
-def test_a_domain_back_within_the_grace_period_changes_nothing(steady_vm, sim_hosts, settings):
+def test_a_domain_back_within_the_grace_period_changes_nothing(
+    steady_vm, sim_hosts, settings, time_machine
+):
     host = sim_hosts[0]
     _undefine_outside(host, steady_vm)
     sync.sync_host(host.pk)
     driver.define(host.uri, spec_for(steady_vm))
     driver.start(host.uri, str(steady_vm.uuid))
-    time.sleep(0.6)
+    time_machine.shift(0.6)
 
     sync.sync_host(host.pk)
 
