@@ -13,6 +13,15 @@ from pools.models import VmPool
 from project.grants import grant_role, scope_object
 from project.models import Role
 
+# Fixtures the apps' tests share across folders (a cluster of the simulated hosts, pools of
+# rows, lease requests, the admin console's sessions): one module per app, for the whole suite.
+pytest_plugins = [
+    "tests.hosts.fixtures",
+    "tests.pools.fixtures",
+    "tests.leases.fixtures",
+    "tests.project.admin.fixtures",
+]
+
 User = get_user_model()
 _serial = itertools.count(1)
 

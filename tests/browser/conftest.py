@@ -23,9 +23,6 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools import services
 from pools.models import VmPool
 from tests.conftest import unique, wait_until
-from tests.jobs.conftest import sim_cluster  # noqa: F401
-from tests.leases.conftest import lease_user, make_lease, reservable_hosts  # noqa: F401
-from tests.pools.conftest import pool_user  # noqa: F401
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -252,7 +249,7 @@ def running_tasks(task_cluster, tmp_path):
 
 
 @pytest.fixture
-def sim_pool(sim_cluster, make_template):  # noqa: F811
+def sim_pool(sim_cluster, make_template):
     """sim_pool(size, prestarted_vms, **fields) -> a pool on the simulated hosts, created as
     the API creates it (its VMs' prepare jobs and the prestart monitor queued)."""
 

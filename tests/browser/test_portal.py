@@ -14,8 +14,8 @@ from hosts.models import VirtualMachine, VmStatus
 from leases.models import Lease
 from pools import services as pool_services
 from tests.browser.conftest import VM_START_MS, log_in, wait_until_ready
-from tests.leases.conftest import at, instances
-from tests.pools.conftest import add_pool_vms
+from tests.leases.fixtures import at, instances
+from tests.pools.fixtures import add_pool_vms
 from tests.pools.test_return import outside
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from leases.api.serializers import parse_properties
 from leases.capacity import DoesNotFit, plan
 from leases.models import Allocation, Lease, LeaseStatus
 from leases.services import LeaseRefused
-from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
+from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from leases.models import Allocation, Lease
 from project.grants import grant_role, scope_object
 from project.models import Role
 from tests.conftest import lock_waiters, unique, wait_until
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 
 User = get_user_model()
 HOSTS, REQUESTS, THREADS = 20, 100, 20

@@ -8,7 +8,7 @@ from hosts import sync
 from leases import services
 from leases.models import Lease, LeaseStatus
 from project.models import Event, EventKind
-from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
+from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from hosts.sync import mark_unreachable
 from leases import services
 from leases.models import Allocation
 from tests.conftest import unique
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 
 
 def _vm_on(reservation, host, make_template):

@@ -8,7 +8,7 @@ import pytest
 from hosts.models import VirtualMachine
 from leases.models import Lease
 from tests.conftest import unique
-from tests.leases.conftest import at, instances, whole_hosts
+from tests.leases.fixtures import at, instances, whole_hosts
 
 
 def when(moment) -> str:

@@ -10,7 +10,7 @@ from leases import services
 from leases.models import Lease
 from project.permissions import holds
 from tests.conftest import unique
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 
 pytestmark = pytest.mark.django_db
 

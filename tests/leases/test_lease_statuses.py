@@ -7,7 +7,7 @@ import pytest
 
 from leases import services
 from leases.models import Lease, LeaseStatus
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 
 pytestmark = pytest.mark.django_db
 

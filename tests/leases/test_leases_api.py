@@ -11,7 +11,7 @@ from django.utils.dateparse import parse_datetime
 from hosts.models import Job, JobKind, VirtualMachine
 from leases import services
 from leases.models import Allocation, EventType, Lease, LeaseEvent, Reservation
-from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
+from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from leases import services
 from leases.models import EventStatus, EventType, Lease, LeaseEvent, LeaseStatus
 from project.models import Event, EventKind
 from tests.conftest import unique, wait_until
-from tests.leases.conftest import PER_HOST, at, instances
+from tests.leases.fixtures import PER_HOST, at, instances
 
 pytestmark = pytest.mark.usefixtures("warn_half_an_hour_before")
 

@@ -13,7 +13,7 @@ from leases import services
 from leases.models import Lease
 from scheduling import services as policies
 from scheduling.models import Policy, PolicyFilter, PolicyUnit
-from tests.leases.conftest import instances
+from tests.leases.fixtures import instances
 
 pytestmark = pytest.mark.django_db
 SIZE = {"vcpus": 1, "memory_mb": 128}

@@ -11,7 +11,7 @@ from pools import services
 from pools.models import VmPool
 from project.models import Event, EventKind
 from tests.conftest import stored_rows, wait_until
-from tests.pools.conftest import pool_vms, prestart_jobs
+from tests.pools.fixtures import pool_vms, prestart_jobs
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
-from tests.pools.conftest import add_pool_vms, pool_vms, queued_tasks, run_queued_tasks
+from tests.pools.fixtures import add_pool_vms, pool_vms, queued_tasks, run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from pools import services
 from tests.conftest import lock_waiters, wait_until
-from tests.pools.conftest import holding_grant_row, pool_vms
+from tests.pools.fixtures import holding_grant_row, pool_vms
 
 
 @pytest.fixture

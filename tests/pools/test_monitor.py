@@ -11,7 +11,7 @@ from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from pools import services
 from project.models import Event, EventKind
-from tests.pools.conftest import (
+from tests.pools.fixtures import (
     pool_vms,
     prestart_jobs,
     queued_tasks,

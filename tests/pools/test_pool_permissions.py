@@ -7,7 +7,7 @@ from hosts.models import VirtualMachine
 from pools.models import VmPool
 from project.grants import grant_role
 from tests.conftest import unique
-from tests.pools.conftest import pool_vms
+from tests.pools.fixtures import pool_vms
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from pools.models import VmPool
 from tests.conftest import unique
-from tests.pools.conftest import pool_vms
+from tests.pools.fixtures import pool_vms
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()

@@ -20,9 +20,9 @@ from hosts.models import JobKind, JobState, VirtualMachine, VmStatus
 from pools import services
 from pools.models import VmPool
 from project.models import LoopLock
-from tests.admin.conftest import logged_in
 from tests.conftest import wait_until
-from tests.pools.conftest import add_pool_vms, pool_vms, prestart_jobs
+from tests.pools.fixtures import add_pool_vms, pool_vms, prestart_jobs
+from tests.project.admin.fixtures import logged_in
 
 COUNTED = ["up", "starting", "paused", "resuming", "suspending", "migrating", "unknown"]
 NOT_COUNTED = ["down", "stopping"]

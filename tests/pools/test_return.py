@@ -9,7 +9,7 @@ import pytest
 from hosts import driver, sync
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from pools.models import PoolType
-from tests.pools.conftest import pool_vms, run_queued_tasks
+from tests.pools.fixtures import pool_vms, run_queued_tasks
 
 MARKER_NS = "https://corral.invalid/xmlns/test-marker"
 

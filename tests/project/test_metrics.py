@@ -14,7 +14,7 @@ from hosts import jobs, sync
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
 from hosts.placement import decision
 from leases.models import Lease, LeaseEvent
-from tests.jobs.conftest import remove_domains
+from tests.hosts.fixtures import remove_domains
 
 TOKEN = "scrape-me-0123456789"
 

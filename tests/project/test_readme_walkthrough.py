@@ -22,7 +22,7 @@ from hosts.models import Cluster, Host, Template, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools.models import VmPool
 from tests.conftest import wait_until
-from tests.jobs.conftest import remove_domains
+from tests.hosts.fixtures import remove_domains
 
 pytestmark = pytest.mark.slow
 

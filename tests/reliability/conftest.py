@@ -1,5 +1,5 @@
 """Fixtures for the reliability tests: real web processes (gunicorn) on the test database,
-API tokens, and the simulated cluster and pool fixtures of the job and pool tests."""
+and API tokens."""
 
 from __future__ import annotations
 
@@ -17,14 +17,6 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from tests.conftest import wait_until
-from tests.jobs.conftest import (  # noqa: F401
-    running_vm,
-    sim_cluster,
-    sim_hosts,
-    sim_vm,
-    small_template,
-)
-from tests.pools.conftest import real_pool  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 READY_S = 60

@@ -16,7 +16,6 @@ from django_q.models import Task
 from hosts import jobs
 from hosts.models import Host, Job, JobJournal, JobKind, JobState
 from tests.conftest import wait_until
-from tests.jobs.conftest import hooks_dir  # noqa: F401
 from tests.reliability.hostview import disagreements, look
 
 pytestmark = pytest.mark.slow
@@ -45,7 +44,7 @@ def frozen(pid: int):
 
 def test_a_worker_that_wakes_after_its_job_was_failed_does_nothing_more(
     sim_vm,
-    hooks_dir,  # noqa: F811
+    hooks_dir,
     task_cluster,
 ):
     released = hooks_dir.folder / "released"

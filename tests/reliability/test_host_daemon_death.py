@@ -26,7 +26,7 @@ from leases import services as leases
 from leases.models import Allocation, Lease
 from project.models import Event, EventKind
 from tests.conftest import wait_until
-from tests.leases.conftest import instances
+from tests.leases.fixtures import instances
 from tests.reliability.hostview import disagreements, look
 
 pytestmark = pytest.mark.slow

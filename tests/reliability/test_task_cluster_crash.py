@@ -18,7 +18,6 @@ from pools.models import VmPool
 from pools.services import PRESTART
 from project.models import Event, EventKind
 from tests.conftest import wait_until
-from tests.jobs.conftest import hooks_dir  # noqa: F401
 from tests.reliability.hostview import active_jobs, disagreements, look
 
 pytestmark = pytest.mark.slow
@@ -72,7 +71,7 @@ def test_a_cluster_killed_mid_start_migration_and_prestart_is_recovered_by_anoth
     real_pool,
     running_vm,
     sim_vm,
-    hooks_dir,  # noqa: F811
+    hooks_dir,
     task_cluster,
 ):
     migrant = running_vm()

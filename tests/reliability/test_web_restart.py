@@ -37,8 +37,7 @@ from leases.models import Allocation, Lease, LeaseEvent, Reservation
 from pools.models import VmPool
 from project.models import Event, Role
 from tests.conftest import unique, wait_until
-from tests.leases.conftest import reservable_hosts  # noqa: F401
-from tests.pools.conftest import add_pool_vms
+from tests.pools.fixtures import add_pool_vms
 from tests.reliability.conftest import token_for
 
 pytestmark = [
@@ -237,7 +236,7 @@ def world(
     make_pool,
     make_user,
     grant,
-    reservable_hosts,  # noqa: F811
+    reservable_hosts,
 ):
     """Everything the writers need: a pool of stopped VMs and its takers, lease users and
     reservable hosts, an admin, a VM creator (PowerUser) and users to grant roles to."""

@@ -46,14 +46,16 @@ def test_a_fresh_ticker_does_not_balance_again_what_an_old_one_just_balanced(
 
 
 def test_a_cluster_is_balanced_again_once_the_interval_has_passed(
-    transactional_db, make_cluster, settings
+    transactional_db, make_cluster, settings, time_machine
 ):
     settings.CORRAL_BALANCE_INTERVAL = 1.5
+    time_machine.move_to(timezone.now(), tick=False)  # time passes only when shifted
     cluster = make_cluster()
 
     first = _balanced_by_a_fresh_ticker()
     at_once = _balanced_by_a_fresh_ticker()
-    later = wait_until(_balanced_by_a_fresh_ticker, timeout=15, interval=0.2)
+    time_machine.shift(1.6)
+    later = _balanced_by_a_fresh_ticker()
 
     assert (first, at_once, later) == ({cluster.pk}, set(), {cluster.pk})
 

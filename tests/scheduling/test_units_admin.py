@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from scheduling.models import PolicyUnit
-from tests.admin.conftest import logged_in
+from tests.project.admin.fixtures import logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -17,13 +17,14 @@ Generation is derandomized: a failure reproduces on the next run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 from datetime import timedelta
 
 import pytest
 import schemathesis
-from django.contrib.auth.models import Group
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
@@ -32,13 +33,10 @@ from django.utils import timezone
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from hypothesis import HealthCheck, settings
 
-from hosts.models import Cluster, ExternalDomain, Host, Job, Template, VirtualMachine
-from leases.models import Lease, Reservation
-from pools.models import VmPool
-from project.models import Role
-from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
+from project import scopes
+from scheduling.models import PolicyUnit
 from tests.conftest import unique
-from tests.security.conftest import User
+from tests.project.api.routes import model_of, related_fields, route_named_by
 
 # Requests per operation and caller in the fuzzing phase (valid and invalid ones together);
 # CORRAL_FUZZ_EXAMPLES raises it for a deeper run, CORRAL_FUZZ_COVERAGE=1 adds the coverage
@@ -109,48 +107,39 @@ def _grant_ids() -> list[str]:
     ]
 
 
-# First path segment after /api/ -> the ids its {id} names.
-PATH_IDS = {
-    "affinitygroups": lambda: _ids(AffinityGroup),
-    "clusters": lambda: _ids(Cluster),
-    "externaldomains": lambda: _ids(ExternalDomain),
-    "groups": lambda: _ids(Group),
-    "hosts": lambda: _ids(Host),
-    "jobs": lambda: _ids(Job),
-    "leases": lambda: _ids(Lease),
-    "permissions": _grant_ids,
-    "roles": lambda: _ids(Role),
-    "schedulingpolicies": lambda: _ids(Policy),
-    "schedulingpolicyunits": lambda: _ids(PolicyUnit),
-    "templates": lambda: _ids(Template),
-    "users": lambda: _ids(User),
-    "vmpools": lambda: _ids(VmPool),
-    "vms": lambda: _ids(VirtualMachine),
+# Routes whose ids are not their model's primary keys: a grant's id is "u" or "g" and its row's
+# number; a policy's balancer is named by its unit. Every other route's {id} names rows of the
+# model its viewset serves (tests/project/api/routes.py).
+IDS_BY_ROUTE = {
+    "grant-detail": _grant_ids,
+    "policy-balance-detail": lambda: _ids(PolicyUnit, is_balance=True),
 }
-# The parts of a policy: /api/schedulingpolicies/{policy_pk}/<part>/{id}/.
-PART_IDS = {
-    "filters": lambda: _ids(PolicyFilter),
-    "weights": lambda: _ids(PolicyWeight),
-    "balances": lambda: _ids(PolicyUnit, is_balance=True),
-}
-# Body fields that name other objects, by id or by name.
+
+
+def path_ids(path: str, parameter: str):
+    """ids() -> the values that name existing objects in ``{parameter}`` of a schema path (the
+    objects of the route the path has up to that parameter); None if nothing says which."""
+    route = route_named_by(path, parameter)
+    if route is None:
+        return None
+    if route.name in IDS_BY_ROUTE:
+        return IDS_BY_ROUTE[route.name]
+    model = model_of(route.view)
+    return None if model is None else functools.partial(_ids, model)
+
+
+def _values(kinds: set) -> list:
+    return [value for model, field in sorted(kinds, key=str) for value in _names(model, field)]
+
+
+# Body fields that name other objects, by id or by name: every writable related field of the
+# API's serializers.
 BODY_REFERENCES = {
-    "cluster": lambda: _ids(Cluster),
-    "template": lambda: _ids(Template),
-    "host": lambda: _ids(Host),
-    "hosts": lambda: _ids(Host),
-    "vms": lambda: _ids(VirtualMachine),
-    "reservation": lambda: _ids(Reservation),
-    "unit": lambda: _names(PolicyUnit),
-    "role": lambda: _names(Role),
-    "user": lambda: _names(User, "username"),
-    "group": lambda: _names(Group),
+    field: functools.partial(_values, kinds) for field, kinds in sorted(related_fields().items())
 }
+# What a grant's object_id names, by its object_type: each scope's objects (the system has none).
 SCOPE_IDS = {
-    "cluster": lambda: _ids(Cluster),
-    "pool": lambda: _ids(VmPool),
-    "vm": lambda: _ids(VirtualMachine),
-    "lease": lambda: _ids(Lease),
+    name: functools.partial(_ids, scopes.model(name)) for name in scopes.names() if name != "system"
 }
 
 
@@ -172,15 +161,10 @@ def _existing(generated, candidates: list):
 
 def aim_path(case) -> None:
     params = case.path_parameters
-    if not params:
-        return
-    segments = case.path.strip("/").split("/")
-    if "policy_pk" in params:
-        params["policy_pk"] = _existing(params["policy_pk"], PATH_IDS["schedulingpolicies"]())
-        if "id" in params:
-            params["id"] = _existing(params["id"], PART_IDS[segments[3]]())
-    elif "id" in params:
-        params["id"] = _existing(params["id"], PATH_IDS[segments[1]]())
+    for name in params or {}:
+        ids = path_ids(case.path, name)
+        if ids is not None:
+            params[name] = _existing(params[name], ids())
 
 
 def aim_body(case) -> None:
@@ -288,6 +272,20 @@ ANONYMOUS_OPERATIONS = [
     for operation in OPERATIONS
     if _needs_credentials(operation)
 ]
+
+
+def test_every_path_parameter_names_objects_the_fuzzer_aims_at():
+    unaimed = [
+        f"{operation.label}: {{{name}}}"
+        for operation in OPERATIONS
+        for name in re.findall(r"\{(\w+)\}", operation.path)
+        if path_ids(operation.path, name) is None
+    ]
+
+    assert unaimed == [], (
+        "No ids known for these path parameters: give the route's viewset a queryset (or a "
+        "model), or add the route to IDS_BY_ROUTE."
+    )
 
 
 def test_only_the_token_endpoint_is_open_without_credentials():

@@ -12,7 +12,7 @@ import pytest
 
 from hosts.driver.uris import refusal
 from hosts.models import Host
-from tests.admin.conftest import admin_url, logged_in, page_form
+from tests.project.admin.fixtures import admin_url, logged_in, page_form
 from tests.security.uris import ACCEPTED, REFUSED
 
 pytestmark = pytest.mark.django_db

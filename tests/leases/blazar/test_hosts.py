@@ -9,7 +9,7 @@ from hosts.models import Host
 from leases.models import HostProperty
 from tests.conftest import unique
 from tests.leases.blazar.conftest import API
-from tests.leases.conftest import at, instances, whole_hosts
+from tests.leases.fixtures import at, instances, whole_hosts
 
 
 def error(response) -> str:

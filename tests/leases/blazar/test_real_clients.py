@@ -19,7 +19,7 @@ import pytest
 from hosts.models import Host
 from leases.models import HostProperty, Lease
 from tests.leases.blazar.conftest import PASSWORD, cli_time
-from tests.leases.conftest import at, whole_hosts
+from tests.leases.fixtures import at, whole_hosts
 from tests.reliability.conftest import web_server  # noqa: F401
 
 pytestmark = pytest.mark.slow

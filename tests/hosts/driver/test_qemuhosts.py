@@ -1,0 +1,93 @@
+"""Real QEMU hosts (hosts/qemuhosts.py): started with a storage pool, stopped leaving nothing."""
+
+import shutil
+from io import StringIO
+from pathlib import Path
+
+import libvirt
+import pytest
+from django.core.management import call_command
+
+from hosts import driver, qemuhosts
+from hosts.models import Host
+from tests.hosts.driver.guests import Guest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def qemu_host():
+    host = qemuhosts.QemuHost(name="qemu-stop", directory=qemuhosts.new_directory())
+    yield host
+    qemuhosts.stop(host)
+    shutil.rmtree(host.directory, ignore_errors=True)
+
+
+def running_qemu(host) -> list[int]:
+    return [
+        pid
+        for pid in qemuhosts.leftover_pids(host)
+        if b"qemu-system" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+def test_a_qemu_host_has_a_running_autostarted_pool_in_its_folder(qemu_host):
+    qemuhosts.start(qemu_host)
+    conn = libvirt.open(qemu_host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        assert pool.isActive() and pool.autostart()
+        assert f"<path>{qemu_host.pool_directory}</path>" in pool.XMLDesc(0)
+        assert conn.getType() == "QEMU"
+    finally:
+        conn.close()
+
+
+def test_stopping_a_qemu_host_ends_its_guests_and_every_process_it_started(qemu_host, tiny_guest):
+    qemuhosts.start(qemu_host)
+    conn = libvirt.open(qemu_host.uri)
+    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
+    guest.domain.create()
+    conn.close()
+    assert len(running_qemu(qemu_host)) == 1
+
+    assert qemuhosts.stop(qemu_host) is True
+
+    assert qemuhosts.leftover_pids(qemu_host) == []
+    with pytest.raises(driver.HostUnreachable):
+        driver.host_report(qemu_host.uri)
+
+
+def test_a_folder_too_long_for_agent_sockets_is_refused():
+    with pytest.raises(qemuhosts.simhosts.SimHostError, match="at most 19 characters"):
+        qemuhosts.QemuHost(name="long", directory=Path("/tmp/corral-qemu-host-1"))
+
+
+@pytest.fixture
+def simhosts_dir(settings, tmp_path):
+    base = tmp_path / "simhosts"
+    settings.CORRAL_SIMHOSTS_DIR = base
+    yield base
+    call_command("simhosts", "stop", stdout=StringIO())
+    for host in qemuhosts.discover(base):
+        shutil.rmtree(host.directory, ignore_errors=True)
+
+
+def test_simhosts_command_starts_registers_and_stops_qemu_hosts(db, simhosts_dir):
+    call_command("simhosts", "start", "1", "--qemu", stdout=StringIO())
+    call_command("simhosts", "start", "1", "--qemu", stdout=StringIO())
+
+    host = Host.objects.get(cluster__name="qemu")
+    assert host.name == "qemu-1"
+    assert host.uri.startswith("qemu+unix:///session?socket=/tmp/cq-")
+    assert driver.host_report(host.uri).domains == []
+    status = StringIO()
+    call_command("simhosts", "status", stdout=status)
+    assert "qemu-qemu-1: running" in status.getvalue()
+
+    out = StringIO()
+    call_command("simhosts", "stop", stdout=out)
+
+    assert out.getvalue().strip() == "qemu-qemu-1: stopped"
+    with pytest.raises(driver.HostUnreachable):
+        driver.host_report(host.uri)

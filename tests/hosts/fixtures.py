@@ -1,0 +1,142 @@
+"""Fixtures for VM operations: a cluster of the simulated hosts, VMs on it, jobs and hooks.
+
+Loaded for the whole suite (tests/conftest.py): the pool, lease, admin, browser and
+reliability tests use them too."""
+
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from hosts import driver, jobs, sync
+from hosts.models import Host, Job, VirtualMachine
+from project.permissions import permission_for
+from project.roles import ensure_grant_permissions
+
+
+@pytest.fixture
+def sim_cluster(db, sim_daemons, make_cluster):
+    """A cluster of the three simulated hosts, synced once (Up, capacity read).
+
+    The domains of every VM in the database are removed from the daemons afterwards, so the
+    next test finds the hosts as this one found them.
+    """
+    cluster = make_cluster()
+    for daemon in sim_daemons:
+        host = Host.objects.create(name=daemon.name, cluster=cluster, uri=daemon.uri)
+        sync.sync_host(host.pk)
+    yield cluster
+    remove_domains(sim_daemons, VirtualMachine.objects.values_list("uuid", flat=True))
+
+
+def remove_domains(daemons, uuids) -> None:
+    """Undefine the domains with these UUIDs from every running daemon that has them."""
+    wanted = {str(uuid) for uuid in uuids}
+    for daemon in daemons:
+        if daemon.pid() is None:
+            continue
+        for domain in driver.host_report(daemon.uri).domains:
+            if domain.uuid in wanted:
+                driver.undefine(daemon.uri, domain.uuid)
+
+
+@pytest.fixture
+def sim_hosts(sim_cluster):
+    """The hosts of ``sim_cluster``, in the order of the daemons (sim-1, sim-2, sim-3)."""
+    return list(Host.objects.filter(cluster=sim_cluster).order_by("name"))
+
+
+@pytest.fixture
+def small_template(make_template):
+    """128 MiB, so many VMs fit on a simulated host (3072 MiB)."""
+    return make_template(memory_mb=128, vcpus=1, disk_gb=1)
+
+
+@pytest.fixture
+def sim_vm(make_vm, sim_cluster, small_template):
+    """sim_vm(**fields) -> a VM (Down unless told) in the simulated cluster."""
+
+    def make(**fields) -> VirtualMachine:
+        return make_vm(cluster=sim_cluster, template=small_template, **fields)
+
+    return make
+
+
+@pytest.fixture
+def running_vm(sim_vm):
+    """running_vm() -> a VM started by a real start job (committed: needs transactional_db)."""
+
+    def make(**fields) -> VirtualMachine:
+        vm = sim_vm(**fields)
+        job = jobs.submit("start", vm=vm)
+        assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+        vm.refresh_from_db()
+        return vm
+
+    return make
+
+
+@pytest.fixture
+def make_role(db):
+    """make_role("Name", ["hosts.view_virtualmachine", ...]) -> a custom role, ready to grant."""
+
+    def make(name: str, actions: list[str]):
+        from project.models import Role
+
+        role = Role.objects.create(name=name, description=f"{name} (test role)")
+        role.actions.set([permission_for(action) for action in actions])
+        ensure_grant_permissions(role)
+        return role
+
+    return make
+
+
+@pytest.fixture
+def hooks_dir(tmp_path, settings):
+    """add_hook(event, name, body) -> an executable hook script in a fresh CORRAL_HOOKS_DIR."""
+    folder = tmp_path / "hooks"
+    folder.mkdir()
+    settings.CORRAL_HOOKS_DIR = folder
+
+    def add_hook(event: str, name: str, body: str) -> Path:
+        (folder / event).mkdir(exist_ok=True)
+        script = folder / event / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return script
+
+    add_hook.folder = folder
+    return add_hook
+
+
+class JobThread(threading.Thread):
+    """Runs one job in-process on its own thread (and database connection)."""
+
+    def __init__(self, job_id: int):
+        super().__init__(name=f"job-{job_id}", daemon=True)
+        self.job_id = job_id
+        self.outcome = None
+
+    def run(self) -> None:
+        try:
+            self.outcome = jobs.run(self.job_id)
+        finally:
+            connection.close()
+
+
+@pytest.fixture
+def job_in_thread():
+    """job_in_thread(job) -> a started JobThread; joined at the end of the test."""
+    started = []
+
+    def start(job: Job) -> JobThread:
+        thread = JobThread(job.pk)
+        thread.start()
+        started.append(thread)
+        return thread
+
+    yield start
+    for thread in started:
+        thread.join(30)

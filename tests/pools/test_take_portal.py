@@ -1,0 +1,106 @@
+"""The user portal's Take a VM page and taking a VM from a pool, through the Django test client
+on the real DB. The pages of the VM taken: tests/hosts/portal/test_vms_portal.py."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from hosts.models import Job, JobKind, VirtualMachine
+from tests.pools.fixtures import pool_vms
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_take_page_lists_only_the_pools_the_user_may_take_from_with_ready_counts(
+    pool_of, pool_user
+):
+    mine = pool_of(up=2, down=1, name="lab-open")
+    pool_of(up=1, name="lab-closed")
+    user = pool_user(mine)
+
+    page = _client(user).get("/").content.decode()
+
+    assert 'data-pool="lab-open"' in page
+    assert "lab-closed" not in page
+    assert '<span class="figure ready-count">2</span> ready now' in page
+
+
+def test_taking_from_a_pool_with_a_running_vm_hands_it_over_at_once(pool_of, pool_user):
+    pool = pool_of(up=1, down=1)
+    up, _ = pool_vms(pool)
+    user = pool_user(pool)
+    client = _client(user)
+
+    response = client.post(f"/pools/{pool.pk}/take/", follow=True)
+
+    up.refresh_from_db()
+    assert up.owner == user
+    assert response.redirect_chain[-1][0] == f"/vms/{up.pk}/"
+    assert f"VM {up.name} is yours and already running." in _messages(response)
+    assert not Job.objects.exists()
+
+
+def test_taking_from_a_pool_with_none_running_starts_one_and_shows_its_job(pool_of, pool_user):
+    pool = pool_of(down=2)
+    user = pool_user(pool)
+
+    response = _client(user).post(f"/pools/{pool.pk}/take/", follow=True)
+
+    vm = VirtualMachine.objects.get(owner=user)
+    job = Job.objects.get(vm=vm, kind=JobKind.START)
+    page = response.content.decode()
+    assert f"VM {vm.name} is yours; it is starting now." in _messages(response)
+    assert f'data-job="{job.pk}"' in page
+    assert '<progress class="progress" max="100"' in page
+
+
+def test_the_per_user_limit_and_an_empty_pool_are_said_plainly_and_change_nothing(
+    pool_of, pool_user
+):
+    pool = pool_of(up=2, max_user_vms=1)
+    user = pool_user(pool)
+    client = _client(user)
+    client.post(f"/pools/{pool.pk}/take/", follow=True)
+
+    again = client.post(f"/pools/{pool.pk}/take/", follow=True)
+    assert VirtualMachine.objects.filter(owner=user).count() == 1
+    [message] = _messages(again)
+    assert "its limit per user" in message
+
+    empty = pool_of(up=0, down=0, size=0)
+    other = pool_user(empty)
+    exhausted = _client(other).post(f"/pools/{empty.pk}/take/", follow=True)
+    assert _messages(exhausted) == [f"Pool {empty.name} has no free VM left; try again later."]
+    assert not VirtualMachine.objects.filter(owner=other).exists()
+
+
+def test_taking_from_a_pool_the_user_has_no_grant_on_is_a_404_and_assigns_nothing(
+    pool_of, make_user
+):
+    pool = pool_of(up=1)
+    stranger = make_user()
+
+    response = _client(stranger).post(f"/pools/{pool.pk}/take/")
+
+    assert response.status_code == 404
+    assert not VirtualMachine.objects.filter(owner__isnull=False).exists()
+
+
+def test_taking_a_vm_needs_the_csrf_token(pool_of, pool_user):
+    pool = pool_of(up=1)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(pool_user(pool))
+
+    assert client.post(f"/pools/{pool.pk}/take/").status_code == 403
+    assert not VirtualMachine.objects.filter(owner__isnull=False).exists()
