@@ -48,6 +48,11 @@ NOT_IN_THE_MATRIX = {
     "events of what they may see",
     "GET /api/clusters/{id}/balance/": "tests/scheduling/test_balancer.py: for those who may "
     "see the cluster, 404 for others",
+    "PATCH /api/schedulingpolicyunits/{id}/": "tests/project/access/test_permission_matrix.py "
+    "(test_a_system_wide_policy_admin_may_disable_a_unit, test_anyone_else_may_not_change_a_unit)"
+    " and tests/scheduling/test_policies_api.py: a system-wide PolicyAdmin only",
+    "PUT /api/schedulingpolicyunits/{id}/": "tests/scheduling/test_policies_api.py: a unit is "
+    "changed by PATCH; PUT answers 405",
     "POST /api/schedulingpolicies/": "tests/scheduling/test_policies_api.py: PolicyAdmin "
     "somewhere creates policies, others get 403",
     "PUT /api/schedulingpolicies/{id}/": "the same check as PATCH (PolicyAdmin on every cluster "
