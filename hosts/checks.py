@@ -8,6 +8,9 @@ may complete) and raises a ValidationError naming the field at fault:
 - ``launch_rules``: ``rule(attrs)`` on creating a VM, after the template's hardware filled in
   what was not given: the leases app checks a VM launched into a reservation and places it in
   the reserved hosts' cluster.
+- ``host_rules``: ``rule(host)`` when a host is validated (``Host.clean()``: the API and the
+  admin console), with the values about to be saved: the leases app refuses taking a host out
+  of the free pool while VMs of leases run on it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 
 cluster_rules: list[Callable[[dict, object], None]] = []
 launch_rules: list[Callable[[dict], None]] = []
+host_rules: list[Callable[[object], None]] = []
 
 
 def add_cluster_rule(rule: Callable[[dict, object], None]) -> None:
@@ -26,3 +30,8 @@ def add_cluster_rule(rule: Callable[[dict, object], None]) -> None:
 def add_launch_rule(rule: Callable[[dict], None]) -> None:
     if rule not in launch_rules:
         launch_rules.append(rule)
+
+
+def add_host_rule(rule: Callable[[object], None]) -> None:
+    if rule not in host_rules:
+        host_rules.append(rule)
