@@ -306,7 +306,8 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
     at once both count), ``before_end``, ``reservations`` ({reservation id: {field: value}}),
     ``amounts`` ({reservation id: amount}) and ``new_reservations`` (requests as for
     create_lease). A lease that has started can be extended or shortened but not moved; a
-    reservation may grow whenever capacity allows and shrink while its VMs still fit. A
+    reservation may grow whenever capacity allows and shrink while its VMs still fit. The
+    warning before the end keeps its distance from the end unless a new one is given. A
     change of window or reservations plans the whole lease again (a degraded lease must then
     fit whole, and is whole after it); a new name or warning time alone plans nothing.
     """
@@ -343,8 +344,10 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
         lease.name = changes["name"]
     if before_end is not None:
         lease.before_end_date = before_end
-    elif moved:
-        lease.before_end_date = default_before_end(start, end)
+    elif moved and lease.before_end_date is not None:
+        # The warning moves with the end, the same distance before it (never before the start).
+        lead = lease.end_date - lease.before_end_date
+        lease.before_end_date = max(start, end - lead)
     lease.start_date, lease.end_date = start, end
     lease.save()
     _schedule_events(lease)
