@@ -38,9 +38,10 @@ def on_host_withdrawn(sender, host, reason: str, **kwargs) -> None:
     """``host_withdrawn`` (inside the operation's transaction, before the host is changed):
     move its leases' capacity first, so its VMs migrate to where their capacity now is. A
     failure leaves the operation whole (a savepoint) and the periodic repair finishes it."""
+    why = LOST[HostStatus.MAINTENANCE] if reason == "maintenance" else f"is withdrawn ({reason})"
     try:
         with transaction.atomic():
-            withdraw_host(host.pk, LOST[HostStatus.MAINTENANCE], leaves_pool=False)
+            withdraw_host(host.pk, why, leaves_pool=False)
     except Exception:
         logger.exception("moving lease capacity off host %s failed", host.pk)
 

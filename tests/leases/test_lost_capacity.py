@@ -13,6 +13,7 @@ from leases import services as leases
 from leases.models import Allocation, Lease
 from leases.placement import reserved_hosts
 from project.models import Event, EventKind
+from tests.admin.conftest import admin_url, form_errors, logged_in, page_form
 from tests.conftest import unique
 from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
 
@@ -145,6 +146,19 @@ def test_what_fits_moves_and_the_rest_waits_on_the_failed_host(
         f"{at(9):%Y-%m-%d} 09:00 (host {first.name} is not responding); no free reservable "
         "capacity can take it."
     ]
+
+
+def test_a_host_in_error_gives_its_capacity_up_too(reservable_hosts, make_lease, committed):
+    first, second = reservable_hosts(2)
+    lease = make_lease(at(9), at(12), whole_hosts(1))
+
+    committed(sync.mark_refused, first.pk, "the URI is one Corral never opens")
+
+    assert allocations_of(lease) == {second.name: 0}
+    assert said(lease, EventKind.CHANGED)[-1] == (
+        f"Lease {lease.name}: capacity moved as host {first.name} is in error: reservation "
+        f"{lease.reservations.get().pk} now also holds 1 host on {second.name}."
+    )
 
 
 # -- leaving the free pool -------------------------------------------------------------------
@@ -346,3 +360,42 @@ def test_a_degraded_reservation_launches_only_what_it_holds(
         ]
     }
     assert Allocation.objects.filter(reservation=reservation, host=None).get().slots == 1
+
+
+# -- the admin console -----------------------------------------------------------------------
+
+
+def test_unmarking_a_host_in_the_admin_console_moves_its_leases(
+    reservable_hosts, make_lease, admin_user
+):
+    first, second = reservable_hosts(2)
+    lease = make_lease(at(9), at(12), instances(2, affinity=True))
+    console, page = logged_in(admin_user), admin_url("hosts.Host", "change", first.pk)
+    form = page_form(console, page)
+    del form["reservable"]  # the box unticked
+
+    response = console.post(page, form)
+
+    assert response.status_code == 302
+    assert not Host.objects.get(pk=first.pk).reservable
+    assert allocations_of(lease) == {second.name: 2}
+
+
+def test_the_admin_console_keeps_a_host_running_lease_vms_reservable(
+    reservable_hosts, make_lease, make_vm, admin_user
+):
+    first, second = reservable_hosts(2)
+    lease = make_lease(at(-48), at(12), instances(2, affinity=True))
+    leases.start_lease(lease)
+    vm = make_vm(
+        cluster=first.cluster, host=first, reservation=lease.reservations.get(), status="up"
+    )
+    console, page = logged_in(admin_user), admin_url("hosts.Host", "change", first.pk)
+    form = page_form(console, page)
+    del form["reservable"]
+
+    response = console.post(page, form)
+
+    assert f"Host {first.name} runs VMs of leases ({vm.name})" in form_errors(response)
+    assert Host.objects.get(pk=first.pk).reservable
+    assert allocations_of(lease) == {first.name: 2}
