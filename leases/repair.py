@@ -227,7 +227,7 @@ def _instances(reservation, rows, states, rooms, start, end, running):
                     gained[host] += take
                     left -= take
     held = usable + gained
-    remaining = amount - sum(held.values())
+    remaining = max(0, amount - sum(held.values()))
     kept = Counter()
     if not (reservation.affinity is True and held):
         left = remaining

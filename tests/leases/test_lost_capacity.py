@@ -5,6 +5,7 @@ lease is whole again, with an event, when capacity returns (the host comes back,
 joins the pool, a lease ends)."""
 
 import pytest
+import time_machine
 
 from hosts import driver, services, sync
 from hosts.models import Host, VirtualMachine
@@ -276,6 +277,42 @@ def test_a_lease_ending_makes_a_degraded_lease_whole(reservable_hosts, make_leas
 
     assert allocations_of(waiting) == {second.name: PER_HOST}
     assert not fresh(waiting).degraded
+
+
+def test_a_lease_reaching_its_end_makes_a_degraded_lease_whole(
+    reservable_hosts, make_lease, committed
+):
+    first, second = reservable_hosts(2)
+    waiting = make_lease(at(9), at(12), instances(PER_HOST, affinity=True), name="waiting")
+    blocker = make_lease(at(-48), at(10), instances(1, affinity=True))
+    assert allocations_of(blocker) == {second.name: 1}
+    committed(sync.mark_unreachable, first.pk, "connection refused")
+    assert allocations_of(waiting) == {first.name: PER_HOST}
+
+    with time_machine.travel(at(10), tick=False):
+        committed(leases.run_due_events)
+
+    assert Lease.objects.get(pk=blocker.pk).status == "TERMINATED"
+    assert allocations_of(waiting) == {second.name: PER_HOST}
+    assert said(waiting, EventKind.CHANGED)[-1] == (
+        "Lease waiting is no longer degraded: it holds all its capacity again."
+    )
+
+
+def test_a_host_marked_reservable_again_makes_its_leases_whole(
+    reservable_hosts, make_lease, client_for, admin_user, committed
+):
+    [host] = reservable_hosts(1)
+    lease = make_lease(at(9), at(12), instances(2, affinity=True))
+    admin = client_for(admin_user)
+    committed(admin.patch, f"/api/hosts/{host.pk}/", {"reservable": False}, format="json")
+    assert fresh(lease).degraded
+
+    response = committed(admin.patch, f"/api/hosts/{host.pk}/", {"reservable": True}, format="json")
+
+    assert response.status_code == 200
+    assert allocations_of(lease) == {host.name: 2}
+    assert not fresh(lease).degraded
 
 
 def test_a_change_of_a_degraded_lease_must_fit_whole_and_makes_it_whole(
