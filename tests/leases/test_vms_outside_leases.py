@@ -4,8 +4,11 @@ stopping) use its capacity for as long as they run: the planner never promises i
 
 import pytest
 
+from hosts import sync
+from hosts.sync.reconcile import announce_stop
 from leases import services
 from leases.capacity import plan
+from leases.models import Lease
 from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
@@ -137,3 +140,22 @@ def test_a_vm_migrating_to_a_reservable_host_counts_there(
     vm_on(elsewhere, status="migrating", migrating_to=host, memory_mb=3072)
 
     assert "only 0 of 1" in shortage(at(9), at(10), instances(1))
+
+
+def test_a_vm_outside_leases_stopping_makes_a_degraded_lease_whole(
+    reservable_hosts, make_lease, vm_on, django_capture_on_commit_callbacks
+):
+    first, second = reservable_hosts(2)
+    lease = make_lease(at(9), at(12), instances(2, affinity=True))
+    outside = vm_on(second, memory_mb=2048)  # leaves the second host one slot
+    with django_capture_on_commit_callbacks(execute=True):
+        sync.mark_unreachable(first.pk, "connection refused")
+    assert Lease.objects.get(pk=lease.pk).degraded
+
+    outside.status = "down"
+    outside.save(update_fields=["status"])
+    with django_capture_on_commit_callbacks(execute=True):
+        announce_stop(outside.pk)  # what the sync and a stop job tell the apps above
+
+    assert allocations_of(lease) == {second.name: 2}
+    assert not Lease.objects.get(pk=lease.pk).degraded
