@@ -14,6 +14,9 @@ may complete) and raises a ValidationError naming the field at fault:
   refuse (raise ``project.errors.Refused``) or write to the VM: the pools app holds a pool VM
   started by someone other than its user for them (``admin_hold``). Jobs Corral queues itself
   (the prestart monitor, allocation, the balancer) do not pass here.
+- ``host_rules``: ``rule(host)`` when a host is validated (``Host.clean()``: the API and the
+  admin console), with the values about to be saved: the leases app refuses taking a host out
+  of the free pool while VMs of leases run on it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable
 cluster_rules: list[Callable[[dict, object], None]] = []
 launch_rules: list[Callable[[dict], None]] = []
 operation_rules: list[Callable[[object, str, object], None]] = []
+host_rules: list[Callable[[object], None]] = []
 
 
 def add_cluster_rule(rule: Callable[[dict, object], None]) -> None:
@@ -38,3 +42,8 @@ def add_launch_rule(rule: Callable[[dict], None]) -> None:
 def add_operation_rule(rule: Callable[[object, str, object], None]) -> None:
     if rule not in operation_rules:
         operation_rules.append(rule)
+
+
+def add_host_rule(rule: Callable[[object], None]) -> None:
+    if rule not in host_rules:
+        host_rules.append(rule)

@@ -6,6 +6,7 @@ from django.utils import timezone
 from hosts import checks, jobs
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from hosts.signals import host_withdrawn
 from project import events
 from project.errors import Refused
 from project.grants import grant_role
@@ -127,8 +128,11 @@ def put_in_maintenance(host: Host, *, requested_by=None) -> list[Job]:
 
     Its running VMs are moved away by migrate jobs (the scheduler picks each destination;
     a VM that fits nowhere stays and its job fails saying why); returns those jobs. Refused
-    (409) when the host is in maintenance already.
+    (409) when the host is in maintenance already. Listeners of ``host_withdrawn`` (leases
+    moving reserved capacity away) run first, in this transaction.
     """
+    if Host.objects.filter(pk=host.pk).exclude(status=HostStatus.MAINTENANCE).exists():
+        host_withdrawn.send(sender=Host, host=host, reason="maintenance")
     # FOR NO KEY UPDATE, as the sync: a job finishing one of the host's VMs checks the VM's
     # foreign key to this row at commit, and must not wait here while we wait for that VM.
     host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)

@@ -1,5 +1,6 @@
 """Signals the apps above hosts listen to: pools return VMs to their pool when they stop, leases
-move reserved capacity off a host that stops answering, the balancer tracks each host's load."""
+move reserved capacity off a host that stops answering or is taken out of service (and take it
+back when the host returns), the balancer tracks each host's load."""
 
 from django.dispatch import Signal
 
@@ -17,3 +18,13 @@ host_reported = Signal()
 # A host went out of use without being put in maintenance: NonResponsive, or Error (a URI
 # Corral refuses to open). Sent after it is committed. kwargs: host.
 host_unreachable = Signal()
+
+# A host is being taken out of service: put in maintenance (reason "maintenance"). Sent inside
+# the transaction that does it, before the host's row is locked or changed, so a listener may
+# lock rows in its own order and move what the host held before its VMs are migrated away; an
+# exception rolls the whole operation back. kwargs: host, reason.
+host_withdrawn = Signal()
+
+# A host is back in service: a report brought it Up from any other status (NonResponsive,
+# Error, Connecting after maintenance or when new). Sent after it is committed. kwargs: host.
+host_returned = Signal()

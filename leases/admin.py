@@ -69,7 +69,18 @@ def capacity_timeline_view(model_admin, request, cluster_id: int):
 
 class ReservationInline(admin.TabularInline):
     model = Reservation
-    fields = ["resource_type", "status", "vcpus", "memory_mb", "amount", "affinity", "min", "max"]
+    fields = [
+        "resource_type",
+        "status",
+        "vcpus",
+        "memory_mb",
+        "amount",
+        "affinity",
+        "min",
+        "max",
+        "missing",
+        "missing_since",
+    ]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -170,6 +181,8 @@ class ReservationAdmin(ScopedAdmin):
         "min",
         "max",
         "host_properties",
+        "missing",
+        "missing_since",
     ]
 
     def has_add_permission(self, request):

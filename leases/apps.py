@@ -10,9 +10,11 @@ class LeasesConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured.
-        from hosts import checks
-        from hosts.signals import host_unreachable
-        from leases import demo, launch, lifecycle, metrics, placement, roles, tasks
+        from django.db.models.signals import post_save, pre_delete, pre_save
+
+        from hosts import checks, signals
+        from hosts.models import Host
+        from leases import demo, host_changes, launch, metrics, placement, roles, tasks
         from project import events, scopes
         from project import metrics as project_metrics
         from scheduling import constraints
@@ -25,7 +27,22 @@ class LeasesConfig(AppConfig):
         checks.add_launch_rule(launch.check_launch)
         tasks.register()
         demo.register()
-        host_unreachable.connect(lifecycle.on_host_unreachable, dispatch_uid="leases-host-lost")
+        checks.add_host_rule(host_changes.check_host)
+        # A reservable host that fails, leaves service or the pool moves its leases' capacity
+        # elsewhere; one that returns, or a VM that stops, may make degraded leases whole.
+        for signal, receiver in (
+            (signals.host_unreachable, host_changes.on_host_unreachable),
+            (signals.host_withdrawn, host_changes.on_host_withdrawn),
+            (signals.host_returned, host_changes.on_host_returned),
+            (signals.vm_stopped, host_changes.on_vm_stopped),
+        ):
+            signal.connect(receiver, dispatch_uid=f"leases-{receiver.__name__}")
+        for signal, receiver in (
+            (pre_save, host_changes.before_host_saved),
+            (post_save, host_changes.after_host_saved),
+            (pre_delete, host_changes.before_host_deleted),
+        ):
+            signal.connect(receiver, sender=Host, dispatch_uid=f"leases-{receiver.__name__}")
         from project.identity import catalog
 
         # Blazar's reservation API (leases/blazar/), listed in identity tokens' catalogs.

@@ -5,18 +5,29 @@ every accepted overlapping reservation plus the new one. Usage only changes wher
 allocation begins or ends, so the peak over the window is found by sweeping those instants:
 it is the *peak*, not the sum of everything that overlaps (two back-to-back leases do not add
 up). Whole-host reservations exclude everything else on their hosts for their window, and
-instance reservations exclude whole-host ones: a host is never counted twice.
+instance reservations exclude whole-host ones: a host is never counted twice. VMs running on a
+reservable host that no live allocation there accounts for (VMs outside any lease, a lease's VMs
+beyond what it holds on that host) use its capacity for as long as they run: from now on, with
+no end, so no lease is promised what they use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
-from hosts.models import Host, HostStatus
+from django.db.models import Q
+from django.utils import timezone
+
+from hosts.models import HOLDING_STATUSES, Host, HostStatus, VirtualMachine
 from leases.models import Allocation, LeaseStatus, ReservationStatus, ResourceType
+from leases.properties import matches
 
 LIVE_LEASES = [LeaseStatus.PENDING, LeaseStatus.ACTIVE]
+LIVE_RESERVATIONS = [ReservationStatus.PENDING, ReservationStatus.ACTIVE]
+# How long a VM outside the leases is counted on its host: for as long as it runs.
+EVER = datetime.min.replace(tzinfo=UTC)
+FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
 class DoesNotFit(Exception):
@@ -75,30 +86,34 @@ class HostRoom:
         return not any(s.start < end and s.end > start for s in self.usage)
 
 
-def matches(host: Host, properties: dict) -> bool:
-    """Whether a host offers what a reservation asks: at least ``cpus``/``memory_mb``, and
-    every other key equal to the host's capability of that name."""
-    for key, wanted in (properties or {}).items():
-        if key == "cpus":
-            if (host.cpus or 0) < int(wanted):
-                return False
-        elif key == "memory_mb":
-            if (host.memory_mb or 0) < int(wanted):
-                return False
-        elif (host.capabilities or {}).get(key) != wanted:
-            return False
-    return True
+def lock_reservable_hosts() -> None:
+    """Lock every reservable host's row, in id order, for the transaction: whatever plans or
+    moves lease capacity takes this lock first (then the leases it changes), so planners take
+    turns and never deadlock.
+
+    FOR NO KEY UPDATE, as the sync: planners exclude one another (and a sync of the host), yet
+    a job moving a VM onto one of these hosts checks its foreign key (FOR KEY SHARE) without
+    waiting, so a planner that then waits for that VM's row (a migration it queues) cannot
+    deadlock against it."""
+    hosts = Host.objects.filter(reservable=True).order_by("pk")
+    list(hosts.select_for_update(no_key=True).values("pk"))
 
 
-def reservable_rooms(start: datetime, end: datetime, *, lock: bool, exclude_lease=None):
-    """Every reservable host with what accepted reservations use of it around the window.
+def reservable_rooms(
+    start: datetime, end: datetime, *, lock: bool, exclude_lease=None, leave_vms_of=None
+):
+    """Every reservable host with what accepted reservations, and VMs they do not account
+    for, use of it around the window.
 
-    With ``lock``, the reservable hosts' rows are locked (in id order) for the transaction:
-    capacity checks that could compete take turns, across processes and machines.
+    With ``lock``, the reservable hosts' rows are locked (in id order, as
+    ``lock_reservable_hosts``) for the transaction: capacity checks that could compete take
+    turns, across processes and machines.
+    ``exclude_lease`` leaves out a lease's allocations and VMs (it is being planned again),
+    ``leave_vms_of`` a reservation's VMs (the caller places capacity for them).
     """
     hosts = Host.objects.filter(reservable=True).select_related("cluster").order_by("pk")
     if lock:
-        hosts = hosts.select_for_update(of=("self",))
+        hosts = hosts.select_for_update(of=("self",), no_key=True)
     rooms = {}
     for host in hosts:
         ratio = host.cluster.cpu_overcommit_ratio
@@ -110,7 +125,7 @@ def reservable_rooms(start: datetime, end: datetime, *, lock: bool, exclude_leas
         )
     allocations = Allocation.objects.filter(
         host_id__in=list(rooms),
-        reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
+        reservation__status__in=LIVE_RESERVATIONS,
         reservation__lease__status__in=LIVE_LEASES,
         reservation__lease__start_date__lt=end,
         reservation__lease__end_date__gt=start,
@@ -138,7 +153,51 @@ def reservable_rooms(start: datetime, end: datetime, *, lock: bool, exclude_leas
                 whole_host=whole,
             )
         )
+    _count_outside_use(rooms, exclude_lease, leave_vms_of)
     return rooms
+
+
+def _count_outside_use(rooms: dict[int, HostRoom], exclude_lease, leave_vms_of) -> None:
+    """Add the VMs holding (or arriving on) each host beyond what live allocations there hold
+    for them, as use with no end."""
+    hosts = list(rooms)
+    vms = VirtualMachine.objects.filter(
+        Q(host_id__in=hosts, status__in=HOLDING_STATUSES) | Q(migrating_to_id__in=hosts)
+    )
+    if exclude_lease is not None:
+        vms = vms.exclude(reservation__lease=exclude_lease)
+    if leave_vms_of is not None:
+        vms = vms.exclude(reservation_id=leave_vms_of)
+    rows = list(
+        vms.order_by("pk").values_list(
+            "host_id", "migrating_to_id", "status", "reservation_id", "vcpus", "memory_mb"
+        )
+    )
+    if not rows:
+        return
+    reservations = {row[3] for row in rows if row[3] is not None}
+    covering: dict[tuple[int, int], float] = {}
+    if reservations:
+        held = Allocation.objects.filter(
+            reservation_id__in=reservations,
+            host_id__in=hosts,
+            reservation__status__in=LIVE_RESERVATIONS,
+            reservation__lease__status__in=LIVE_LEASES,
+            reservation__lease__end_date__gt=timezone.now(),
+        ).values_list("reservation_id", "host_id", "slots", "whole_host")
+        for reservation_id, host_id, slots, whole in held:
+            covering[(reservation_id, host_id)] = float("inf") if whole else slots
+    for host_id, arriving_on, status, reservation_id, vcpus, memory_mb in rows:
+        places = [host_id] if host_id in rooms and status in HOLDING_STATUSES else []
+        if arriving_on in rooms and arriving_on != host_id:
+            places.append(arriving_on)
+        for place in places:
+            if covering.get((reservation_id, place), 0) >= 1:
+                covering[(reservation_id, place)] -= 1
+                continue
+            rooms[place].usage.append(
+                Slot(EVER, FOREVER, vcpus or 0, memory_mb or 0, whole_host=False)
+            )
 
 
 def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> list[tuple[int, int]]:

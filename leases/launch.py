@@ -23,12 +23,25 @@ def check_launch(attrs: dict) -> None:
             }
         )
     instances = reservation.resource_type == "virtual:instance"
-    if instances and reservation.vms.count() >= (reservation.amount or 0):
+    launched = reservation.vms.count() if instances else 0
+    if instances and launched >= (reservation.amount or 0):
         raise ValidationError(
             {"reservation": f"The reservation's {reservation.amount} instances are all launched."}
         )
+    held = (reservation.amount or 0) - reservation.missing
+    if instances and reservation.missing and launched >= held:
+        raise ValidationError(
+            {
+                "reservation": f"Lease {lease.name} is degraded: the reservation holds {held} of "
+                f"its {reservation.amount} instances, and {launched} are launched."
+            }
+        )
     if attrs.get("cluster") is None:
-        allocation = reservation.allocations.select_related("host__cluster").first()
+        allocation = (
+            reservation.allocations.filter(host__isnull=False)
+            .select_related("host__cluster")
+            .first()
+        )
         if allocation is None:
             raise ValidationError({"reservation": "The reservation holds no hosts."})
         attrs["cluster"] = allocation.host.cluster
@@ -44,7 +57,7 @@ def fit_errors(attrs: dict, reservation) -> dict:
         for name in ("vcpus", "memory_mb"):
             if attrs.get(name) and attrs[name] > (getattr(reservation, name) or 0):
                 errors[name] = f"The reservation holds {getattr(reservation, name)} per instance."
-    clusters = set(reservation.allocations.values_list("host__cluster_id", flat=True))
+    clusters = set(reservation.allocations.values_list("host__cluster_id", flat=True)) - {None}
     if attrs.get("cluster") is not None and attrs["cluster"].pk not in clusters:
         errors["cluster"] = "The reservation's hosts are in another cluster."
     return errors

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from project.json_input import validate_flat_properties
+from leases.properties import validate_host_properties
 
 
 class LeaseStatus(models.TextChoices):
@@ -148,10 +148,15 @@ class Reservation(models.Model):
     # physical:host
     min = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     max = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
-    # Both: what the hosts must offer, e.g. {"cpus": 16, "memory_mb": 65536}.
+    # Both: what the hosts must offer, e.g. {"cpus": 16, "zone": {"in": ["a", "b"]}}
+    # (leases/properties.py).
     host_properties = models.JSONField(
-        default=dict, blank=True, validators=[validate_flat_properties]
+        default=dict, blank=True, validators=[validate_host_properties]
     )
+    # What it holds nowhere usable (instances, or whole hosts) since a reserved host was lost,
+    # and from when; kept up to date by leases/repair.py.
+    missing = models.PositiveIntegerField(default=0)
+    missing_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -165,12 +170,22 @@ class Reservation(models.Model):
 
 
 class Allocation(models.Model):
-    """Capacity a reservation holds on one host: ``slots`` instances, or the whole host."""
+    """Capacity a reservation holds on one host: ``slots`` instances, or the whole host.
+
+    Without a host it is capacity the reservation is owed but holds nowhere (its host left the
+    free pool and nothing else could take it): the row keeps the count until it is placed
+    again (leases/repair.py)."""
 
     reservation = models.ForeignKey(
         Reservation, on_delete=models.CASCADE, related_name="allocations"
     )
-    host = models.ForeignKey("hosts.Host", on_delete=models.CASCADE, related_name="allocations")
+    host = models.ForeignKey(
+        "hosts.Host",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="allocations",
+    )
     slots = models.PositiveIntegerField(default=0)
     whole_host = models.BooleanField(default=False)
 
@@ -182,7 +197,7 @@ class Allocation(models.Model):
 
     def __str__(self) -> str:
         what = "whole host" if self.whole_host else f"{self.slots} slots"
-        return f"{what} on {self.host} for {self.reservation}"
+        return f"{what} on {self.host or 'no host'} for {self.reservation}"
 
 
 class HostProperty(models.Model):

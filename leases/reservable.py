@@ -1,8 +1,11 @@
 """Reservable hosts (Blazar's os-hosts): a Corral host marked reservable, its capabilities
 (Blazar's extra capabilities) and which host properties are private.
 
-Marking and un-marking lock the host's row, as lease planning does for every reservable host,
-so a lease is never planned on a host that is leaving the free pool at the same moment.
+Marking and un-marking lock the reservable hosts' rows, as lease planning does, so a lease is
+never planned on a host that is leaving the free pool at the same moment. A host joins the
+free pool with the VMs already running on it: the planner counts them until they stop. One
+leaves it with its leases planned again elsewhere (leases/repair.py), refused only while VMs
+launched into its leases run there.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
-from hosts.models import Host
-from leases.capacity import LIVE_LEASES
+from hosts.models import HOLDING_STATUSES, Cluster, Host
+from leases.capacity import LIVE_LEASES, lock_reservable_hosts
 from leases.models import Allocation, HostProperty, ReservationStatus
-from leases.services import HYPERVISOR_PROPERTIES
+from leases.properties import HYPERVISOR_PROPERTIES
+from leases.repair import Outcome, withdraw_host
 from project import events
 from project.errors import Refused
 from project.models import EventKind
@@ -49,29 +53,27 @@ def _save(host: Host, message: str) -> Host:
 def make_reservable(host: Host, capabilities: dict) -> Host:
     """Put a host in the free pool of leases, with these capabilities added to its own.
 
-    Refused while VMs outside any lease are defined on it: their capacity would be promised to
-    leases (Blazar refuses a host with servers alike).
+    VMs outside any lease running on it keep running; the planner counts what they use until
+    they stop, so no lease is promised it (and no other VM is placed there from now on).
     """
-    host = Host.objects.select_for_update().get(pk=host.pk)
+    # The cluster's scheduling lock: a VM being placed on the host right now is on it, and
+    # counted, before the host joins the pool.
+    list(Cluster.objects.select_for_update().filter(pk=host.cluster_id).values("pk"))
+    host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.reservable:
         raise HostRefused(f"Host {host.name} is reservable already.")
-    outside = list(host.vms.filter(reservation__isnull=True).values_list("name", flat=True)[:6])
-    if outside:
-        more = ", …" if len(outside) > 5 else ""
-        raise HostRefused(
-            f"Host {host.name} holds VMs outside any lease ({', '.join(outside[:5])}{more}); "
-            "move them off first."
-        )
     host.reservable = True
     host.capabilities = {**(host.capabilities or {}), **capabilities}
-    return _save(host, f"Host {host.name} is reservable")
+    outside = host.vms.filter(status__in=HOLDING_STATUSES, reservation__isnull=True).count()
+    running = f"; {outside} VM(s) outside leases run on it until they stop" if outside else ""
+    return _save(host, f"Host {host.name} is reservable{running}")
 
 
 @transaction.atomic
 def update_capabilities(host: Host, values: dict) -> Host:
     """Set capabilities (a value of None removes one). A capability that a live reservation
     holding this host asks for cannot change under it."""
-    host = Host.objects.select_for_update().get(pk=host.pk)
+    host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     current = dict(host.capabilities or {})
     holders = [
         allocation
@@ -101,19 +103,38 @@ def update_capabilities(host: Host, values: dict) -> Host:
     return _save(host, f"Host {host.name}: capabilities changed")
 
 
-@transaction.atomic
-def make_unreservable(host: Host) -> Host:
-    """Take a host out of the free pool; refused while live leases hold capacity on it.
-    The Corral host itself (and its capabilities) stays."""
-    host = Host.objects.select_for_update().get(pk=host.pk)
-    holders = list(_live_allocations(host))
-    if holders:
-        raise HostRefused(
-            f"Host {host.name} is reserved by leases {_lease_names(holders)}; it stays "
-            "reservable until they end or are deleted."
+def running_lease_vms(host: Host) -> list[str]:
+    """Names of the VMs of live leases running on the host (at most six)."""
+    return list(
+        host.vms.filter(
+            status__in=HOLDING_STATUSES,
+            reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
+            reservation__lease__status__in=LIVE_LEASES,
         )
+        .order_by("name")
+        .values_list("name", flat=True)[:6]
+    )
+
+
+@transaction.atomic
+def make_unreservable(host: Host) -> tuple[Host, list[Outcome]]:
+    """Take a host out of the free pool: the capacity live leases held on it is planned again
+    on the other reservable hosts, and a lease it cannot all move to is degraded (what
+    happened to each is returned). Refused while VMs launched into live leases run on it:
+    they would run on a host no longer reserved for them. The Corral host itself (and its
+    capabilities) stays."""
+    lock_reservable_hosts()
+    host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
+    running = running_lease_vms(host)
+    if running:
+        more = ", …" if len(running) > 5 else ""
+        raise HostRefused(
+            f"Host {host.name} runs VMs of leases ({', '.join(running[:5])}{more}); it stays "
+            "reservable until they stop or move."
+        )
+    outcomes = withdraw_host(host.pk, "is no longer reservable", leaves_pool=True)
     host.reservable = False
-    return _save(host, f"Host {host.name} is no longer reservable")
+    return _save(host, f"Host {host.name} is no longer reservable"), outcomes
 
 
 def host_properties(include_private: bool) -> list[dict]:

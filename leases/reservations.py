@@ -1,11 +1,12 @@
 """What a lease's reservations hold: the fields a reservation request carries, the hosts its
-VMs were launched on (their capacity must stay put) and the slots it may still place."""
+VMs were launched on (their capacity must stay put) and the slots it may still place; and whom
+an event about a lease concerns."""
 
 from __future__ import annotations
 
 from django.db.models import Count
 
-from leases.models import Reservation
+from leases.models import Lease, Reservation
 
 RESERVATION_FIELDS = (
     "resource_type",
@@ -18,6 +19,11 @@ RESERVATION_FIELDS = (
     "max",
     "host_properties",
 )
+
+
+def lease_scope(lease: Lease) -> dict:
+    """Who an event about the lease concerns: the lease and its owner."""
+    return {"lease_id": lease.pk, "user_id": lease.owner_id}
 
 
 def launched_on(reservation: Reservation) -> dict[int, int]:
@@ -44,4 +50,5 @@ def reserved_slots(reservation: Reservation, exclude_vm: int | None = None) -> d
             10**6 if allocation.whole_host else allocation.slots - used.get(allocation.host_id, 0)
         )
         for allocation in reservation.allocations.all()
+        if allocation.host_id is not None  # capacity it is owed but holds nowhere
     }

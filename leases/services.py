@@ -16,15 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
-from leases.capacity import LIVE_LEASES, DoesNotFit, matches, plan
+from leases.capacity import LIVE_LEASES, DoesNotFit, lock_reservable_hosts, plan
 
-# Besides what these use cases need, the lifecycle's entry points and the reservations' figures
-# are named here too, for callers that know leases by its services.
+# Besides what these use cases need, the lifecycle's entry points, the repair's and the
+# reservations' figures are named here too, for callers that know leases by its services.
 from leases.lifecycle import (  # noqa: F401
     end_lease,
-    lease_scope,
-    on_host_unreachable,
-    reallocate_from,
     run_due_events,
     start_lease,
     warn_before_end,
@@ -40,7 +37,14 @@ from leases.models import (
     ReservationStatus,
     ResourceType,
 )
-from leases.reservations import RESERVATION_FIELDS, launched_on, reserved_slots  # noqa: F401
+from leases.properties import HYPERVISOR_PROPERTIES, matches
+from leases.repair import make_whole, make_whole_quietly, withdraw_host  # noqa: F401
+from leases.reservations import (  # noqa: F401
+    RESERVATION_FIELDS,
+    launched_on,
+    lease_scope,
+    reserved_slots,
+)
 from project import events
 from project.errors import Refused
 from project.grants import grant_role
@@ -93,9 +97,9 @@ def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) 
     ):
         add(amount or 0, vcpus or 0, memory_mb or 0)
     whole = list(
-        Allocation.objects.filter(reservation__in=live, whole_host=True).values_list(
-            "host_id", flat=True
-        )
+        Allocation.objects.filter(
+            reservation__in=live, whole_host=True, host__isnull=False
+        ).values_list("host_id", flat=True)
     )
     for request, chosen in planned:
         if request["resource_type"] == ResourceType.INSTANCE:
@@ -167,11 +171,6 @@ def _check_reservations_of(lease: Lease, changes: dict[int, dict]) -> None:
                 f"{', '.join(map(str, unknown))}."
             }
         )
-
-
-# The properties a hypervisor reports (Blazar's hypervisor_properties); any other property is
-# one of the host's capabilities (Blazar's resource_properties).
-HYPERVISOR_PROPERTIES = ("cpus", "memory_mb")
 
 
 def _changed_request(reservation: Reservation, request: dict, change: dict) -> dict:
@@ -307,9 +306,14 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
     at once both count), ``before_end``, ``reservations`` ({reservation id: {field: value}}),
     ``amounts`` ({reservation id: amount}) and ``new_reservations`` (requests as for
     create_lease). A lease that has started can be extended or shortened but not moved; a
-    reservation may grow whenever capacity allows and shrink while its VMs still fit.
+    reservation may grow whenever capacity allows and shrink while its VMs still fit. The
+    warning before the end keeps its distance from the end unless a new one is given. A
+    change of window or reservations plans the whole lease again (a degraded lease must then
+    fit whole, and is whole after it); a new name or warning time alone plans nothing.
     """
-    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    # The reservable hosts' rows before the lease's, as every planner and repair takes them.
+    lock_reservable_hosts()
+    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
     if lease.status in (LeaseStatus.TERMINATED, LeaseStatus.ERROR):
         raise LeaseRefused(f"Lease {lease.name} has ended; it cannot change.")
     start = _moved(changes.get("start", lease.start_date), changes.get("start_shift"), "start_date")
@@ -332,6 +336,37 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
     for pk, amount in changes.get("amounts", {}).items():
         reservation_changes.setdefault(pk, {})["amount"] = amount
     _check_reservations_of(lease, reservation_changes)
+    moved = (start, end) != (lease.start_date, lease.end_date)
+    was_degraded = lease.degraded
+    if moved or reservation_changes or changes.get("new_reservations"):
+        _plan_again(lease, start, end, reservation_changes, changes.get("new_reservations", []))
+    if "name" in changes:
+        lease.name = changes["name"]
+    if before_end is not None:
+        lease.before_end_date = before_end
+    elif moved and lease.before_end_date is not None:
+        # The warning moves with the end, the same distance before it (never before the start).
+        lead = lease.end_date - lease.before_end_date
+        lease.before_end_date = max(start, end - lead)
+    lease.start_date, lease.end_date = start, end
+    lease.save()
+    _schedule_events(lease)
+    whole = "; it is no longer degraded" if was_degraded and not lease.degraded else ""
+    events.emit(
+        EventKind.CHANGED,
+        "lease",
+        lease.pk,
+        f"Lease {lease.name} updated{whole}",
+        **lease_scope(lease),
+    )
+    # Capacity it gave back may make another lease whole.
+    transaction.on_commit(make_whole_quietly)
+    return lease
+
+
+def _plan_again(lease: Lease, start, end, reservation_changes: dict, added: list[dict]) -> None:
+    """Plan the lease's reservations (changed, and added) over its new window, all of them
+    whole, and store the result (LeaseRefused when they do not fit)."""
     requests = []
     for reservation in lease.reservations.exclude(status=ReservationStatus.DELETED):
         request = {name: getattr(reservation, name) for name in RESERVATION_FIELDS}
@@ -340,7 +375,7 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
         request["keep"] = launched_on(reservation)
         request["id"] = reservation.pk
         requests.append(request)
-    requests += [{**request, "id": None} for request in changes.get("new_reservations", [])]
+    requests += [{**request, "id": None} for request in added]
     _check_duration(start, end)
     try:
         planned = plan(start, end, requests, lock=True, exclude_lease=lease)
@@ -354,6 +389,7 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
         reservation = Reservation.objects.get(pk=request["id"])
         for name in RESERVATION_FIELDS:
             setattr(reservation, name, request.get(name))
+        reservation.missing, reservation.missing_since = 0, None  # planned whole
         reservation.full_clean(exclude=["lease"])
         reservation.save()
         reservation.allocations.all().delete()
@@ -361,25 +397,17 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
             Allocation(reservation=reservation, host_id=host, slots=slots, whole_host=whole)
             for host, slots, whole in chosen
         )
-    if "name" in changes:
-        lease.name = changes["name"]
-    if before_end is not None:
-        lease.before_end_date = before_end
-    elif start != lease.start_date or end != lease.end_date:
-        lease.before_end_date = default_before_end(start, end)
-    lease.start_date, lease.end_date = start, end
-    lease.save()
-    _schedule_events(lease)
-    events.emit(
-        EventKind.CHANGED, "lease", lease.pk, f"Lease {lease.name} updated", **lease_scope(lease)
-    )
-    return lease
+    lease.degraded = False
 
 
 def delete_lease(lease: Lease) -> None:
-    """Delete a lease; an active one is ended first (its VMs stopped or deleted)."""
+    """Delete a lease; an active one is ended first (its VMs stopped or deleted). The capacity
+    it frees may make a degraded lease whole."""
     if lease.status == LeaseStatus.ACTIVE:
         end_lease(lease)
     with transaction.atomic():
-        VirtualMachine.objects.filter(reservation__lease=lease).update(reservation=None)
-        Lease.objects.filter(pk=lease.pk).delete()
+        # The lease's row first, then its rows below, as a repair takes them.
+        if Lease.objects.select_for_update().filter(pk=lease.pk).exists():
+            VirtualMachine.objects.filter(reservation__lease=lease).update(reservation=None)
+            Lease.objects.filter(pk=lease.pk).delete()
+        transaction.on_commit(make_whole_quietly)

@@ -150,7 +150,11 @@ def _get_lease(user, lease_id: int) -> Lease:
 def _lease_context(user, lease_id: int) -> dict:
     vms = restrict(VirtualMachine.objects.all(), user, "hosts.view_virtualmachine")
     reservations = Reservation.objects.prefetch_related(
-        Prefetch("allocations", queryset=Allocation.objects.select_related("host")),
+        # Where it holds capacity; what it misses is shown apart (reservation.missing).
+        Prefetch(
+            "allocations",
+            queryset=Allocation.objects.filter(host__isnull=False).select_related("host"),
+        ),
         Prefetch("vms", queryset=vms.select_related("host").order_by("name"), to_attr="shown_vms"),
     )
     lease = get_object_or_404(

@@ -340,9 +340,11 @@ VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))
 VMPOOL_MONITOR_BATCH_SIZE = int(os.environ.get("VMPOOL_MONITOR_BATCH_SIZE", "5"))
 VMPOOL_MONITOR_MAX_ATTEMPTS = int(os.environ.get("VMPOOL_MONITOR_MAX_ATTEMPTS", "3"))
 
-# Leases: how long before its end a lease is warned, the longest lease, and per-user quotas
-# (0 = no limit) on what one user's live leases may hold at once.
+# Leases: how long before its end a lease is warned, the longest lease, per-user quotas
+# (0 = no limit) on what one user's live leases may hold at once, and how often leases short
+# of capacity are repaired whatever change was missed (changes of hosts repair them at once).
 LEASE_BEFORE_END_MINUTES = float(os.environ.get("LEASE_BEFORE_END_MINUTES", "60"))
+LEASE_REPAIR_INTERVAL = float(os.environ.get("LEASE_REPAIR_INTERVAL", "60"))
 LEASE_MAX_DURATION_DAYS = float(os.environ.get("LEASE_MAX_DURATION_DAYS", "31"))
 LEASE_QUOTA_INSTANCES = int(os.environ.get("LEASE_QUOTA_INSTANCES", "0"))
 LEASE_QUOTA_VCPUS = int(os.environ.get("LEASE_QUOTA_VCPUS", "0"))

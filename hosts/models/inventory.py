@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from hosts import checks
 from hosts.validators import validate_libvirt_uri, validate_network_names
 from project.json_input import validate_flat_properties
 from project.names import validate_object_name
@@ -115,6 +116,10 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        for rule in checks.host_rules:
+            rule(self)
 
 
 class OsType(models.TextChoices):

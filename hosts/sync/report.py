@@ -23,7 +23,7 @@ from hosts.models import (
     VmStatus,
 )
 from hosts.models.jobs import RUNNING_JOB_STATES
-from hosts.signals import host_reported
+from hosts.signals import host_reported, host_returned
 from hosts.sync.reconcile import (
     RUNNING_STATUSES,
     announce_stop,
@@ -236,3 +236,4 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
             f"Host {host.name} is Up",
             cluster_id=host.cluster_id,
         )
+        transaction.on_commit(lambda: host_returned.send(sender=Host, host=host))

@@ -12,9 +12,9 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
+from leases import properties
 from leases.models import EndAction, Lease, Reservation, ResourceType
 from project import json_input, times
-from project.json_input import validate_flat_properties
 
 TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 
@@ -49,70 +49,32 @@ def parse_time(value, field: str) -> datetime:
         raise serializers.ValidationError({field: exc.messages}) from None
 
 
-PROPERTY_NAMES = {"$vcpus": "cpus", "$cpus": "cpus", "$memory_mb": "memory_mb"}
-# Host properties compared as minimums with the host's capacity, not as equal values.
-MINIMUM_PROPERTIES = ("cpus", "memory_mb")
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,15}")
-
-
 def parse_properties(value, field: str) -> dict:
-    """Host properties: a map of single values ({"cpus": 16, "gpu": "a100"}), or Blazar's
-    expression ('["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]', as text or as
-    JSON). ``cpus`` and ``memory_mb`` are whole numbers; lists and objects are no values."""
+    """Host properties: a map of values or of operators ({"cpus": 16, "gpu": "a100", "zone":
+    {"in": ["a", "b"]}}), or Blazar's expression ('["and", [">=", "$vcpus", "16"], ["!=",
+    "$gpu", "t4"]]', as text or as JSON), in their stored form (leases/properties.py).
+    ``cpus`` and ``memory_mb`` take whole numbers."""
     if value in (None, "", {}):
         return {}
-    if isinstance(value, dict):
-        properties = dict(value)
-    else:
-        try:
-            expression = json_input.loads(value) if isinstance(value, str) else value
-        except ValueError as exc:
-            raise serializers.ValidationError({field: str(exc)}) from None
-        properties = {}
-        _walk(expression, properties, field)
     try:
-        validate_flat_properties(properties)
+        if isinstance(value, dict):
+            return properties.normalized(dict(value))
+        parsed = json_input.loads(value) if isinstance(value, str) else value
+        found = properties.from_expression(parsed)
+        return properties.normalized(
+            {name: properties.canonical(name, ops) for name, ops in found.items()}
+        )
+    except ValueError as exc:  # not JSON
+        raise serializers.ValidationError({field: str(exc)}) from None
     except DjangoValidationError as exc:
         raise serializers.ValidationError({field: exc.messages}) from None
-    for name in MINIMUM_PROPERTIES:
-        if name in properties:
-            properties[name] = _whole_number(properties[name], name, field)
-    return properties
-
-
-def _walk(node, properties: dict, field: str) -> None:
-    """Collect the properties of one expression node (nesting is bounded by the JSON limits)."""
-    if not isinstance(node, list) or not node:
-        raise serializers.ValidationError({field: "Expected [op, $name, value]."})
-    op = node[0]
-    if op == "and":
-        for part in node[1:]:
-            _walk(part, properties, field)
-        return
-    if (
-        op not in ("==", ">=")
-        or len(node) != 3
-        or not isinstance(node[1], str)
-        or not node[1].startswith("$")
-    ):
-        raise serializers.ValidationError(
-            {field: f"Unsupported expression {node!r}: use ==, >= and and."}
-        )
-    properties[PROPERTY_NAMES.get(node[1], node[1][1:])] = node[2]
-
-
-def _whole_number(value, name: str, field: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value.strip()):
-        return int(value)
-    raise serializers.ValidationError({field: f"{name} needs a whole number."})
 
 
 TIME_HELP = "'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."
 PROPERTIES_HELP = (
-    'Host properties: an object ({"cpus": 16}) or Blazar\'s expression, as a list or its JSON'
-    ' text (\'["and", [">=", "$vcpus", "16"], ["==", "$gpu", "a100"]]\').'
+    'Host properties: an object ({"cpus": 16, "zone": {"in": ["a", "b"]}}) or Blazar\'s'
+    ' expression, as a list or its JSON text (\'["and", [">=", "$vcpus", "16"], ["==", "$gpu",'
+    ' "a100"]]\'); operators ==, !=, <, <=, >, >=, in.'
 )
 
 
@@ -253,10 +215,10 @@ class ReservationRequestSerializer(serializers.Serializer):
                 errors["max"] = "At least min."
         if errors:
             raise serializers.ValidationError(errors)
-        properties = {}
+        asked = {}
         for name in PROPERTY_FIELDS:
-            properties.update(parse_properties(attrs.pop(name, None), name))
-        attrs["host_properties"] = properties
+            asked.update(parse_properties(attrs.pop(name, None), name))
+        attrs["host_properties"] = asked
         return attrs
 
 
@@ -493,8 +455,11 @@ class LeaseUpdateSerializer(serializers.Serializer):
 
 
 class HostAllocationSerializer(serializers.Serializer):
-    host = serializers.IntegerField(source="host_id")
-    host_name = serializers.CharField(source="host.name")
+    """Capacity held on one host; without a host, capacity the reservation is owed but holds
+    nowhere (its host left the free pool)."""
+
+    host = serializers.IntegerField(source="host_id", allow_null=True)
+    host_name = serializers.CharField(source="host.name", allow_null=True)
     slots = serializers.IntegerField()
     whole_host = serializers.BooleanField()
 
@@ -520,6 +485,8 @@ class ReservationSerializer(serializers.ModelSerializer):
             "max",
             "host_properties",
             "allocations",
+            "missing",
+            "missing_since",
             "launched",
             "created_at",
             "updated_at",

@@ -1,10 +1,11 @@
 """Blazar's os-hosts: the reservable hosts, their allocations and their properties.
 
 A Blazar host is a Corral host that is reservable: ``POST /os-hosts`` marks an existing Corral
-host reservable (found by name, ``cluster/name`` or id), ``DELETE`` un-marks it and never
-deletes the Corral host. Hosts are seen through the caller's grants (``hosts.view_host``);
-changing one takes ``hosts.change_host`` on it, and making a property private a system-wide
-grant of it.
+host reservable (found by name, ``cluster/name`` or id), VMs running on it counted until they
+stop; ``DELETE`` un-marks it and never deletes the Corral host: the leases holding it are
+planned again elsewhere (degraded when that falls short), refused while their VMs run there.
+Hosts are seen through the caller's grants (``hosts.view_host``); changing one takes
+``hosts.change_host`` on it, and making a property private a system-wide grant of it.
 """
 
 from __future__ import annotations
@@ -99,8 +100,14 @@ class HostView(BlazarView):
         return Response({"host": host_view(host)})
 
     def delete(self, request, host_id):
-        reservable.make_unreservable(reservable_host(request, host_id, admin=True))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        """204 as Blazar answers when no live lease held the host; otherwise 200 with what
+        happened to each reservation that did (where Blazar would have refused)."""
+        host, outcomes = reservable.make_unreservable(reservable_host(request, host_id, admin=True))
+        if not outcomes:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(
+            {"host": host_view(host), "reservations": [outcome.as_dict() for outcome in outcomes]}
+        )
 
 
 def _allocations(hosts, query) -> dict[int, list[dict]]:

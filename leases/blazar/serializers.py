@@ -7,7 +7,6 @@ parses exactly that format (``lease set --prolong-for`` fails on anything else).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from datetime import UTC, datetime
@@ -16,27 +15,13 @@ from rest_framework import serializers
 
 from hosts.models import Host
 from leases.models import Lease, Reservation, ResourceType
-from leases.services import HYPERVISOR_PROPERTIES
+from leases.properties import HYPERVISOR_PROPERTIES, expression
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 
 
 def blazar_time(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime(TIME_FORMAT)
-
-
-def expression(properties: dict) -> str:
-    """Host properties as Blazar's expression string ("" for none), which reads back into the
-    same properties: minimums of CPUs and memory, equality for capabilities."""
-    terms = []
-    for key, value in sorted(properties.items()):
-        if key in HYPERVISOR_PROPERTIES:
-            terms.append([">=", "$vcpus" if key == "cpus" else f"${key}", str(value)])
-        else:
-            terms.append(["==", f"${key}", value])
-    if not terms:
-        return ""
-    return json.dumps(terms[0] if len(terms) == 1 else ["and", *terms])
 
 
 def reservation_view(reservation: Reservation, lease: Lease) -> dict:
@@ -47,7 +32,7 @@ def reservation_view(reservation: Reservation, lease: Lease) -> dict:
         "resource_id": str(reservation.pk),
         "resource_type": reservation.resource_type,
         "status": reservation.status,
-        "missing_resources": lease.degraded,
+        "missing_resources": reservation.missing > 0,
         "resources_changed": False,
         "created_at": blazar_time(reservation.created_at),
         "updated_at": blazar_time(reservation.updated_at),

@@ -1,6 +1,7 @@
 """A reservable host stops responding: the capacity its leases held moves to other reservable
 hosts when they have room over the leases' windows; a lease whose capacity cannot move is
-marked degraded, with an alert saying why."""
+marked degraded, with an alert saying which reservation misses how much from when, and the
+capacity stays held on the host for its return."""
 
 import pytest
 
@@ -47,7 +48,8 @@ def test_a_failed_hosts_reservation_moves_to_another_reservable_host(
     assert allocations_of(lease) == {second.name: 2}
     assert not fresh(lease).degraded
     assert lease_events(lease, EventKind.CHANGED)[-1] == (
-        f"Lease {lease.name}: capacity moved off the failed host."
+        f"Lease {lease.name}: capacity moved as host {first.name} is not responding: "
+        f"reservation {lease.reservations.get().pk} now also holds 2 instances on {second.name}."
     )
 
 
@@ -96,12 +98,14 @@ def test_a_lease_whose_capacity_cannot_move_is_degraded_with_an_alert(
 
     fail(first)
 
+    reservation = lease.reservations.get()
     assert fresh(lease).degraded
-    assert allocations_of(lease) == {first.name: PER_HOST}
+    assert (reservation.missing, reservation.missing_since) == (PER_HOST, at(9))
+    assert allocations_of(lease) == {first.name: PER_HOST}  # held there for its return
     assert lease_events(lease, EventKind.ALERT) == [
-        "Lease stuck is degraded: a reserved host failed and its capacity cannot move "
-        f"(only 2 of 3 instances fit on one host between {at(9):%Y-%m-%d} 09:00 and "
-        f"{at(12):%Y-%m-%d} 12:00)."
+        f"Lease stuck is degraded: reservation {reservation.pk} is 3 of 3 instances short from "
+        f"{at(9):%Y-%m-%d} 09:00 (host {first.name} is not responding); no free reservable "
+        "capacity can take them."
     ]
 
 

@@ -262,7 +262,8 @@ INVALID = {
         first_reservation(
             {
                 "resource_properties": [
-                    "Unsupported expression ['or', ['==', '$gpu', 'a100']]: use ==, >= and and."
+                    "Unsupported expression ['or', ['==', '$gpu', 'a100']]: use and of terms "
+                    "with ==, !=, <, <=, >, >= or in."
                 ]
             }
         ),

@@ -398,7 +398,8 @@ def test_a_blazar_expression_nested_thousands_deep_is_a_field_error(world, api, 
 # -- one value per property ----------------------------------------------------------------
 
 NOT_ONE_VALUE = (
-    "'gpu' must be a single value (text, a number, true or false), not a list or an object."
+    "'gpu' must be a single value (text, a number, true or false) or an object of operators, "
+    'like {"in": ["a100", "h100"]} or {">": 64}.'
 )
 
 
@@ -406,13 +407,29 @@ NOT_ONE_VALUE = (
     "field", ["resource_properties", "hypervisor_properties", "host_properties"]
 )
 @pytest.mark.parametrize(
-    "value",
-    [{"gpu": {"model": "a100"}}, {"gpu": ["a100"]}, {"gpu": None}, '["==", "$gpu", ["a100"]]'],
-    ids=["object", "list", "null", "list in an expression"],
+    "value, message",
+    [
+        (
+            {"gpu": {"model": "a100"}},
+            "'gpu': 'model' is not an operator; use ==, !=, <, <=, >, >=, in.",
+        ),
+        ({"gpu": ["a100"]}, NOT_ONE_VALUE),
+        ({"gpu": None}, NOT_ONE_VALUE),
+        (
+            '["==", "$gpu", ["a100"]]',
+            "'gpu': == compares with one value (text, a number, true or false); use in for a list.",
+        ),
+        ({"gpu": {"in": []}}, "'gpu': in takes a list of 1 to 100 values."),
+        (
+            {"gpu": {"in": [["a100"]]}},
+            "'gpu': == compares with one value (text, a number, true or false); use in for a list.",
+        ),
+    ],
+    ids=["unknown operator", "list", "null", "list in an expression", "empty in", "nested in"],
 )
 @pytest.mark.parametrize("url", ["/api/leases/", "/api/leases/check/"])
 def test_a_host_property_that_is_not_one_value_is_a_field_error(
-    world, api, window, url, field, value
+    world, api, window, url, field, value, message
 ):
     body = lease_body(*(t.isoformat() for t in window))
     body["reservations"] = [instances(**{field: value})]
@@ -421,7 +438,7 @@ def test_a_host_property_that_is_not_one_value_is_a_field_error(
     response = api.post(url, body, format="json")
 
     assert response.status_code == 400
-    assert json_error(response) == {"reservations": {"0": {field: [NOT_ONE_VALUE]}}}
+    assert json_error(response) == {"reservations": {"0": {field: [message]}}}
     assert stored_rows() == before
 
 

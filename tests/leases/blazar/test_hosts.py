@@ -1,12 +1,15 @@
 """Blazar's os-hosts over HTTP: a Blazar host is a Corral host marked reservable; its extra
-capabilities are the host's capabilities; writes need an admin role on the host."""
+capabilities are the host's capabilities; writes need an admin role on the host. A host joins
+the free pool with the VMs running on it counted, and leaves it with its leases planned again
+elsewhere (refused while their VMs run there)."""
 
 from __future__ import annotations
 
 import pytest
 
 from hosts.models import Host
-from leases.models import HostProperty
+from leases import services
+from leases.models import Allocation, HostProperty, Lease
 from tests.conftest import unique
 from tests.leases.blazar.conftest import API
 from tests.leases.fixtures import at, instances, whole_hosts
@@ -112,17 +115,24 @@ def test_a_viewer_without_an_admin_role_is_refused(blazar_for, make_user, grant,
     assert not plain_host.reservable
 
 
-def test_a_host_running_vms_outside_leases_is_refused(as_admin, plain_host, make_vm):
-    vm = make_vm(cluster=plain_host.cluster, host=plain_host)
+def test_a_host_running_vms_outside_leases_joins_with_their_capacity_held_back(
+    as_admin, plain_host, make_vm, make_lease
+):
+    make_vm(cluster=plain_host.cluster, host=plain_host, status="up", memory_mb=2048, vcpus=1)
+    make_vm(cluster=plain_host.cluster, host=plain_host, status="down", memory_mb=2048, vcpus=1)
 
     response = as_admin.post(f"{API}/os-hosts", {"name": plain_host.name}, format="json")
 
-    assert response.status_code == 409
-    assert error(response) == (
-        f"Host {plain_host.name} holds VMs outside any lease ({vm.name}); move them off first."
-    )
+    assert response.status_code == 201
     plain_host.refresh_from_db()
-    assert not plain_host.reservable
+    assert plain_host.reservable
+    with pytest.raises(services.LeaseRefused) as refused:
+        make_lease(at(9), at(10), instances(2))
+    assert str(refused.value) == (
+        f"The lease does not fit: only 1 of 2 instances fit between {at(9):%Y-%m-%d} 09:00 and "
+        f"{at(10):%Y-%m-%d} 10:00."
+    )
+    assert make_lease(at(9), at(10), instances(1)).reservations.get().amount == 1
 
 
 @pytest.mark.parametrize(
@@ -221,19 +231,89 @@ def test_delete_unmarks_the_host_and_keeps_the_corral_host(
     assert as_admin.get(f"{API}/os-hosts/{host.pk}").status_code == 404
 
 
-def test_a_reserved_host_cannot_be_unmarked(as_admin, cluster_admin, reservable_hosts, make_lease):
-    (host,) = reservable_hosts(1, cluster=cluster_admin[1])
+def test_deleting_a_reserved_host_moves_its_leases_and_says_so(
+    as_admin, cluster_admin, reservable_hosts, make_lease
+):
+    first, second = reservable_hosts(2, cluster=cluster_admin[1])
     lease = make_lease(at(9), at(10), instances(1))
+    reservation = lease.reservations.get()
+    assert list(reservation.allocations.values_list("host_id", flat=True)) == [first.pk]
+
+    response = as_admin.delete(f"{API}/os-hosts/{first.pk}")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["host"]["reservable"] is False
+    assert body["reservations"] == [
+        {
+            "lease_id": str(lease.uuid),
+            "lease_name": lease.name,
+            "reservation_id": str(reservation.pk),
+            "moved": 1,
+            "missing": 0,
+            "message": f"Lease {lease.name}: capacity moved as host {first.name} is no longer "
+            f"reservable: reservation {reservation.pk} now also holds 1 instance on "
+            f"{second.name}.",
+        }
+    ]
+    assert list(reservation.allocations.values_list("host_id", flat=True)) == [second.pk]
+    assert not Lease.objects.get(pk=lease.pk).degraded
+
+
+def test_deleting_the_last_reserved_host_degrades_its_leases(
+    as_admin, blazar_for, cluster_admin, reservable_hosts, make_lease
+):
+    (host,) = reservable_hosts(1, cluster=cluster_admin[1])
+    lease = make_lease(at(9), at(10), instances(2))
+    reservation = lease.reservations.get()
 
     response = as_admin.delete(f"{API}/os-hosts/{host.pk}")
 
+    assert response.status_code == 200
+    [outcome] = response.json()["reservations"]
+    assert (outcome["moved"], outcome["missing"]) == (0, 2)
+    assert outcome["message"] == (
+        f"Lease {lease.name} is degraded: reservation {reservation.pk} is 2 of 2 instances "
+        f"short from {at(9):%Y-%m-%d} 09:00 (host {host.name} is no longer reservable); no free "
+        "reservable capacity can take them."
+    )
+    assert Lease.objects.get(pk=lease.pk).degraded
+    # What it is owed stays counted, on no host, until capacity returns.
+    assert list(
+        Allocation.objects.filter(reservation=reservation).values_list("host", "slots")
+    ) == [(None, 2)]
+    shown = blazar_for(lease.owner).get(f"{API}/leases/{lease.uuid}").json()["lease"]
+    assert shown["degraded"] is True
+    assert shown["reservations"][0]["missing_resources"] is True
+
+
+def test_a_host_running_vms_of_a_lease_cannot_be_unmarked(
+    as_admin, cluster_admin, reservable_hosts, make_lease, make_vm
+):
+    first, second = reservable_hosts(2, cluster=cluster_admin[1])
+    lease = make_lease(at(-48), at(10), instances(1))
+    services.start_lease(lease)
+    vm = make_vm(
+        cluster=first.cluster,
+        host=first,
+        reservation=lease.reservations.get(),
+        status="up",
+        memory_mb=1024,
+        vcpus=1,
+    )
+
+    response = as_admin.delete(f"{API}/os-hosts/{first.pk}")
+
     assert response.status_code == 409
     assert error(response) == (
-        f"Host {host.name} is reserved by leases {lease.name}; it stays reservable until they "
-        "end or are deleted."
+        f"Host {first.name} runs VMs of leases ({vm.name}); it stays reservable until they stop "
+        "or move."
     )
-    host.refresh_from_db()
-    assert host.reservable
+    first.refresh_from_db()
+    assert first.reservable
+    assert list(lease.reservations.get().allocations.values_list("host_id", flat=True)) == [
+        first.pk
+    ]
 
 
 def test_writes_by_a_viewer_are_refused(blazar_for, make_user, grant, reservable_hosts):

@@ -295,15 +295,24 @@ def test_the_openstack_cli_manages_reservable_hosts_and_their_properties(
     assert (
         refused.stderr == f"ERROR: Changing reservable host {node.name} needs an admin role on it."
     )
-    reserved = run("reservation", "host", "delete", rented.name, ok=False)
-    assert reserved.stderr.startswith(f"ERROR: Host {rented.name} is reserved by leases")
+    # A reserved host leaves the pool: its lease moves to the free one (the client takes the
+    # 200 answer that says so as it takes Blazar's 204).
+    assert run("reservation", "host", "delete", rented.name).stdout == (
+        f"Deleted host: {rented.name}\n"
+    )
+    assert list(lease.reservations.get().allocations.values_list("host_id", flat=True)) == [node.pk]
+    shown = as_json(run_alice("reservation", "lease", "show", str(lease.uuid), "-f", "json"))
+    assert shown["degraded"] is False
 
+    # The last one leaves too: the lease is degraded, and shows it.
     assert run("reservation", "host", "delete", node.name).stdout == (
         f"Deleted host: {node.name}\n"
     )
     node.refresh_from_db()
     assert not node.reservable
     assert Host.objects.filter(pk=node.pk).exists()
+    shown = as_json(run_alice("reservation", "lease", "show", str(lease.uuid), "-f", "json"))
+    assert shown["degraded"] is True
 
 
 def test_the_blazarclient_python_api_works_through_a_keystoneauth_session(

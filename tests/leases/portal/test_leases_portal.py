@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from hosts.models import Job, JobKind, JobState, VirtualMachine
+from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
 from leases import services
 from leases.models import Lease, LeaseStatus, Reservation
 from tests.conftest import unique
@@ -112,6 +112,25 @@ def test_the_list_shows_status_window_and_the_degraded_flag(hosts, alice, make_l
     assert 'data-status="PENDING"' in row and "Pending" in row
     assert 'data-degraded="yes"' in row
     assert f"{at(9):%Y-%m-%d} 09:00" in row and f"{at(12):%Y-%m-%d} 12:00" in row
+
+
+def test_a_degraded_leases_page_says_what_each_reservation_misses_and_from_when(
+    hosts, alice, make_lease
+):
+    [host] = hosts(1)
+    lease = make_lease(at(9), at(12), instances(2), owner=alice, name="short")
+    Host.objects.get(pk=host.pk).delete()
+
+    page = _client(alice).get(f"/leases/{lease.pk}/panel/").content.decode()
+
+    assert 'id="lease-degraded"' in page
+    reservation = lease.reservations.get()
+    section = page[page.index(f'data-reservation="{reservation.pk}"') :].split("</section>")[0]
+    assert "Held on: no host</p>" in section
+    assert (
+        f'<p class="missing" data-missing="2">Missing: 2 instances from {at(9):%Y-%m-%d} 09:00.'
+        in section
+    )
 
 
 def test_the_timeline_draws_a_bar_per_lease_from_the_earliest_start_to_the_latest_end(
