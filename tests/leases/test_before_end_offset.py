@@ -8,7 +8,7 @@ import time_machine
 from leases import services
 from leases.models import EventStatus, EventType, LeaseEvent
 from project.models import Event, EventKind
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 
 pytestmark = pytest.mark.django_db
 

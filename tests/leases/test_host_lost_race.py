@@ -32,7 +32,7 @@ from leases.capacity import LIVE_LEASES, LIVE_RESERVATIONS
 from leases.models import Allocation, Lease, Reservation
 from project.models import Event, EventKind
 from tests.conftest import lock_waiters, wait_until
-from tests.leases.conftest import at, instances
+from tests.leases.fixtures import at, instances
 from tests.leases.test_concurrent_leases import _lease_users, _peaks
 from tests.reliability.conftest import web_server  # noqa: F401
 from tests.reliability.crowd import not_json, post_all

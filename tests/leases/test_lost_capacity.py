@@ -14,9 +14,9 @@ from leases import services as leases
 from leases.models import Allocation, Lease
 from leases.placement import reserved_hosts
 from project.models import Event, EventKind
-from tests.admin.conftest import admin_url, form_errors, logged_in, page_form
 from tests.conftest import unique
-from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
+from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
+from tests.project.admin.fixtures import admin_url, form_errors, logged_in, page_form
 
 pytestmark = pytest.mark.django_db
 

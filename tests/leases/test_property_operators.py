@@ -10,7 +10,7 @@ from leases.api.serializers import parse_properties
 from leases.blazar.serializers import reservation_view
 from leases.models import Reservation
 from leases.properties import expression, matches
-from tests.leases.conftest import at, instances, whole_hosts
+from tests.leases.fixtures import at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
 

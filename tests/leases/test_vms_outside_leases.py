@@ -9,7 +9,7 @@ from hosts.sync.reconcile import announce_stop
 from leases import services
 from leases.capacity import plan
 from leases.models import Lease
-from tests.leases.conftest import PER_HOST, allocations_of, at, instances, whole_hosts
+from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db
 
