@@ -3,7 +3,7 @@ properties, whole hosts against instances, and what the refusal says is short.""
 
 import pytest
 
-from leases.api.serializers import parse_properties
+from leases.api.fields import parse_properties
 from leases.capacity import DoesNotFit, plan
 from leases.models import Allocation, Lease, LeaseStatus
 from leases.services import LeaseRefused

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from leases.api.serializers import parse_properties
+from leases.api.fields import parse_properties
 from leases.blazar.serializers import reservation_view
 from leases.models import Reservation
 from leases.properties import expression, matches
