@@ -82,6 +82,7 @@ class VirtualMachineAdmin(ScopedAdmin):
         "power_state_updated_at",
         "power_state_update_count",
         "power_host",
+        "cpu_usage_percent",
         "migrating_to",
         "prestart_failures",
         "created_at",

@@ -152,6 +152,7 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "power_state_updated_at",
             "power_state_update_count",
             "power_host",
+            "cpu_usage_percent",
             "created_at",
             "updated_at",
         ]
@@ -163,6 +164,7 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "power_state_updated_at",
             "power_state_update_count",
             "power_host",
+            "cpu_usage_percent",
         ]
 
     def get_fields(self):

@@ -49,6 +49,8 @@ class DomainReport:
     uuid: str
     name: str
     power_state: str
+    # Nanoseconds of CPU the domain has used since it started (None: the host does not say).
+    cpu_time_ns: int | None = None
 
 
 @dataclass
@@ -62,6 +64,20 @@ class HostReport:
     domains: list[DomainReport] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
     read_at: datetime | None = None
+    # The host's CPU counters in nanoseconds, summed over its CPUs: (busy, total). None when
+    # the host does not report them.
+    cpu_times_ns: tuple[int, int] | None = None
+
+
+def _cpu_times(conn: libvirt.virConnect) -> tuple[int, int] | None:
+    """The host's busy and total CPU time (user + kernel, and that plus idle and iowait)."""
+    try:
+        times = conn.getCPUStats(libvirt.VIR_NODE_CPU_STATS_ALL_CPUS)
+    except libvirt.libvirtError:
+        return None  # the driver has no counters
+    busy = times.get("user", 0) + times.get("kernel", 0)
+    total = busy + times.get("idle", 0) + times.get("iowait", 0)
+    return (busy, total) if total else None
 
 
 def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
@@ -92,17 +108,21 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
 
 
 def host_report(uri: str) -> HostReport:
-    """Capacity and the raw power state of every domain: one ``getAllDomainStats`` call."""
+    """Capacity, CPU counters and the raw power state and CPU time of every domain: one
+    ``getAllDomainStats`` call, whatever the number of domains."""
 
     def read(conn: libvirt.virConnect) -> HostReport:
         read_at = datetime.now(UTC)
         model, memory_mb, cpus, *_ = conn.getInfo()
-        stats = conn.getAllDomainStats(libvirt.VIR_DOMAIN_STATS_STATE)
+        stats = conn.getAllDomainStats(
+            libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_CPU_TOTAL
+        )
         domains = [
             DomainReport(
                 uuid=dom.UUIDString(),
                 name=dom.name(),
                 power_state=POWER_STATES.get(values.get("state.state"), "nostate"),
+                cpu_time_ns=values.get("cpu.time"),
             )
             for dom, values in stats
         ]
@@ -114,6 +134,7 @@ def host_report(uri: str) -> HostReport:
             domains=domains,
             networks=networks,
             read_at=read_at,
+            cpu_times_ns=_cpu_times(conn),
         )
 
     return call(uri, "read the host's domains", read, retry=True)

@@ -289,6 +289,9 @@ class VirtualMachine(models.Model):
     power_host = models.ForeignKey(
         Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # Percent of its vCPUs the VM used between the last two reports of its host (libvirt's
+    # counters; None while it does not run or its host gives no counters).
+    cpu_usage_percent = models.FloatField(null=True, blank=True, editable=False)
     pinned_host = models.ForeignKey(
         Host,
         on_delete=models.SET_NULL,

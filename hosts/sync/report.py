@@ -24,6 +24,7 @@ from hosts.models import (
 )
 from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import host_reported, host_returned
+from hosts.sync import load
 from hosts.sync.reconcile import (
     RUNNING_STATUSES,
     announce_stop,
@@ -65,6 +66,18 @@ def _record_power(vm: VirtualMachine, state: str, host: Host, now) -> set[str]:
     vm.power_state, vm.power_host = state, host
     vm.power_state_update_count, vm.power_state_updated_at = 1, now
     return {"power_state", "power_host", "power_state_update_count", "power_state_updated_at"}
+
+
+def _record_cpu(vm: VirtualMachine, percent: float | None, active: bool) -> set[str]:
+    """A running VM's measured load when it moved enough; none for a VM that does not run."""
+    if not active:
+        percent = None
+    elif percent is None or not load.moved(vm.cpu_usage_percent, percent):
+        return set()  # no second sample yet, or too small a change to write
+    if vm.cpu_usage_percent == percent:
+        return set()
+    vm.cpu_usage_percent = percent
+    return {"cpu_usage_percent"}
 
 
 def _note_missing(vm: VirtualMachine, now) -> set[str]:
@@ -144,11 +157,16 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     to_write: dict[int, tuple[VirtualMachine, set[str]]] = {}
     managed = set()
     used_memory = 0
+    cpu = load.measure(host.pk, report, {str(vm.uuid): vm.vcpus for vm in vms})
     for vm in vms:
         domain = reported.get(str(vm.uuid))
         managed.add(str(vm.uuid))
-        if domain is not None and domain.power_state in ACTIVE_POWER_STATES:
+        active = domain is not None and domain.power_state in ACTIVE_POWER_STATES
+        if active:
             used_memory += vm.memory_mb
+        cpu_fields = _record_cpu(vm, cpu.domain_percent.get(str(vm.uuid)), active)
+        if cpu_fields:
+            to_write[vm.pk] = (vm, cpu_fields)
         if vm.pk in overtaken:
             continue
         if domain is None:
@@ -156,14 +174,14 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
                 continue
             if vm.power_host_id == host.pk:
                 if vm.power_state_update_count > 0:
-                    to_write[vm.pk] = (vm, _note_missing(vm, now))
+                    to_write[vm.pk] = (vm, _note_missing(vm, now) | cpu_fields)
                     continue
                 if vm.power_state_updated_at and vm.power_state_updated_at > grace:
                     continue  # missing for under two intervals: reports can miss a domain
             state = PowerState.REPORT_MISSING
         else:
             state = domain.power_state
-        fields = _record_power(vm, state, host, now)
+        fields = _record_power(vm, state, host, now) | cpu_fields
         moved, alert = _follow_host(vm, host, state, vm.pk in busy)
         fields |= moved
         if fields:
@@ -176,7 +194,7 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     _write(to_write)
     result.vms_written = len(to_write)
     _sync_external(host, [d for u, d in reported.items() if u not in managed])
-    _update_host(host, report, used_memory, now)
+    _update_host(host, report, used_memory, cpu.host_percent, now)
     # The host's load is known now (the balancer starts or stops its overload clock).
     host_reported.send(sender=Host, host=host)
     return result
@@ -211,7 +229,9 @@ def _sync_external(host: Host, domains: list[driver.DomainReport]) -> None:
             current.save(update_fields=["name", "power_state", "updated_at"])
 
 
-def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -> None:
+def _update_host(
+    host: Host, report: driver.HostReport, used_memory: int, cpu_percent: float | None, now
+) -> None:
     came_back = host.status != HostStatus.UP
     values = {
         "status": HostStatus.UP,
@@ -221,6 +241,8 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
         "memory_used_mb": used_memory,
         "reported_networks": report.networks,
     }
+    if cpu_percent is not None and load.moved(host.cpu_usage_percent, cpu_percent):
+        values["cpu_usage_percent"] = cpu_percent
     changed = {k: v for k, v in values.items() if getattr(host, k) != v}
     stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
     if changed or stale:

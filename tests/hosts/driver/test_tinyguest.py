@@ -12,6 +12,9 @@ from xml.etree import ElementTree
 import libvirt
 import pytest
 
+from hosts import tinyguest
+from hosts.models import Host, VirtualMachine, VmStatus
+from hosts.sync import sync_host
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import HOSTNAME, SSH_KEYS, Guest, agent_addresses, lines, overlay
 
@@ -64,6 +67,36 @@ def test_the_guest_screen_answers_vnc_on_the_loopback_address(guest):
             greeting += chunk
 
     assert greeting == b"RFB 003.008\n"
+
+
+def test_the_sync_measures_host_and_guest_cpu_from_libvirts_counters(
+    guest, qemu_daemons, make_cluster, make_template, make_vm
+):
+    if not guest.domain.isActive():
+        guest.boot()
+    cluster = make_cluster()
+    host = Host.objects.create(cluster=cluster, name="cpu-host", uri=qemu_daemons[0].uri)
+    vm = make_vm(
+        cluster=cluster,
+        template=make_template(vcpus=1, memory_mb=tinyguest.MEMORY_MIB, disk_gb=1),
+        uuid=guest.domain.UUIDString(),
+        host=host,
+        status=VmStatus.UP,
+    )
+    assert (host.cpu_usage_percent, vm.cpu_usage_percent) == (None, None)
+
+    def measured():
+        sync_host(host.pk)
+        host.refresh_from_db()
+        vm.refresh_from_db()
+        return host.cpu_usage_percent is not None and vm.cpu_usage_percent is not None
+
+    # The first report of a host only gives counters; the load is the change to the next.
+    wait_until(measured, timeout=20, message="the sync wrote no measured CPU load")
+
+    assert 0.0 < host.cpu_usage_percent <= 100.0  # this very machine runs the test
+    assert 0.0 <= vm.cpu_usage_percent <= 100.0
+    assert VirtualMachine.objects.get(pk=vm.pk).status == VmStatus.UP
 
 
 def test_power_button_and_agent_shut_the_guest_down_and_its_disk_keeps_counting(guest):
