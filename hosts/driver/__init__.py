@@ -6,6 +6,7 @@ kept alive, and reopened after a failure. Errors are raised as ``DriverError`` s
 with a message a person can act on. A URI outside the allowlist of ``uris`` is never opened.
 """
 
+from hosts.driver import volumes
 from hosts.driver.connection import (
     DomainNotFound,
     DriverError,
@@ -62,4 +63,5 @@ __all__ = [
     "start",
     "suspend",
     "undefine",
+    "volumes",
 ]
