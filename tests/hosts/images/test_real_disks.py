@@ -73,6 +73,14 @@ def _run(kind, vm):
     return job
 
 
+def _domain_xml(host: Host, vm) -> str:
+    conn = libvirt.open(host.uri)
+    try:
+        return conn.lookupByUUIDString(str(vm.uuid)).XMLDesc(0)
+    finally:
+        conn.close()
+
+
 def _volume(host: Host, name: str):
     conn = libvirt.open(host.uri)
     try:
@@ -105,6 +113,11 @@ def test_a_vm_boots_from_its_own_overlay_which_a_revert_recreates_and_delete_rem
     vm.refresh_from_db()
     assert (vm.host_id, driver.domain_power_state(host.uri, str(vm.uuid))) == (host.pk, "running")
     assert base.get().state == CopyState.READY
+    host.refresh_from_db()
+    domain = ElementTree.fromstring(_domain_xml(host, vm))
+    assert domain.get("type") == host.domain_type != ""
+    assert domain.findtext("devices/emulator") == host.emulator != ""
+    assert domain.find("devices/interface").get("type") == "user"  # no libvirt networks here
     disk = _volume(host, f"{vm.uuid}.qcow2")
     assert disk["capacity"] == GIB
     assert disk["backing"] == base.get().path
@@ -173,3 +186,41 @@ def test_a_host_without_the_storage_pool_fails_the_start_clearly_and_makes_no_di
     assert _volume(host, f"{vm.uuid}.qcow2") is None
     vm.refresh_from_db()
     assert vm.status == "down"
+
+
+def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
+    qemu_cluster, qemu_daemons, tiny_template, make_vm
+):
+    first = Host.objects.get(cluster=qemu_cluster)
+    second = Host.objects.create(name=unique("qemu"), cluster=qemu_cluster, uri=qemu_daemons[1].uri)
+    sync.sync_host(second.pk)
+    vm = make_vm(
+        cluster=qemu_cluster,
+        template_id=tiny_template,
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+        pinned_host=first,
+    )
+    _run(JobKind.START, vm)
+    VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=None)
+
+    job = jobs.submit(JobKind.MIGRATE, vm=vm, params={"host": second.pk})
+    jobs.run(job.pk)
+
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED, (job.error_code, job.error_message)
+    vm.refresh_from_db()
+    assert vm.host_id == second.pk
+    assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
+    assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
+    assert _volume(first, f"{vm.uuid}.qcow2") is None
+    moved = _volume(second, f"{vm.uuid}.qcow2")
+    base = ImageCopy.objects.get(host=second, image=vm.template.disk_image)
+    assert moved["backing"] == base.path
+    try:
+        _run(JobKind.POWEROFF, vm)
+        _run(JobKind.DELETE, vm)
+    finally:
+        driver.undefine(second.uri, str(vm.uuid))
+        driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
