@@ -20,7 +20,21 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.db import IntegrityError, transaction
 
-from hosts.models import Cluster, Image, ImageFormat, ImageKind, Template
+from hosts import jobs
+from hosts.models import (
+    Cluster,
+    CopyState,
+    Host,
+    HostStatus,
+    Image,
+    ImageCopy,
+    ImageFormat,
+    ImageKind,
+    Job,
+    JobKind,
+    Template,
+)
+from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
 
 HEAD_BYTES = 1024
@@ -205,6 +219,43 @@ def create_image(
         upload.discard()
         raise
     return image
+
+
+def distribute(template: Template, cluster_id: int, *, requested_by=None) -> list:
+    """Queue a copy of each of the template's images to each real host of the cluster that
+    has none ready and none on the way (a pool's hosts get them before any VM needs them)."""
+    wanted = [
+        image
+        for image in (template.disk_image, template.kernel_image, template.initrd_image)
+        if image is not None
+    ]
+    if not wanted:
+        return []
+    hosts = Host.objects.filter(cluster_id=cluster_id, status=HostStatus.UP).exclude(domain_type="")
+    queued = []
+    for host in hosts:
+        have = set(
+            ImageCopy.objects.filter(
+                host=host, state__in=[CopyState.READY, CopyState.COPYING]
+            ).values_list("image_id", flat=True)
+        )
+        coming = {
+            params.get("image")
+            for params in Job.objects.filter(
+                host=host, kind=JobKind.COPY_IMAGE, state__in=ACTIVE_JOB_STATES
+            ).values_list("params", flat=True)
+        }
+        for image in wanted:
+            if image.pk not in have and image.pk not in coming:
+                queued.append(
+                    jobs.submit(
+                        JobKind.COPY_IMAGE,
+                        host=host,
+                        params={"image": image.pk},
+                        requested_by=requested_by,
+                    )
+                )
+    return queued
 
 
 def image_path(image: Image) -> Path:

@@ -78,6 +78,21 @@ def remove_disk(ctx: JobContext, vm: VirtualMachine, host: Host) -> None:
         ctx.log(f"Deleted the disk {disk_name(vm)} on {host.name}")
 
 
+def copy_image(ctx: JobContext) -> dict:
+    """The job that copies an image to a host ahead of need (a pool's hosts)."""
+    host = ctx.job.host
+    image = Image.objects.filter(pk=ctx.job.params.get("image")).first()
+    if image is None or host is None:
+        raise JobFailed("gone", "The image or the host is gone.")
+    if not real_storage(host):
+        return {"simulated": True}
+    try:
+        volumes.ensure_pool(host.uri, host.storage_pool, host.storage_path)
+    except driver.DriverError as exc:
+        raise JobFailed(exc.code, f"{host.name}: {exc.message}") from exc
+    return {"image": image.name, "host": host.name, "path": ensure_copy(ctx, image, host)}
+
+
 def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
     """The path of ``image``'s volume on ``host``, copying it there first when needed.
 

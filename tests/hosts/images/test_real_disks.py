@@ -11,7 +11,16 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import close_old_connections
 
 from hosts import driver, jobs, sync
-from hosts.models import CopyState, Host, ImageCopy, JobJournal, JobKind, JobState, VirtualMachine
+from hosts.models import (
+    CopyState,
+    Host,
+    ImageCopy,
+    Job,
+    JobJournal,
+    JobKind,
+    JobState,
+    VirtualMachine,
+)
 from tests.conftest import unique, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -224,3 +233,22 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     finally:
         driver.undefine(second.uri, str(vm.uuid))
         driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+def test_a_new_pool_copies_its_images_to_the_clusters_real_hosts_ahead_of_need(
+    qemu_cluster, tiny_template, admin_user, client_for
+):
+    host = Host.objects.get(cluster=qemu_cluster)
+
+    response = client_for(admin_user).post(
+        "/api/vmpools/",
+        {"name": unique("pool"), "cluster": qemu_cluster.pk, "template": tiny_template, "size": 1},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.content
+    copies = Job.objects.filter(kind=JobKind.COPY_IMAGE, host=host)
+    assert copies.count() == 3
+    for job in copies:
+        jobs.run(job.pk)
+    assert ImageCopy.objects.filter(host=host, state=CopyState.READY).count() == 3
