@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from hosts.models import Image
+from hosts.models import Image, ImageCopy
 
 QCOW2_VIRTUAL_SIZE = 64 * 1024 * 1024
 
@@ -161,3 +161,30 @@ def test_a_template_refuses_an_image_of_the_wrong_kind(
 
     assert response.status_code == 400, response.content
     assert "kernel image" in str(response.json()["disk_image"])
+
+
+def test_an_image_shows_its_copy_on_each_host_with_its_state(
+    admin_user, client_for, make_image, make_host, django_assert_max_num_queries
+):
+    image = make_image()
+    ready, failed = make_host(), make_host()
+    ImageCopy.objects.create(image=image, host=ready, state="ready", path="/pool/x")
+    ImageCopy.objects.create(image=image, host=failed, state="failed", error="No room.")
+
+    with django_assert_max_num_queries(8):
+        response = client_for(admin_user).get(f"/api/images/{image.pk}/")
+
+    copies = {c["host_name"]: (c["state"], c["error"]) for c in response.json()["copies"]}
+    assert copies == {ready.name: ("ready", ""), failed.name: ("failed", "No room.")}
+
+
+def test_listing_images_takes_the_same_queries_for_many_images(
+    admin_user, client_for, make_image, django_assert_max_num_queries
+):
+    for _ in range(20):
+        make_image()
+
+    with django_assert_max_num_queries(6):
+        response = client_for(admin_user).get("/api/images/")
+
+    assert response.json()["count"] == 20
