@@ -423,6 +423,17 @@ class VirtualMachine(models.Model):
             )
             if template_cluster is not None and template_cluster != self.cluster_id:
                 errors["template"] = "This template belongs to another cluster."
+        if self.template_id and self.disk_gb:
+            base = (
+                Template.objects.filter(pk=self.template_id)
+                .values_list("disk_image__virtual_size_bytes", flat=True)
+                .first()
+            )
+            if base and base > self.disk_gb * GIB:
+                errors["disk_gb"] = (
+                    f"The template's disk image holds {base / GIB:.1f} GiB; "
+                    "the disk must be at least that big."
+                )
         if self.host_id and self.cluster_id:
             host_cluster = (
                 Host.objects.filter(pk=self.host_id).values_list("cluster_id", flat=True).first()

@@ -188,3 +188,20 @@ def test_listing_images_takes_the_same_queries_for_many_images(
         response = client_for(admin_user).get("/api/images/")
 
     assert response.json()["count"] == 20
+
+
+def test_a_vm_disk_smaller_than_its_templates_disk_image_is_refused(
+    admin_user, client_for, make_image, make_template, make_cluster
+):
+    image = make_image(content=b"\0" * 1024)
+    Image.objects.filter(pk=image.pk).update(virtual_size_bytes=3 * 1024**3)
+    template = make_template(disk_image=image, disk_gb=5)
+
+    response = client_for(admin_user).post(
+        "/api/vms/",
+        {"name": "small-disk", "cluster": make_cluster().pk, "template": template.pk, "disk_gb": 2},
+        format="json",
+    )
+
+    assert response.status_code == 400, response.content
+    assert "at least that big" in str(response.json()["disk_gb"])

@@ -19,6 +19,7 @@ from hosts.models import (
     JobJournal,
     JobKind,
     JobState,
+    Template,
     VirtualMachine,
 )
 from tests.conftest import unique, wait_until
@@ -123,6 +124,7 @@ def test_a_vm_boots_from_its_own_overlay_which_a_revert_recreates_and_delete_rem
     assert (vm.host_id, driver.domain_power_state(host.uri, str(vm.uuid))) == (host.pk, "running")
     assert base.get().state == CopyState.READY
     host.refresh_from_db()
+    assert 0 < host.storage_free_bytes <= host.storage_capacity_bytes
     domain = ElementTree.fromstring(_domain_xml(host, vm))
     assert domain.get("type") == host.domain_type != ""
     assert domain.findtext("devices/emulator") == host.emulator != ""
@@ -252,3 +254,19 @@ def test_a_new_pool_copies_its_images_to_the_clusters_real_hosts_ahead_of_need(
     for job in copies:
         jobs.run(job.pk)
     assert ImageCopy.objects.filter(host=host, state=CopyState.READY).count() == 3
+
+
+def test_an_image_gone_from_a_host_is_copied_again_when_needed(qemu_cluster, tiny_template):
+    host = Host.objects.get(cluster=qemu_cluster)
+    image = Template.objects.get(pk=tiny_template).kernel_image
+    first = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
+    jobs.run(first.pk)
+    driver.volumes.delete(host.uri, "corral", image.volume_name)
+
+    again = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
+    jobs.run(again.pk)
+
+    again.refresh_from_db()
+    assert again.state == JobState.SUCCEEDED, again.error_message
+    assert _volume(host, image.volume_name) is not None
+    assert ImageCopy.objects.get(host=host, image=image).state == CopyState.READY
