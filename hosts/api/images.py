@@ -106,12 +106,16 @@ class ImageViewSet(ScopedModelViewSet):
         request.upload_handlers = [self.upload_handler]
         return super().initialize_request(request, *args, **kwargs)
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        # Whatever an upload left that create_image did not keep (any method, any outcome).
+        handler = getattr(self, "upload_handler", None)
+        if handler is not None:
+            handler.discard_all()
+        return super().finalize_response(request, response, *args, **kwargs)
+
     @extend_schema(request={"multipart/form-data": ImageUploadSerializer})
     def create(self, request, *args, **kwargs):
-        try:
-            return self._create(request)
-        finally:
-            self.upload_handler.discard_all()  # whatever create_image did not keep
+        return self._create(request)
 
     def _create(self, request):
         body = request.data  # parses the body: the upload handler runs here

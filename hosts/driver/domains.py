@@ -161,7 +161,10 @@ def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
     driver)."""
     if conn.getType().upper() == "TEST":
         return None
-    caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None, 0))
+    try:
+        caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None, 0))
+    except libvirt.libvirtError:
+        return None  # no x86_64 emulator: the host is reported without one
     return Hypervisor(
         domain_type=caps.findtext("domain") or "qemu",
         machine=caps.findtext("machine") or "pc",

@@ -240,6 +240,8 @@ class Template(models.Model):
             image = getattr(self, field)
             if image is not None and image.kind != kind:
                 errors[field] = f"Image {image.name} is a {image.kind} image, not a {kind} image."
+            elif image is not None and image.cluster_id not in (None, self.cluster_id):
+                errors[field] = f"Image {image.name} is offered in another cluster only."
         if self.initrd_image_id and not self.kernel_image_id:
             errors["initrd_image"] = "An initrd boots only with a kernel image."
         if self.kernel_cmdline and not self.kernel_image_id:

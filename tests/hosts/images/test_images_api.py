@@ -205,3 +205,31 @@ def test_a_vm_disk_smaller_than_its_templates_disk_image_is_refused(
 
     assert response.status_code == 400, response.content
     assert "at least that big" in str(response.json()["disk_gb"])
+
+
+def test_a_template_may_not_use_an_image_of_another_cluster(
+    admin_user, client_for, make_image, make_cluster, image_store
+):
+    image = make_image(cluster=make_cluster())
+
+    response = client_for(admin_user).post(
+        "/api/templates/",
+        {"name": "elsewhere", "cluster": make_cluster().pk, "disk_image": image.pk},
+        format="json",
+    )
+
+    assert response.status_code == 400, response.content
+    assert "another cluster" in str(response.json()["disk_image"])
+
+
+def test_a_file_sent_with_a_rename_is_not_kept(admin_user, client_for, make_image, image_store):
+    image = make_image()
+
+    response = client_for(admin_user).patch(
+        f"/api/images/{image.pk}/",
+        {"description": "renamed", "file": SimpleUploadedFile("x", b"\0" * 512)},
+        format="multipart",
+    )
+
+    assert response.status_code == 200, response.content
+    assert stored_files(image_store) == [image.file]
