@@ -33,6 +33,10 @@ def register() -> None:
             "hosts.add_template",
             "hosts.change_template",
             "hosts.delete_template",
+            "hosts.view_image",
+            "hosts.add_image",
+            "hosts.change_image",
+            "hosts.delete_image",
             "hosts.add_virtualmachine",
             *VM_MANAGE,
             "project.manage_grants",
@@ -41,7 +45,12 @@ def register() -> None:
     roles.define(
         "PowerUser",
         "Creates VMs; becomes UserVmManager of each VM it creates.",
-        ["hosts.view_cluster", "hosts.view_template", "hosts.add_virtualmachine"],
+        [
+            "hosts.view_cluster",
+            "hosts.view_template",
+            "hosts.view_image",
+            "hosts.add_virtualmachine",
+        ],
     )
     roles.define("UserVmManager", "Uses, changes and deletes the VMs it is granted on.", VM_MANAGE)
     roles.define(

@@ -1,4 +1,5 @@
-"""Validation of libvirt connection URIs and network name lists, shared by models and the API."""
+"""Validation of libvirt connection URIs, network names, storage paths and kernel command
+lines, shared by models and the API."""
 
 import re
 
@@ -44,3 +45,23 @@ def validate_network_names(value) -> None:
             )
     if len(set(value)) != len(value):
         raise ValidationError("Each network may be listed only once.")
+
+
+_STORAGE_PATH = re.compile(r"^(/[A-Za-z0-9_.-]+)+/?$")
+_CMDLINE = re.compile(r"^[\x20-\x7e]*$")
+
+
+def validate_storage_path(value: str) -> None:
+    """An absolute folder path of plain characters (it goes into libvirt's pool XML)."""
+    if not value:
+        return
+    if not _STORAGE_PATH.match(value) or "/../" in f"{value}/" or "/./" in f"{value}/":
+        raise ValidationError(
+            "Give an absolute folder path of letters, digits, '.', '_', '-' and '/', without '..'."
+        )
+
+
+def validate_kernel_cmdline(value: str) -> None:
+    """Printable ASCII only: the command line goes into the domain XML and the guest."""
+    if not _CMDLINE.match(value):
+        raise ValidationError("The kernel command line may hold printable ASCII only.")

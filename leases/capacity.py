@@ -28,6 +28,7 @@ LIVE_RESERVATIONS = [ReservationStatus.PENDING, ReservationStatus.ACTIVE]
 # How long a VM outside the leases is counted on its host: for as long as it runs.
 EVER = datetime.min.replace(tzinfo=UTC)
 FOREVER = datetime.max.replace(tzinfo=UTC)
+GIB = 1024**3
 
 
 class DoesNotFit(Exception):
@@ -41,6 +42,7 @@ class Slot:
     vcpus: int
     memory_mb: int
     whole_host: bool
+    disk_gb: int = 0
 
 
 @dataclass
@@ -49,6 +51,8 @@ class HostRoom:
     cpus: int
     memory_mb: int
     usage: list[Slot] = field(default_factory=list)
+    # Free space in the host's storage pool (None: not reported, as on simulated hosts).
+    disk_bytes: int | None = None
 
     def peak(self, start: datetime, end: datetime) -> tuple[int, int, bool]:
         """Most vCPUs and memory in use at any instant of [start, end), and whether the whole
@@ -74,13 +78,21 @@ class HostRoom:
             whole = whole or slot.whole_host
         return most_cpu, most_memory, whole
 
-    def free_slots(self, start, end, vcpus: int, memory_mb: int) -> int:
+    def free_slots(self, start, end, vcpus: int, memory_mb: int, disk_gb: int = 0) -> int:
         used_cpu, used_mem, whole = self.peak(start, end)
         if whole:
             return 0
-        return max(
-            0, min((self.cpus - used_cpu) // vcpus, (self.memory_mb - used_mem) // memory_mb)
-        )
+        slots = min((self.cpus - used_cpu) // vcpus, (self.memory_mb - used_mem) // memory_mb)
+        if disk_gb and self.disk_bytes is not None:
+            slots = min(
+                slots, (self.disk_bytes // GIB - self.reserved_disk_gb(start, end)) // disk_gb
+            )
+        return max(0, slots)
+
+    def reserved_disk_gb(self, start, end) -> int:
+        """Disk reserved by allocations overlapping [start, end) (their sum: a disk, once
+        made, stays until its VM is deleted)."""
+        return sum(s.disk_gb for s in self.usage if s.start < end and s.end > start)
 
     def entirely_free(self, start, end) -> bool:
         return not any(s.start < end and s.end > start for s in self.usage)
@@ -122,6 +134,7 @@ def reservable_rooms(
             host=host,
             cpus=int((host.cpus or 0) * ratio),
             memory_mb=int((host.memory_mb or 0) * overcommit),
+            disk_bytes=host.storage_free_bytes,
         )
     allocations = Allocation.objects.filter(
         host_id__in=list(rooms),
@@ -142,8 +155,9 @@ def reservable_rooms(
         "reservation__memory_mb",
         "reservation__lease__start_date",
         "reservation__lease__end_date",
+        "reservation__disk_gb",
     )
-    for host_id, slots, whole, vcpus, memory_mb, lease_start, lease_end in rows:
+    for host_id, slots, whole, vcpus, memory_mb, lease_start, lease_end, disk_gb in rows:
         rooms[host_id].usage.append(
             Slot(
                 start=lease_start,
@@ -151,6 +165,7 @@ def reservable_rooms(
                 vcpus=(vcpus or 0) * slots,
                 memory_mb=(memory_mb or 0) * slots,
                 whole_host=whole,
+                disk_gb=(disk_gb or 0) * slots,
             )
         )
     _count_outside_use(rooms, exclude_lease, leave_vms_of)
@@ -215,7 +230,9 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
         if room.host.status == HostStatus.UP and matches(room.host, request.get("host_properties"))
     ]
     free = {
-        room.host.pk: room.free_slots(start, end, request["vcpus"], request["memory_mb"])
+        room.host.pk: room.free_slots(
+            start, end, request["vcpus"], request["memory_mb"], request.get("disk_gb") or 0
+        )
         for room in usable
     }
     kept = {
@@ -356,6 +373,7 @@ def plan(start, end, requests: list[dict], *, lock: bool, exclude_lease=None):
                     vcpus=(request.get("vcpus") or 0) * slots,
                     memory_mb=(request.get("memory_mb") or 0) * slots,
                     whole_host=whole,
+                    disk_gb=(request.get("disk_gb") or 0) * slots,
                 )
             )
         planned.append((request, chosen))

@@ -208,7 +208,13 @@ def _instances(reservation, rows, states, rooms, start, end, running):
     gained: Counter = Counter()
     if short > 0:
         free = {
-            host: room.free_slots(start, end, reservation.vcpus or 1, reservation.memory_mb or 1)
+            host: room.free_slots(
+                start,
+                end,
+                reservation.vcpus or 1,
+                reservation.memory_mb or 1,
+                reservation.disk_gb or 0,
+            )
             for host, room in rooms.items()
             if room.host.status == HostStatus.UP and matches(room.host, reservation.host_properties)
         }

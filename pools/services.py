@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Exists, Max, OuterRef, Subquery, When
 
-from hosts import jobs
+from hosts import images, jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
@@ -104,6 +104,7 @@ def create_pool(pool: VmPool) -> VmPool:
     """Save a validated pool and create its VMs (each defined on a host, base snapshot taken)."""
     pool.save()
     _add_vms(pool, pool.size)
+    images.distribute(pool.template, pool.cluster_id)
     transaction.on_commit(lambda: nudge_monitor(pool.pk))
     return pool
 

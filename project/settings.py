@@ -236,6 +236,11 @@ CORRAL_SIMHOSTS_DIR = Path(
 )
 # The tiny guest real QEMU hosts boot (hosts/tinyguest.py): built once per package versions.
 CORRAL_TINYGUEST_DIR = Path(os.environ.get("CORRAL_TINYGUEST_DIR", VAR_DIR / "tinyguest"))
+# Uploaded images (disks, kernels, initrds), before they are copied to hosts' storage pools.
+CORRAL_IMAGE_STORE = Path(os.environ.get("CORRAL_IMAGE_STORE", VAR_DIR / "images"))
+CORRAL_IMAGE_MAX_BYTES = int(os.environ.get("CORRAL_IMAGE_MAX_BYTES", str(64 * 1024**3)))
+# How long a VM start waits for another job's copy of an image to the same host.
+CORRAL_IMAGE_COPY_WAIT = float(os.environ.get("CORRAL_IMAGE_COPY_WAIT", "600"))
 
 # Logs go to stderr, as plain text or (CORRAL_LOG_FORMAT=json) one JSON object per line.
 CORRAL_LOG_FORMAT = os.environ.get("CORRAL_LOG_FORMAT", "plain")

@@ -23,6 +23,7 @@ COMMON_FILTERS = [
     ("HostStatus", FilterPosition.FIRST),
     ("Memory", FilterPosition.NO_ORDER),
     ("CPU", FilterPosition.NO_ORDER),
+    ("Storage", FilterPosition.NO_ORDER),
     ("PinToHost", FilterPosition.NO_ORDER),
     ("Network", FilterPosition.NO_ORDER),
     ("Migration", FilterPosition.NO_ORDER),

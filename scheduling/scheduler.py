@@ -95,6 +95,7 @@ SNAPSHOT_FIELDS = (
     "reported_networks",
     "overloaded_since",
     "cpu_usage_percent",
+    "storage_free_bytes",
 )
 
 
@@ -143,6 +144,7 @@ def host_states(
                 networks=set(host["reported_networks"] or []) | set(host["networks"] or []),
                 overloaded_since=host["overloaded_since"],
                 measured_cpu_percent=host["cpu_usage_percent"],
+                storage_free_bytes=host["storage_free_bytes"],
             )
         )
     return states
@@ -191,6 +193,7 @@ def build_context(
             networks=set(vm.template.networks or []),
             current_host_id=vm.host_id,
             pinned_host_id=vm.pinned_host_id,
+            disk_gb=vm.disk_gb or 0,
         )
     else:
         request = VmRequest(None, "", 0, 0, set(), None, None)

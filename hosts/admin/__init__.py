@@ -14,6 +14,7 @@ from hosts.admin.clusters import (
     TemplateAdmin,
     load_bar,
 )
+from hosts.admin.images import ImageAdmin, ImageCopyInline
 from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin, JobJournalInline
 from hosts.admin.vms import VM_OPERATIONS, VirtualMachineAdmin
 
@@ -25,6 +26,8 @@ __all__ = [
     "ExternalDomainAdmin",
     "HostAdmin",
     "HostInline",
+    "ImageAdmin",
+    "ImageCopyInline",
     "JobAdmin",
     "JobJournalInline",
     "TemplateAdmin",

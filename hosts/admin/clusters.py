@@ -103,6 +103,11 @@ class HostAdmin(ScopedAdmin):
         "last_seen_at",
         "created_at",
         "updated_at",
+        "storage_capacity_bytes",
+        "storage_free_bytes",
+        "domain_type",
+        "machine",
+        "emulator",
     ]
     list_select_related = ["cluster"]
     actions = ["put_in_maintenance", "activate"]
@@ -112,10 +117,24 @@ class HostAdmin(ScopedAdmin):
 
     def get_fieldsets(self, request, obj=None):
         main = ["name", "cluster", "uri", "description", "reservable", "networks", "capabilities"]
+        storage = ["storage_pool", "storage_path"]
         if obj is None:
-            return [(None, {"fields": main})]
+            return [(None, {"fields": main}), ("Storage", {"fields": storage})]
         return [
             (None, {"fields": main}),
+            (
+                "Storage and hypervisor",
+                {
+                    "fields": [
+                        *storage,
+                        "storage_capacity_bytes",
+                        "storage_free_bytes",
+                        "domain_type",
+                        "machine",
+                        "emulator",
+                    ]
+                },
+            ),
             ("Status", {"fields": ["status", "status_detail", "last_seen_at"]}),
             (
                 "Capacity and load",
@@ -218,7 +237,7 @@ class HostAdmin(ScopedAdmin):
 
 @admin.register(Template)
 class TemplateAdmin(ScopedAdmin):
-    list_display = ["name", "cluster", "vcpus", "memory_mb", "disk_gb", "os_type"]
+    list_display = ["name", "cluster", "vcpus", "memory_mb", "disk_gb", "os_type", "disk_image"]
     list_filter = [("cluster", ONLY_VISIBLE), "os_type"]
     search_fields = ["name", "description"]
     list_select_related = ["cluster"]

@@ -9,6 +9,7 @@ from hosts.models import (
     Cluster,
     ExternalDomain,
     Host,
+    Image,
     Job,
     Template,
     VirtualMachine,
@@ -69,6 +70,13 @@ class HostSerializer(ModelCleanSerializer):
             "memory_mb",
             "cpu_usage_percent",
             "memory_used_mb",
+            "storage_pool",
+            "storage_path",
+            "storage_capacity_bytes",
+            "storage_free_bytes",
+            "domain_type",
+            "machine",
+            "emulator",
             "last_seen_at",
             "created_at",
             "updated_at",
@@ -90,7 +98,21 @@ class HostSerializer(ModelCleanSerializer):
         return cluster
 
 
+def _image_field(kind: str) -> ScopedRelatedField:
+    # Any visible image: one of the wrong kind is named as such by the model's clean().
+    return ScopedRelatedField(
+        queryset=Image.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text=f"Id of a {kind} image; null: none.",
+    )
+
+
 class TemplateSerializer(ModelCleanSerializer):
+    disk_image = _image_field("disk")
+    kernel_image = _image_field("kernel")
+    initrd_image = _image_field("initrd")
+
     class Meta:
         model = Template
         fields = [
@@ -103,6 +125,12 @@ class TemplateSerializer(ModelCleanSerializer):
             "disk_gb",
             "networks",
             "os_type",
+            "disk_image",
+            "kernel_image",
+            "initrd_image",
+            "kernel_cmdline",
+            "graphics",
+            "guest_agent",
             "created_at",
             "updated_at",
         ]

@@ -1,12 +1,13 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from hosts.api import views
+from hosts.api import images, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet)
 router.register("hosts", views.HostViewSet)
 router.register("templates", views.TemplateViewSet)
+router.register("images", images.ImageViewSet)
 router.register("vms", views.VirtualMachineViewSet)
 router.register("jobs", views.JobViewSet)
 router.register("externaldomains", views.ExternalDomainViewSet)

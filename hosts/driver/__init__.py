@@ -6,6 +6,7 @@ kept alive, and reopened after a failure. Errors are raised as ``DriverError`` s
 with a message a person can act on. A URI outside the allowlist of ``uris`` is never opened.
 """
 
+from hosts.driver import volumes
 from hosts.driver.connection import (
     DomainNotFound,
     DriverError,
@@ -19,6 +20,7 @@ from hosts.driver.domains import (
     DomainReport,
     DomainSpec,
     HostReport,
+    Hypervisor,
     define,
     domain_power_state,
     has_snapshot,
@@ -41,6 +43,7 @@ __all__ = [
     "DomainSpec",
     "DriverError",
     "HostReport",
+    "Hypervisor",
     "HostUnreachable",
     "LifecycleListener",
     "NotSupported",
@@ -60,4 +63,5 @@ __all__ = [
     "start",
     "suspend",
     "undefine",
+    "volumes",
 ]

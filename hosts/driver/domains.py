@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import contextlib
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
 from hosts.driver.connection import DriverError, call, translate
+from hosts.driver.volumes import PoolSpace, pool_space, running_pool
 
 POWER_STATES = {
     libvirt.VIR_DOMAIN_NOSTATE: "nostate",
@@ -31,7 +34,12 @@ IMAGE_DIR = "/var/lib/libvirt/images"
 
 @dataclass(frozen=True)
 class DomainSpec:
-    """What a domain is made of, taken from a VM and its template."""
+    """What a domain is made of, taken from a VM, its template and its host.
+
+    The boot fields are empty for simulated hosts. On a real host ``disk_path`` is the VM's
+    overlay volume and ``kernel``/``initrd`` the paths of image volumes; ``domain_type``,
+    ``machine`` and ``emulator`` come from the host's domain capabilities when left empty.
+    """
 
     uuid: str
     name: str
@@ -40,6 +48,24 @@ class DomainSpec:
     disk_gb: int
     networks: tuple[str, ...] = ()
     os_type: str = "linux"
+    disk_path: str = ""
+    kernel: str = ""
+    initrd: str = ""
+    cmdline: str = ""
+    graphics: str = "none"
+    user_nic: bool = False
+    domain_type: str = ""
+    machine: str = ""
+    emulator: str = ""
+
+
+@dataclass(frozen=True)
+class Hypervisor:
+    """How a host runs guests: ``kvm`` where it can, ``qemu`` (TCG) otherwise."""
+
+    domain_type: str
+    machine: str
+    emulator: str
 
 
 @dataclass(frozen=True)
@@ -64,6 +90,8 @@ class HostReport:
     domains: list[DomainReport] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
     read_at: datetime | None = None
+    storage: PoolSpace | None = None
+    hypervisor: Hypervisor | None = None
     # The host's CPU counters in nanoseconds, summed over its CPUs: (busy, total). None when
     # the host does not report them.
     cpu_times_ns: tuple[int, int] | None = None
@@ -82,11 +110,8 @@ def _cpu_times(conn: libvirt.virConnect) -> tuple[int, int] | None:
 
 def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
     """Domain XML for ``spec``. ``hypervisor`` is the connection type (``QEMU``, ``TEST``…)."""
-    domain_type = {"QEMU": "kvm", "TEST": "test"}.get(hypervisor.upper(), hypervisor.lower())
-    interfaces = "".join(
-        f"<interface type='network'><source network={quoteattr(net)}/>"
-        f"<model type='virtio'/></interface>"
-        for net in spec.networks
+    domain_type = spec.domain_type or {"QEMU": "kvm", "TEST": "test"}.get(
+        hypervisor.upper(), hypervisor.lower()
     )
     return (
         f"<domain type={quoteattr(domain_type)}>"
@@ -96,20 +121,78 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
         f"<vcpu>{int(spec.vcpus)}</vcpu>"
         f"<metadata><corral:vm xmlns:corral={quoteattr(CORRAL_XMLNS)} "
         f"os={quoteattr(spec.os_type)} disk_gb='{int(spec.disk_gb)}'/></metadata>"
-        "<os><type arch='x86_64'>hvm</type><boot dev='hd'/></os>"
+        f"{_os_xml(spec)}"
         "<features><acpi/></features>"
         "<devices>"
-        f"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
-        f"<source file={quoteattr(f'{IMAGE_DIR}/{spec.uuid}.qcow2')}/>"
-        "<target dev='vda' bus='virtio'/></disk>"
-        f"{interfaces}"
+        f"{_emulator_xml(spec)}{_disk_xml(spec)}{_interfaces_xml(spec)}{_graphics_xml(spec)}"
         "</devices></domain>"
     )
 
 
-def host_report(uri: str) -> HostReport:
-    """Capacity, CPU counters and the raw power state and CPU time of every domain: one
-    ``getAllDomainStats`` call, whatever the number of domains."""
+def _os_xml(spec: DomainSpec) -> str:
+    machine = f" machine={quoteattr(spec.machine)}" if spec.machine else ""
+    if not spec.kernel:
+        return f"<os><type arch='x86_64'{machine}>hvm</type><boot dev='hd'/></os>"
+    initrd = f"<initrd>{escape(spec.initrd)}</initrd>" if spec.initrd else ""
+    cmdline = f"<cmdline>{escape(spec.cmdline)}</cmdline>" if spec.cmdline else ""
+    return (
+        f"<os><type arch='x86_64'{machine}>hvm</type>"
+        f"<kernel>{escape(spec.kernel)}</kernel>{initrd}{cmdline}</os>"
+    )
+
+
+def _emulator_xml(spec: DomainSpec) -> str:
+    return f"<emulator>{escape(spec.emulator)}</emulator>" if spec.emulator else ""
+
+
+def _disk_xml(spec: DomainSpec) -> str:
+    path = spec.disk_path or f"{IMAGE_DIR}/{spec.uuid}.qcow2"
+    return (
+        "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
+        f"<source file={quoteattr(path)}/><target dev='vda' bus='virtio'/></disk>"
+    )
+
+
+def _interfaces_xml(spec: DomainSpec) -> str:
+    """A NIC on each named network; a user-mode NIC when the VM asks for a network-less one
+    (a host without libvirt networks, such as a session daemon), so DHCP still answers."""
+    interfaces = "".join(
+        f"<interface type='network'><source network={quoteattr(net)}/>"
+        f"<model type='virtio'/></interface>"
+        for net in spec.networks
+    )
+    if spec.user_nic and not spec.networks:
+        interfaces += "<interface type='user'><model type='virtio'/></interface>"
+    return interfaces
+
+
+def _graphics_xml(spec: DomainSpec) -> str:
+    if spec.graphics != "vnc":
+        return ""
+    return "<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>"
+
+
+def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
+    """What the host's domain capabilities name (None for hosts without them: the test
+    driver)."""
+    if conn.getType().upper() == "TEST":
+        return None
+    try:
+        caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None, 0))
+    except libvirt.libvirtError:
+        return None  # no x86_64 emulator: the host is reported without one
+    return Hypervisor(
+        domain_type=caps.findtext("domain") or "qemu",
+        machine=caps.findtext("machine") or "pc",
+        emulator=caps.findtext("path") or "",
+    )
+
+
+def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
+    """Capacity, CPU counters, the raw power state and CPU time of every domain (one
+    ``getAllDomainStats`` call), the storage pool's space and the hypervisor. With
+    ``storage_path``, a missing pool is made there (a directory pool); without, a missing pool
+    reports no storage."""
 
     def read(conn: libvirt.virConnect) -> HostReport:
         read_at = datetime.now(UTC)
@@ -127,7 +210,15 @@ def host_report(uri: str) -> HostReport:
             for dom, values in stats
         ]
         networks = sorted(net.name() for net in conn.listAllNetworks())
+        storage = None
+        if storage_pool and conn.getType().upper() != "TEST":
+            if storage_path:
+                with contextlib.suppress(libvirt.libvirtError):
+                    running_pool(conn, storage_pool, storage_path)
+            storage = pool_space(conn, storage_pool)
         return HostReport(
+            storage=storage,
+            hypervisor=hypervisor(conn),
             cpus=cpus,
             memory_mb=memory_mb,
             cpu_model=model,
@@ -174,6 +265,17 @@ def define(uri: str, spec: DomainSpec) -> None:
             raise DriverError(
                 f"The host already has another domain named {spec.name!r}; rename the VM.", uri=uri
             )
+        if not spec.domain_type:
+            found = hypervisor(conn)
+            if found is not None:
+                spec_to_define = replace(
+                    spec,
+                    domain_type=found.domain_type,
+                    machine=found.machine,
+                    emulator=found.emulator,
+                )
+                conn.defineXML(domain_xml(spec_to_define, conn.getType()))
+                return
         conn.defineXML(domain_xml(spec, conn.getType()))
 
     call(uri, "define the VM", run)

@@ -1,5 +1,6 @@
 """The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
 
+from hosts.models.images import CopyState, Image, ImageCopy, ImageFormat, ImageKind, ImageStatus
 from hosts.models.inventory import (
     HOLDING_STATUSES,
     STATIONARY_STATUSES,
@@ -18,9 +19,15 @@ __all__ = [
     "HOLDING_STATUSES",
     "STATIONARY_STATUSES",
     "Cluster",
+    "CopyState",
     "ExternalDomain",
     "Host",
     "HostStatus",
+    "Image",
+    "ImageCopy",
+    "ImageFormat",
+    "ImageKind",
+    "ImageStatus",
     "Job",
     "JobJournal",
     "JobKind",

@@ -8,9 +8,16 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import checks
-from hosts.validators import validate_libvirt_uri, validate_network_names
+from hosts.validators import (
+    validate_kernel_cmdline,
+    validate_libvirt_uri,
+    validate_network_names,
+    validate_storage_path,
+)
 from project.json_input import validate_flat_properties
 from project.names import validate_object_name
+
+GIB = 1024**3
 
 
 class Cluster(models.Model):
@@ -99,6 +106,25 @@ class Host(models.Model):
     overloaded_since = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="Since when its CPU load is too high."
     )
+    storage_pool = models.CharField(
+        max_length=64,
+        default="corral",
+        validators=[validate_object_name],
+        help_text="The libvirt storage pool holding the VMs' disks and the images.",
+    )
+    storage_path = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[validate_storage_path],
+        help_text="Where Corral makes the pool (a directory pool) when the host has none.",
+    )
+    storage_capacity_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    storage_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    domain_type = models.CharField(
+        max_length=16, blank=True, editable=False, help_text="kvm, or qemu (TCG) without KVM."
+    )
+    machine = models.CharField(max_length=64, blank=True, editable=False)
+    emulator = models.CharField(max_length=255, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -154,6 +180,41 @@ class Template(models.Model):
     )
     networks = models.JSONField(default=list, blank=True, validators=[validate_network_names])
     os_type = models.CharField(max_length=16, choices=OsType.choices, default=OsType.LINUX)
+    disk_image = models.ForeignKey(
+        "hosts.Image",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="disk_templates",
+        limit_choices_to={"kind": "disk"},
+        help_text="The base of each VM's disk; empty: a blank disk.",
+    )
+    kernel_image = models.ForeignKey(
+        "hosts.Image",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="kernel_templates",
+        limit_choices_to={"kind": "kernel"},
+        help_text="Boot this kernel directly (with the initrd and command line below).",
+    )
+    initrd_image = models.ForeignKey(
+        "hosts.Image",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="initrd_templates",
+        limit_choices_to={"kind": "initrd"},
+    )
+    kernel_cmdline = models.CharField(
+        max_length=1000, blank=True, validators=[validate_kernel_cmdline]
+    )
+    graphics = models.CharField(
+        max_length=8, choices=[("vnc", "VNC"), ("none", "None")], default="vnc"
+    )
+    guest_agent = models.BooleanField(
+        default=False, help_text="The guest runs the QEMU guest agent."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -170,6 +231,28 @@ class Template(models.Model):
         return self.name
 
     def clean(self) -> None:
+        errors = {}
+        for field, kind in (
+            ("disk_image", "disk"),
+            ("kernel_image", "kernel"),
+            ("initrd_image", "initrd"),
+        ):
+            image = getattr(self, field)
+            if image is not None and image.kind != kind:
+                errors[field] = f"Image {image.name} is a {image.kind} image, not a {kind} image."
+            elif image is not None and image.cluster_id not in (None, self.cluster_id):
+                errors[field] = f"Image {image.name} is offered in another cluster only."
+        if self.initrd_image_id and not self.kernel_image_id:
+            errors["initrd_image"] = "An initrd boots only with a kernel image."
+        if self.kernel_cmdline and not self.kernel_image_id:
+            errors["kernel_cmdline"] = "A kernel command line needs a kernel image."
+        if self.disk_image is not None and self.disk_image.virtual_size_bytes > self.disk_gb * GIB:
+            errors["disk_gb"] = (
+                f"The disk image holds {self.disk_image.virtual_size_bytes / GIB:.1f} GiB; "
+                "the disk must be at least that big."
+            )
+        if errors:
+            raise ValidationError(errors)
         # Binding a template to one cluster must not strand the VMs and pools of other
         # clusters on a template that is no longer offered there.
         if self.pk is None or self.cluster_id is None:
@@ -345,6 +428,17 @@ class VirtualMachine(models.Model):
             )
             if template_cluster is not None and template_cluster != self.cluster_id:
                 errors["template"] = "This template belongs to another cluster."
+        if self.template_id and self.disk_gb:
+            base = (
+                Template.objects.filter(pk=self.template_id)
+                .values_list("disk_image__virtual_size_bytes", flat=True)
+                .first()
+            )
+            if base and base > self.disk_gb * GIB:
+                errors["disk_gb"] = (
+                    f"The template's disk image holds {base / GIB:.1f} GiB; "
+                    "the disk must be at least that big."
+                )
         if self.host_id and self.cluster_id:
             host_cluster = (
                 Host.objects.filter(pk=self.host_id).values_list("cluster_id", flat=True).first()

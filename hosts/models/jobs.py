@@ -15,6 +15,7 @@ class JobKind(models.TextChoices):
     PREPARE = "prepare", "Prepare (define and take the base snapshot)"
     REVERT = "revert", "Revert to the base snapshot"
     NOOP = "noop", "No-op (steps only)"
+    COPY_IMAGE = "copy_image", "Copy an image to a host"
 
 
 class JobState(models.TextChoices):

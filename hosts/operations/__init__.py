@@ -12,6 +12,7 @@ operation with the runner by its job kind (the app's ``ready()`` does).
 
 from hosts import jobs
 from hosts.models import JobKind
+from hosts.operations import disks
 from hosts.operations.common import BASE_SNAPSHOT, RUNNING, STOPPED, spec_for, wait_for
 from hosts.operations.lifecycle import delete, noop, prepare, revert
 from hosts.operations.migrate import migrate
@@ -28,6 +29,7 @@ OPERATIONS = {
     JobKind.PREPARE: prepare,
     JobKind.REVERT: revert,
     JobKind.NOOP: noop,
+    JobKind.COPY_IMAGE: disks.copy_image,
 }
 for kind, operation in OPERATIONS.items():
     jobs.register_operation(kind, operation)

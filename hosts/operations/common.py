@@ -36,7 +36,9 @@ POLL_S = 0.1
 BASE_SNAPSHOT = "corral-base"
 
 
-def spec_for(vm: VirtualMachine) -> driver.DomainSpec:
+def spec_for(vm: VirtualMachine, **boot) -> driver.DomainSpec:
+    """The VM's domain; ``boot`` holds its disk, kernel and NIC on a real host
+    (``hosts.operations.disks.boot_for``)."""
     template = vm.template
     return driver.DomainSpec(
         uuid=str(vm.uuid),
@@ -46,6 +48,7 @@ def spec_for(vm: VirtualMachine) -> driver.DomainSpec:
         disk_gb=vm.disk_gb,
         networks=tuple(template.networks),
         os_type=template.os_type,
+        **boot,
     )
 
 

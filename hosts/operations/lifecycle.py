@@ -10,6 +10,7 @@ from django.db import transaction
 from hosts import driver
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine
+from hosts.operations import disks
 from hosts.operations.common import (
     BASE_SNAPSHOT,
     STOPPED,
@@ -29,6 +30,8 @@ def delete(ctx: JobContext) -> dict:
     if vm.host is not None:
         ctx.step(f"Removing the VM from {vm.host.name}", 0.4)
         host_call(driver.undefine, vm.host.uri, str(vm.uuid))
+        ctx.step(f"Deleting the VM's disk on {vm.host.name}", 0.6)
+        disks.remove_disk(ctx, vm, vm.host)
     ctx.step("Deleting the VM", 0.8)
     name = vm.name
     with transaction.atomic():
@@ -45,8 +48,11 @@ def prepare(ctx: JobContext) -> dict:
     state = current_state(vm)
     if state is not None and state not in STOPPED:
         raise JobFailed("not_stopped", f"VM {vm.name} is {state}; a base snapshot needs it off.")
+    boot = disks.boot_for(ctx, vm, vm.host)
     ctx.step(f"Defining the VM on {vm.host.name}", 0.5)
-    host_call(driver.define, vm.host.uri, spec_for(vm))
+    host_call(driver.define, vm.host.uri, spec_for(vm, **boot))
+    if boot:
+        return {"host": vm.host.name, "disk": boot["disk_path"]}
     ctx.step("Taking the base snapshot", 0.8)
     host_call(driver.snapshot_create, vm.host.uri, str(vm.uuid), BASE_SNAPSHOT)
     return {"host": vm.host.name, "snapshot": BASE_SNAPSHOT}
@@ -64,6 +70,10 @@ def revert(ctx: JobContext) -> dict:
     state = current_state(vm)
     if state is not None and state not in STOPPED:
         raise JobFailed("not_stopped", f"VM {vm.name} is {state}; stop it before reverting it.")
+    if disks.real_storage(vm.host):
+        boot = disks.reset_disk(ctx, vm)
+        host_call(driver.define, vm.host.uri, spec_for(vm, **boot))
+        return {"host": vm.host.name, "disk": boot["disk_path"]}
     ctx.step("Reverting to the base snapshot", 0.5)
     try:
         host_call(driver.snapshot_revert, vm.host.uri, str(vm.uuid), BASE_SNAPSHOT)

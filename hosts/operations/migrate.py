@@ -8,8 +8,10 @@ import time
 from django.db import transaction
 
 from hosts import driver
+from hosts.driver import migration
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
+from hosts.operations import disks
 from hosts.operations.common import (
     RUNNING,
     STOPPED,
@@ -46,8 +48,17 @@ def migrate(ctx: JobContext) -> dict:
     except NoHostAvailable as exc:
         decided(ctx, exc.explanation, started, refusal(exc))
         raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
-    ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
-    host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
+    if disks.real_storage(source) and disks.real_storage(destination):
+        # Hosts keep disks in pools of their own: the disk goes along.
+        boot = disks.boot_for(ctx, vm, destination, reset=True)
+        ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
+        host_call(
+            lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
+        )
+        disks.remove_disk(ctx, vm, source)
+    else:
+        ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
+        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
     ctx.step(f"Waiting for the VM to run on {destination.name}", 0.8)
     wait_for(ctx, destination, RUNNING | {"paused"}, STOPPED, "migrating")
     with transaction.atomic():

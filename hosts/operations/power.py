@@ -6,6 +6,7 @@ from __future__ import annotations
 from hosts import driver
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
+from hosts.operations import disks
 from hosts.operations.common import (
     BASE_SNAPSHOT,
     RUNNING,
@@ -45,10 +46,14 @@ def start(ctx: JobContext) -> dict:
     if previous is not None and previous.pk != host.pk:
         ctx.step(f"Moving the stopped VM from {previous.name} to {host.name}", 0.25)
         _move_stopped(ctx, vm, previous, host)
-    ctx.step(f"Defining the VM on {host.name}", 0.35)
-    host_call(driver.define, host.uri, spec_for(vm))
-    if _needs_base_snapshot(vm) and not host_call(
-        driver.has_snapshot, host.uri, str(vm.uuid), BASE_SNAPSHOT
+    boot = disks.boot_for(ctx, vm, host)
+    ctx.step(f"Defining the VM on {host.name}", 0.45)
+    host_call(driver.define, host.uri, spec_for(vm, **boot))
+    # A real disk is reverted by recreating its overlay, not by an internal snapshot.
+    if (
+        not boot
+        and _needs_base_snapshot(vm)
+        and not host_call(driver.has_snapshot, host.uri, str(vm.uuid), BASE_SNAPSHOT)
     ):
         ctx.step("Taking the base snapshot", 0.45)
         host_call(driver.snapshot_create, host.uri, str(vm.uuid), BASE_SNAPSHOT)

@@ -42,7 +42,7 @@ def sync_host(host_id: int) -> SyncResult:
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
     try:
-        report = driver.host_report(host.uri)
+        report = driver.host_report(host.uri, host.storage_pool, host.storage_path)
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message)
     except driver.DriverError as exc:

@@ -240,9 +240,15 @@ def _update_host(
         "memory_mb": report.memory_mb,
         "memory_used_mb": used_memory,
         "reported_networks": report.networks,
+        "storage_capacity_bytes": report.storage.capacity_bytes if report.storage else None,
+        "storage_free_bytes": report.storage.free_bytes if report.storage else None,
     }
     if cpu_percent is not None and load.moved(host.cpu_usage_percent, cpu_percent):
         values["cpu_usage_percent"] = cpu_percent
+    if report.hypervisor is not None:
+        values["domain_type"] = report.hypervisor.domain_type
+        values["machine"] = report.hypervisor.machine
+        values["emulator"] = report.hypervisor.emulator
     changed = {k: v for k, v in values.items() if getattr(host, k) != v}
     stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
     if changed or stale:

@@ -69,6 +69,8 @@ class HostState:
     networks: set[str]
     overloaded_since: datetime | None
     measured_cpu_percent: float | None = None
+    # Free space in the host's storage pool; None: not reported (simulated hosts).
+    storage_free_bytes: int | None = None
 
     @property
     def free_memory_mb(self) -> int:
@@ -95,6 +97,7 @@ class VmRequest:
     networks: set[str]
     current_host_id: int | None
     pinned_host_id: int | None
+    disk_gb: int = 0
 
 
 @dataclass

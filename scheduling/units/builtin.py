@@ -77,6 +77,20 @@ class CpuFilter(PolicyUnitBase):
         return removed
 
 
+class StorageFilter(PolicyUnitBase):
+    name = "Storage"
+    description = "Hosts whose storage pool has room for the VM's whole disk."
+
+    def filter(self, hosts, ctx):
+        needed = ctx.vm.disk_gb * 1024**3
+        return {
+            h.id: f"{h.storage_free_bytes / 1024**3:.1f} GiB free in the storage pool, "
+            f"{ctx.vm.disk_gb} GiB needed"
+            for h in hosts
+            if h.storage_free_bytes is not None and h.storage_free_bytes < needed
+        }
+
+
 class PinToHostFilter(PolicyUnitBase):
     name = "PinToHost"
     description = "A VM pinned to a host runs only there."
@@ -333,6 +347,7 @@ BUILTIN_UNITS: list[type[PolicyUnitBase]] = [
     HostStatusFilter,
     MemoryFilter,
     CpuFilter,
+    StorageFilter,
     PinToHostFilter,
     NetworkFilter,
     MigrationFilter,

@@ -140,3 +140,38 @@ def job_in_thread():
     yield start
     for thread in started:
         thread.join(30)
+
+
+@pytest.fixture
+def image_store(settings, tmp_path):
+    """An image store of the test's own (CORRAL_IMAGE_STORE)."""
+    store = tmp_path / "images"
+    settings.CORRAL_IMAGE_STORE = store
+    return store
+
+
+@pytest.fixture
+def make_image(db, image_store):
+    """make_image(kind="disk", content=b"...", **fields) -> an Image with its file stored."""
+    import hashlib
+
+    from hosts.models import Image
+    from tests.conftest import unique
+
+    def make(kind: str = "disk", content: bytes = b"\0" * 1024, **fields) -> Image:
+        image_store.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(content).hexdigest()
+        fields.setdefault("name", unique("image"))
+        fields.setdefault("format", "raw")
+        image = Image.objects.create(
+            kind=kind,
+            size_bytes=len(content),
+            virtual_size_bytes=len(content),
+            sha256=digest,
+            file=f"image-{fields['name']}",
+            **fields,
+        )
+        (image_store / image.file).write_bytes(content)
+        return image
+
+    return make

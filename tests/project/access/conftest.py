@@ -39,6 +39,10 @@ class Place:
         return self._fixture("make_template")(cluster=self.cluster)
 
     @cached_property
+    def image(self):
+        return self._fixture("make_image")(cluster=self.cluster)
+
+    @cached_property
     def host(self):
         return self._fixture("make_host")(cluster=self.cluster)
 

@@ -37,6 +37,8 @@ NOT_IN_THE_MATRIX = {
         "gets 403, a caller who cannot see the VM 404, operate does not allow migrate"
         for operation in ("start", "shutdown", "poweroff", "suspend", "resume", "migrate")
     },
+    "POST /api/images/": "tests/hosts/images/test_images_access.py: ClusterAdmin of the "
+    "cluster uploads, a viewer gets 403, a hidden cluster is a 400 on the field",
     "GET /api/jobs/": "tests/hosts/jobs/test_jobs_api.py: jobs on the VMs the caller may see",
     "GET /api/jobs/{id}/": "tests/hosts/jobs/test_jobs_api.py: 404 for a job on a hidden VM",
     "POST /api/jobs/{id}/cancel/": "tests/hosts/jobs/test_jobs_api.py: cancel_job, or the "

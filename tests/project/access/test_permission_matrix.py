@@ -30,7 +30,7 @@ from django.db.models import Model
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from hosts.models import Cluster, Host, Template, VirtualMachine
+from hosts.models import Cluster, Host, Image, Template, VirtualMachine
 from leases.models import Lease
 from pools.models import VmPool
 from scheduling.models import AffinityGroup, Policy, PolicyUnit
@@ -44,6 +44,7 @@ AUDITOR_ACTIONS = [
     "hosts.view_cluster",
     "hosts.view_host",
     "hosts.view_template",
+    "hosts.view_image",
     "hosts.view_virtualmachine",
     "auth.view_user",
     "auth.view_group",
@@ -276,6 +277,18 @@ ROWS = [
         parent="cluster",
         creators=(Route("ClusterAdmin", "cluster"), Route("SuperUser", "system")),
         refused_creators=(Route("PowerUser", "cluster"), AUDITOR),
+    ),
+    Row(
+        endpoint="images",
+        model=Image,
+        target=lambda place: place.image,
+        change=("description", "Changed by the matrix."),
+        routes=(Route("ClusterAdmin", "cluster"), Route("SuperUser", "system")),
+        viewers=(Route("PowerUser", "cluster"), AUDITOR),
+        # Images are created by a multipart upload: tests/hosts/images/test_images_access.py.
+        new=None,
+        creators=(),
+        refused_creators=(),
     ),
     Row(
         endpoint="vms",

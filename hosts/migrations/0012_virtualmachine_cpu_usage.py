@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('hosts', '0010_host_capabilities_flat'),
+        ('hosts', '0011_images_storage_and_boot'),
     ]
 
     operations = [

@@ -1,0 +1,286 @@
+"""Uploaded images: streamed into the image store, their format read from their content.
+
+An upload goes through ``ImageUploadHandler``: each chunk is written to a hidden file in
+``CORRAL_IMAGE_STORE`` and hashed as it arrives (nothing is held whole in memory); a file over
+``CORRAL_IMAGE_MAX_BYTES`` is dropped at the first chunk past the limit. ``create_image`` then
+reads the head of the file (qcow2 or raw for disks, a Linux boot image for kernels) and either
+keeps it as an ``Image`` or removes it: a refused upload leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+from django.db import IntegrityError, transaction
+
+from hosts import jobs
+from hosts.models import (
+    Cluster,
+    CopyState,
+    Host,
+    HostStatus,
+    Image,
+    ImageCopy,
+    ImageFormat,
+    ImageKind,
+    Job,
+    JobKind,
+    Template,
+)
+from hosts.models.jobs import ACTIVE_JOB_STATES
+from project.errors import Refused
+
+HEAD_BYTES = 1024
+QCOW2_MAGIC = b"QFI\xfb"
+# Formats recognised only to be refused by name (convert them with qemu-img first).
+FOREIGN_MAGIC = {
+    b"KDMV": "VMDK",
+    b"vhdxfile": "VHDX",
+    b"conectix": "VHD",
+    b"<<< Oracle VM VirtualBox Disk Image >>>": "VDI",
+    b"\x1f\x8b": "gzip-compressed",
+    b"\xfd7zXZ\x00": "xz-compressed",
+    b"BZh": "bzip2-compressed",
+    b"PK\x03\x04": "zip",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed",
+}
+COMPRESSED_INITRD = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"\x02\x21\x4c\x18")
+
+
+def image_store() -> Path:
+    store = Path(settings.CORRAL_IMAGE_STORE)
+    store.mkdir(parents=True, exist_ok=True)
+    return store
+
+
+class StoredUpload(UploadedFile):
+    """An uploaded file already written to the image store under a hidden temporary name."""
+
+    def __init__(self, path: Path, name: str, size: int, sha256: str, head: bytes):
+        super().__init__(file=None, name=name, size=size)
+        self.path, self.sha256, self.head = path, sha256, head
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class ImageUploadHandler(FileUploadHandler):
+    """Writes uploaded files straight into the image store, hashing them on the way."""
+
+    def __init__(self, request=None):
+        super().__init__(request)
+        self.too_big = False
+        self.stored: list[StoredUpload] = []
+
+    def new_file(self, *args, **kwargs):
+        super().new_file(*args, **kwargs)
+        handle, path = tempfile.mkstemp(prefix=".upload-", dir=image_store())
+        self._out = os.fdopen(handle, "wb")
+        self._path = Path(path)
+        self._hash = hashlib.sha256()
+        self._size = 0
+        self._head = b""
+
+    def receive_data_chunk(self, raw_data, start):
+        self._size += len(raw_data)
+        if self._size > settings.CORRAL_IMAGE_MAX_BYTES:
+            self.too_big = True
+            self._out.close()
+            self._path.unlink(missing_ok=True)
+            raise SkipFile
+        if len(self._head) < HEAD_BYTES:
+            self._head += raw_data[: HEAD_BYTES - len(self._head)]
+        self._hash.update(raw_data)
+        self._out.write(raw_data)
+        return None
+
+    def file_complete(self, file_size):
+        self._out.close()
+        upload = StoredUpload(
+            self._path, self.file_name, self._size, self._hash.hexdigest(), self._head
+        )
+        self.stored.append(upload)
+        return upload
+
+    def discard_all(self) -> None:
+        for upload in self.stored:
+            upload.discard()
+
+
+def inspect(kind: str, head: bytes, size: int) -> tuple[str, int]:
+    """The (format, virtual size) of an image from its first bytes; refuses what no VM can boot.
+
+    Disks: qcow2 (without a backing file: a host must never be led to a file by an upload) or
+    raw (whole 512-byte sectors). Kernels: a Linux boot image (``HdrS`` header). Initrds: a
+    cpio archive or a compressed one.
+    """
+    if size == 0:
+        raise Refused("empty_image", "The file is empty.", field="file")
+    if kind == ImageKind.DISK:
+        if head.startswith(QCOW2_MAGIC):
+            return ImageFormat.QCOW2, _qcow2_virtual_size(head)
+        for magic, name in FOREIGN_MAGIC.items():
+            if head.startswith(magic) or (name == "VDI" and magic in head[:128]):
+                raise Refused(
+                    "unknown_format",
+                    f"This is a {name} file; disks must be qcow2 or raw "
+                    f"(qemu-img convert -O qcow2 …).",
+                    field="file",
+                )
+        if size % 512:
+            raise Refused(
+                "unknown_format",
+                "Not a disk image: neither qcow2 nor raw (a raw disk is whole 512-byte sectors).",
+                field="file",
+            )
+        return ImageFormat.RAW, size
+    if kind == ImageKind.KERNEL:
+        if head[0x202:0x206] != b"HdrS":
+            raise Refused(
+                "unknown_format", "Not a Linux kernel (bzImage) the host can boot.", field="file"
+            )
+        return ImageFormat.RAW, size
+    if not (head.startswith((b"070701", b"070702")) or head.startswith(COMPRESSED_INITRD)):
+        raise Refused(
+            "unknown_format",
+            "Not an initrd: a cpio archive, plain or gzip/xz/zstd/lz4-compressed.",
+            field="file",
+        )
+    return ImageFormat.RAW, size
+
+
+def _qcow2_virtual_size(head: bytes) -> int:
+    if len(head) < 72:
+        raise Refused("unknown_format", "A truncated qcow2 header.", field="file")
+    version, backing_offset, _backing_size, _bits, virtual_size = struct.unpack(
+        ">IQIIQ", head[4:32]
+    )
+    if version not in (2, 3):
+        raise Refused("unknown_format", f"qcow2 version {version} is unknown.", field="file")
+    if backing_offset:
+        raise Refused(
+            "backing_file",
+            "This qcow2 image has a backing file; upload a standalone image "
+            "(qemu-img convert -O qcow2 …).",
+            field="file",
+        )
+    return virtual_size
+
+
+def create_image(
+    upload: StoredUpload,
+    *,
+    name: str,
+    kind: str,
+    cluster: Cluster | None = None,
+    description: str = "",
+    declared_format: str = "",
+    user=None,
+) -> Image:
+    """Keep an upload as an image, or remove it and refuse: never a row without its file nor
+    a file without its row."""
+    try:
+        image_format, virtual_size = inspect(kind, upload.head, upload.size)
+        if declared_format and declared_format != image_format:
+            raise Refused(
+                "format_mismatch",
+                f"The file is {image_format}, not {declared_format}.",
+                field="format",
+            )
+        with transaction.atomic():
+            image = Image.objects.create(
+                name=name,
+                kind=kind,
+                cluster=cluster,
+                description=description,
+                format=image_format,
+                size_bytes=upload.size,
+                virtual_size_bytes=virtual_size,
+                sha256=upload.sha256,
+                file="",
+                uploaded_by=user if user is not None and user.is_authenticated else None,
+            )
+            image.file = f"image-{image.pk}-{upload.sha256[:12]}"
+            image.save(update_fields=["file"])
+            os.replace(upload.path, image_store() / image.file)
+    except IntegrityError as exc:
+        upload.discard()
+        raise Refused(
+            "name_taken", "An image with this name exists already.", field="name"
+        ) from exc
+    except BaseException:
+        upload.discard()
+        raise
+    return image
+
+
+def distribute(template: Template, cluster_id: int, *, requested_by=None) -> list:
+    """Queue a copy of each of the template's images to each real host of the cluster that
+    has none ready and none on the way (a pool's hosts get them before any VM needs them)."""
+    wanted = [
+        image
+        for image in (template.disk_image, template.kernel_image, template.initrd_image)
+        if image is not None
+    ]
+    if not wanted:
+        return []
+    hosts = Host.objects.filter(cluster_id=cluster_id, status=HostStatus.UP).exclude(domain_type="")
+    queued = []
+    for host in hosts:
+        have = set(
+            ImageCopy.objects.filter(
+                host=host, state__in=[CopyState.READY, CopyState.COPYING]
+            ).values_list("image_id", flat=True)
+        )
+        coming = {
+            params.get("image")
+            for params in Job.objects.filter(
+                host=host, kind=JobKind.COPY_IMAGE, state__in=ACTIVE_JOB_STATES
+            ).values_list("params", flat=True)
+        }
+        for image in wanted:
+            if image.pk not in have and image.pk not in coming:
+                queued.append(
+                    jobs.submit(
+                        JobKind.COPY_IMAGE,
+                        host=host,
+                        params={"image": image.pk},
+                        requested_by=requested_by,
+                    )
+                )
+    return queued
+
+
+def image_path(image: Image) -> Path:
+    return image_store() / image.file
+
+
+def delete_image(image: Image) -> None:
+    """Delete an image no template uses (its file too); copies on hosts stay until the hosts'
+    pools are cleaned."""
+    using = (
+        Template.objects.filter(disk_image=image)
+        | Template.objects.filter(kernel_image=image)
+        | Template.objects.filter(initrd_image=image)
+    )
+    names = list(using.values_list("name", flat=True)[:5])
+    if names:
+        raise Refused(
+            "image_in_use", f"Templates use this image: {', '.join(names)}; change them first."
+        )
+    path = image_path(image)
+    with transaction.atomic():
+        image.delete()
+        transaction.on_commit(lambda: path.unlink(missing_ok=True))
+
+
+def limit_text() -> str:
+    limit = settings.CORRAL_IMAGE_MAX_BYTES
+    return f"{limit / 1024**3:.1f} GiB" if limit >= 1024**3 else f"{limit} bytes"

@@ -1,0 +1,104 @@
+"""Images (disks, kernels, initrds) uploaded to Corral, and their copies on hosts."""
+
+from django.conf import settings
+from django.db import models
+
+from project.names import validate_object_name
+
+
+class ImageKind(models.TextChoices):
+    DISK = "disk", "Disk"
+    KERNEL = "kernel", "Kernel"
+    INITRD = "initrd", "Initrd"
+
+
+class ImageFormat(models.TextChoices):
+    QCOW2 = "qcow2", "qcow2"
+    RAW = "raw", "raw"
+
+
+class ImageStatus(models.TextChoices):
+    READY = "ready", "Ready"
+
+
+class Image(models.Model):
+    """A file VMs boot from, kept in Corral's image store (``CORRAL_IMAGE_STORE``).
+
+    Hosts receive a copy in their storage pool the first time a VM needs it there
+    (``ImageCopy``). Shared by all clusters unless it names one, like templates.
+    """
+
+    name = models.CharField(max_length=64, unique=True, validators=[validate_object_name])
+    description = models.TextField(blank=True, max_length=2000)
+    cluster = models.ForeignKey(
+        "hosts.Cluster",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="images",
+        help_text="Leave empty to offer the image in every cluster.",
+    )
+    kind = models.CharField(max_length=8, choices=ImageKind.choices)
+    format = models.CharField(max_length=8, choices=ImageFormat.choices, editable=False)
+    size_bytes = models.PositiveBigIntegerField(editable=False)
+    virtual_size_bytes = models.PositiveBigIntegerField(
+        editable=False, help_text="The size of the disk the image holds (its file size if raw)."
+    )
+    sha256 = models.CharField(max_length=64, editable=False)
+    status = models.CharField(
+        max_length=12, choices=ImageStatus.choices, default=ImageStatus.READY, editable=False
+    )
+    file = models.CharField(max_length=200, editable=False, help_text="In the image store.")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    grant_scopes = {"cluster": "cluster_id"}
+    grant_shared_scopes = {"cluster"}
+    grant_shared_actions = {"hosts.view_image"}
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def volume_name(self) -> str:
+        """The image's volume in a host's storage pool (named by content, so a changed file
+        is never mistaken for an old copy)."""
+        return f"corral-image-{self.pk}-{self.sha256[:12]}.{self.format}"
+
+
+class CopyState(models.TextChoices):
+    COPYING = "copying", "Copying"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class ImageCopy(models.Model):
+    """An image's volume in one host's storage pool: being copied, ready, or failed (why)."""
+
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="copies")
+    host = models.ForeignKey("hosts.Host", on_delete=models.CASCADE, related_name="image_copies")
+    state = models.CharField(max_length=8, choices=CopyState.choices, default=CopyState.COPYING)
+    error = models.CharField(max_length=500, blank=True)
+    path = models.CharField(max_length=1000, blank=True, help_text="The volume's path there.")
+    claimed_by = models.UUIDField(null=True, blank=True, help_text="The copy's claim token.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["image", "host"]
+        constraints = [
+            models.UniqueConstraint(fields=["image", "host"], name="one_copy_per_image_and_host")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.image} on {self.host}"

@@ -1,0 +1,272 @@
+"""Real VMs on real QEMU hosts (session daemons): images uploaded through the API reach the
+host's storage pool once, each VM boots from its own qcow2 overlay over the base image, a
+stateless return recreates the overlay, and deleting the VM deletes it."""
+
+import threading
+from xml.etree import ElementTree
+
+import libvirt
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import close_old_connections
+
+from hosts import driver, jobs, sync
+from hosts.models import (
+    CopyState,
+    Host,
+    ImageCopy,
+    Job,
+    JobJournal,
+    JobKind,
+    JobState,
+    Template,
+    VirtualMachine,
+)
+from tests.conftest import unique, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GIB = 1024**3
+
+
+def _upload(client, path, kind) -> int:
+    with open(path, "rb") as fh:
+        body = {
+            "name": unique(kind),
+            "kind": kind,
+            "file": SimpleUploadedFile(path.name, fh.read()),
+        }
+    response = client.post("/api/images/", body, format="multipart")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+@pytest.fixture
+def qemu_cluster(qemu_daemons, make_cluster):
+    """The first QEMU host in a cluster of its own, synced; what its VMs leave is removed."""
+    cluster = make_cluster()
+    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=qemu_daemons[0].uri)
+    sync.sync_host(host.pk)
+    yield cluster
+    for vm in VirtualMachine.objects.filter(cluster=cluster):
+        driver.undefine(host.uri, str(vm.uuid))
+        driver.volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+@pytest.fixture
+def tiny_template(qemu_cluster, tiny_guest, admin_user, client_for, image_store):
+    """A template booting the tiny guest: its kernel, initrd and disk uploaded through the API."""
+    client = client_for(admin_user)
+    response = client.post(
+        "/api/templates/",
+        {
+            "name": unique("tiny"),
+            "vcpus": 1,
+            "memory_mb": 128,
+            "disk_gb": 1,
+            "kernel_image": _upload(client, tiny_guest.kernel, "kernel"),
+            "initrd_image": _upload(client, tiny_guest.initrd, "initrd"),
+            "disk_image": _upload(client, tiny_guest.disk, "disk"),
+            "kernel_cmdline": "console=ttyS0 quiet",
+            "graphics": "none",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def _run(kind, vm):
+    job = jobs.submit(kind, vm=vm)
+    jobs.run(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED, (job.error_code, job.error_message)
+    return job
+
+
+def _domain_xml(host: Host, vm) -> str:
+    conn = libvirt.open(host.uri)
+    try:
+        return conn.lookupByUUIDString(str(vm.uuid)).XMLDesc(0)
+    finally:
+        conn.close()
+
+
+def _volume(host: Host, name: str):
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        pool.refresh(0)
+        try:
+            volume = pool.storageVolLookupByName(name)
+        except libvirt.libvirtError:
+            return None
+        xml = ElementTree.fromstring(volume.XMLDesc(0))
+        return {
+            "capacity": volume.info()[1],
+            "allocation": volume.info()[2],
+            "backing": xml.findtext("backingStore/path"),
+        }
+    finally:
+        conn.close()
+
+
+def test_a_vm_boots_from_its_own_overlay_which_a_revert_recreates_and_delete_removes(
+    qemu_cluster, tiny_template, make_vm
+):
+    vm = make_vm(cluster=qemu_cluster, template_id=tiny_template, vcpus=1, memory_mb=128, disk_gb=1)
+    vm.refresh_from_db()
+    host = Host.objects.get(cluster=qemu_cluster)
+    base = ImageCopy.objects.filter(host=host, image=vm.template.disk_image)
+
+    _run(JobKind.START, vm)
+
+    vm.refresh_from_db()
+    assert (vm.host_id, driver.domain_power_state(host.uri, str(vm.uuid))) == (host.pk, "running")
+    assert base.get().state == CopyState.READY
+    host.refresh_from_db()
+    assert 0 < host.storage_free_bytes <= host.storage_capacity_bytes
+    domain = ElementTree.fromstring(_domain_xml(host, vm))
+    assert domain.get("type") == host.domain_type != ""
+    assert domain.findtext("devices/emulator") == host.emulator != ""
+    assert domain.find("devices/interface").get("type") == "user"  # no libvirt networks here
+    disk = _volume(host, f"{vm.uuid}.qcow2")
+    assert disk["capacity"] == GIB
+    assert disk["backing"] == base.get().path
+    # The guest formats its blank disk on first boot: the overlay takes the writes.
+    wait_until(
+        lambda: _volume(host, f"{vm.uuid}.qcow2")["allocation"] > 1024 * 1024,
+        timeout=90,
+        message="The guest never wrote to its disk.",
+    )
+
+    _run(JobKind.POWEROFF, vm)
+    _run(JobKind.REVERT, vm)
+
+    assert _volume(host, f"{vm.uuid}.qcow2")["allocation"] < 1024 * 1024
+
+    _run(JobKind.DELETE, vm)
+
+    assert _volume(host, f"{vm.uuid}.qcow2") is None
+    assert driver.domain_power_state(host.uri, str(vm.uuid)) is None
+    assert _volume(host, base.get().image.volume_name) is not None  # the base stays
+
+
+def test_two_vms_needing_an_image_at_once_share_one_copy(qemu_cluster, tiny_template, make_vm):
+    vms = [
+        make_vm(cluster=qemu_cluster, template_id=tiny_template, vcpus=1, memory_mb=128, disk_gb=1)
+        for _ in range(2)
+    ]
+    submitted = [jobs.submit(JobKind.START, vm=vm) for vm in vms]
+    barrier = threading.Barrier(2)
+
+    def run(job_id):
+        barrier.wait()
+        try:
+            jobs.run(job_id)
+        finally:
+            close_old_connections()
+
+    threads = [threading.Thread(target=run, args=(job.pk,)) for job in submitted]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+
+    for job in submitted:
+        job.refresh_from_db()
+        assert job.state == JobState.SUCCEEDED, (job.error_code, job.error_message)
+    copies = JobJournal.objects.filter(job__in=submitted, message__startswith="Copying image")
+    template_images = 3  # kernel, initrd, disk
+    assert copies.count() == template_images
+    assert ImageCopy.objects.filter(state=CopyState.READY).count() == template_images
+
+
+def test_a_host_without_the_storage_pool_fails_the_start_clearly_and_makes_no_disk(
+    qemu_cluster, tiny_template, make_vm
+):
+    host = Host.objects.get(cluster=qemu_cluster)
+    Host.objects.filter(pk=host.pk).update(storage_pool="nowhere")
+    vm = make_vm(cluster=qemu_cluster, template_id=tiny_template, vcpus=1, memory_mb=128, disk_gb=1)
+
+    job = jobs.submit(JobKind.START, vm=vm)
+    jobs.run(job.pk)
+
+    job.refresh_from_db()
+    assert (job.state, job.error_code) == (JobState.FAILED, "no_storage_pool")
+    assert "has no storage pool 'nowhere'" in job.error_message
+    assert _volume(host, f"{vm.uuid}.qcow2") is None
+    vm.refresh_from_db()
+    assert vm.status == "down"
+
+
+def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
+    qemu_cluster, qemu_daemons, tiny_template, make_vm
+):
+    first = Host.objects.get(cluster=qemu_cluster)
+    second = Host.objects.create(name=unique("qemu"), cluster=qemu_cluster, uri=qemu_daemons[1].uri)
+    sync.sync_host(second.pk)
+    vm = make_vm(
+        cluster=qemu_cluster,
+        template_id=tiny_template,
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+        pinned_host=first,
+    )
+    _run(JobKind.START, vm)
+    VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=None)
+
+    job = jobs.submit(JobKind.MIGRATE, vm=vm, params={"host": second.pk})
+    jobs.run(job.pk)
+
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED, (job.error_code, job.error_message)
+    vm.refresh_from_db()
+    assert vm.host_id == second.pk
+    assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
+    assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
+    assert _volume(first, f"{vm.uuid}.qcow2") is None
+    moved = _volume(second, f"{vm.uuid}.qcow2")
+    base = ImageCopy.objects.get(host=second, image=vm.template.disk_image)
+    assert moved["backing"] == base.path
+    try:
+        _run(JobKind.POWEROFF, vm)
+        _run(JobKind.DELETE, vm)
+    finally:
+        driver.undefine(second.uri, str(vm.uuid))
+        driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+def test_a_new_pool_copies_its_images_to_the_clusters_real_hosts_ahead_of_need(
+    qemu_cluster, tiny_template, admin_user, client_for
+):
+    host = Host.objects.get(cluster=qemu_cluster)
+
+    response = client_for(admin_user).post(
+        "/api/vmpools/",
+        {"name": unique("pool"), "cluster": qemu_cluster.pk, "template": tiny_template, "size": 1},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.content
+    copies = Job.objects.filter(kind=JobKind.COPY_IMAGE, host=host)
+    assert copies.count() == 3
+    for job in copies:
+        jobs.run(job.pk)
+    assert ImageCopy.objects.filter(host=host, state=CopyState.READY).count() == 3
+
+
+def test_an_image_gone_from_a_host_is_copied_again_when_needed(qemu_cluster, tiny_template):
+    host = Host.objects.get(cluster=qemu_cluster)
+    image = Template.objects.get(pk=tiny_template).kernel_image
+    first = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
+    jobs.run(first.pk)
+    driver.volumes.delete(host.uri, "corral", image.volume_name)
+
+    again = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
+    jobs.run(again.pk)
+
+    again.refresh_from_db()
+    assert again.state == JobState.SUCCEEDED, again.error_message
+    assert _volume(host, image.volume_name) is not None
+    assert ImageCopy.objects.get(host=host, image=image).state == CopyState.READY
