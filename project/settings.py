@@ -339,6 +339,8 @@ CORRAL_SCHEDULING_UNIT_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULING_UNIT_TI
 VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))
 VMPOOL_MONITOR_BATCH_SIZE = int(os.environ.get("VMPOOL_MONITOR_BATCH_SIZE", "5"))
 VMPOOL_MONITOR_MAX_ATTEMPTS = int(os.environ.get("VMPOOL_MONITOR_MAX_ATTEMPTS", "3"))
+# A burst of allocations queues one monitor nudge per pool per this many seconds.
+VMPOOL_NUDGE_INTERVAL = float(os.environ.get("VMPOOL_NUDGE_INTERVAL", "5"))
 
 # Leases: how long before its end a lease is warned, the longest lease, per-user quotas
 # (0 = no limit) on what one user's live leases may hold at once, and how often leases short
