@@ -315,6 +315,8 @@ CORRAL_TRANSITION_TIMEOUT = float(os.environ.get("CORRAL_TRANSITION_TIMEOUT", "1
 CORRAL_JOB_MAX_SECONDS = float(os.environ.get("CORRAL_JOB_MAX_SECONDS", "900"))
 CORRAL_JOB_DISPATCH_RETRY = float(os.environ.get("CORRAL_JOB_DISPATCH_RETRY", "30"))
 CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOURS", "24"))
+# Finished jobs (and their journals) are deleted this long after they ended.
+CORRAL_JOB_RETENTION_HOURS = float(os.environ.get("CORRAL_JOB_RETENTION_HOURS", "168"))
 # How long one server-sent-events response of the portal lasts before the browser reconnects.
 CORRAL_EVENT_STREAM_SECONDS = float(os.environ.get("CORRAL_EVENT_STREAM_SECONDS", "25"))
 CORRAL_HOOKS_DIR = Path(os.environ.get("CORRAL_HOOKS_DIR", BASE_DIR / "var" / "hooks"))
