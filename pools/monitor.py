@@ -118,6 +118,19 @@ def _start_missing(pool_ids: list[int]) -> dict[int, int]:
     return counts
 
 
+def run_nudged(pool_id: int) -> int:
+    """A nudge's monitor run (the task ``nudge_monitor`` queues); VMs started.
+
+    One nudge may stand for a whole burst of allocations: a run that started a full batch may
+    leave the pool short still, so it queues the next run at once instead of leaving the rest
+    to the ticker. The chain ends with the first run that starts less than a batch.
+    """
+    started = monitor_pool(pool_id)
+    if started >= settings.VMPOOL_MONITOR_BATCH_SIZE > 0:
+        nudge_monitor(pool_id)
+    return started
+
+
 def nudge_monitor(pool_id: int, *, coalesce: bool = False) -> None:
     """Run the pool's monitor now, on a task worker (after an allocation or a pool change).
 

@@ -1,5 +1,6 @@
 """A burst of allocations queues one prestart monitor task per pool per interval, not one each
-(PostgreSQL, concurrent requests); once the interval has passed an allocation queues again."""
+(PostgreSQL, concurrent requests); once the interval has passed an allocation queues again.
+That one nudge still refills the pool: a run that started a full batch queues the next."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ from rest_framework.test import APIClient
 from project.grants import grant_role
 from project.models import Role
 from tests.conftest import unique
-from tests.pools.fixtures import queued_tasks
+from tests.pools.fixtures import prestart_jobs, queued_tasks, run_queued_tasks
 
 User = get_user_model()
 MONITOR = "pools.tasks.monitor_pool"
@@ -87,3 +88,20 @@ def test_allocations_within_the_interval_queue_nothing_more(
     assert _allocate_all(pool, users[1:]) == [200, 200]
 
     assert _nudges(pool) == 1
+
+
+def test_the_one_nudge_of_a_burst_brings_the_pool_back_to_its_level_batch_by_batch(
+    db, pool_of, settings, pool_user, client_for, django_capture_on_commit_callbacks
+):
+    settings.VMPOOL_MONITOR_BATCH_SIZE = 5
+    pool = pool_of(up=12, down=24, prestarted_vms=12, max_user_vms=12)
+    client = client_for(pool_user(pool))
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(12):
+            assert client.post(f"/api/vmpools/{pool.pk}/allocatevm/").status_code == 200
+    assert _nudges(pool) == 1
+
+    runs = run_queued_tasks()
+
+    assert prestart_jobs(pool).count() == 12  # the 12 VMs taken are replaced
+    assert runs == 3  # 5 + 5 + 2 starts
