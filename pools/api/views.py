@@ -1,6 +1,6 @@
 """VM pools API: CRUD with counts, and taking a VM from a pool."""
 
-from django.db.models import BooleanField, ExpressionWrapper, Value
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
@@ -19,7 +19,7 @@ from pools.api.serializers import (
 )
 from pools.models import VmPool
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
-from project.permissions import grant_condition, holds, restrict
+from project.permissions import holds, holds_on_row
 
 ALLOCATE = "pools.allocate_vmpool"
 
@@ -38,19 +38,19 @@ class VmPoolViewSet(ScopedModelViewSet):
         if self.action != "allocatevm":
             return super().get_queryset()
         # Taking a VM needs the pool, not its counts (sub-selects over all its VMs); whether
-        # the caller may take from it is read in the same query.
+        # the caller may see it and take from it is read in the same query, from the grants
+        # on this pool and its cluster only.
         user = self.request.user
-        pools = restrict(VmPool.objects.all(), user, "pools.view_vmpool")
-        may_allocate = grant_condition(VmPool, user, ALLOCATE)
-        return pools.annotate(
-            may_allocate=Value(True)
-            if not may_allocate
-            else ExpressionWrapper(may_allocate, output_field=BooleanField())
+        return VmPool.objects.annotate(
+            may_view=holds_on_row(VmPool, user, "pools.view_vmpool"),
+            may_allocate=holds_on_row(VmPool, user, ALLOCATE),
         )
 
     def check_object_permissions(self, request, obj) -> None:
         if self.action != "allocatevm":
             return super().check_object_permissions(request, obj)
+        if not obj.may_view:
+            raise Http404  # a pool the caller may not see does not exist for them
         if not obj.may_allocate:
             raise PermissionDenied(f"You may not {self._verb()} this {obj._meta.verbose_name}.")
 
