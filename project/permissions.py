@@ -18,17 +18,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, Permission
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import (
-    BigIntegerField,
-    CharField,
-    Exists,
-    Expression,
-    Model,
-    OuterRef,
-    Q,
-    QuerySet,
-    Value,
-)
+from django.db.models import BigIntegerField, Exists, Model, Q, QuerySet
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
@@ -152,41 +142,6 @@ def grant_condition(model: type[Model], user, action: str) -> Q:
                     Q(Exists(anywhere_direct)) | Q(Exists(anywhere_groups))
                 )
     return condition
-
-
-def holds_on_row(model: type[Model], user, action: str) -> Expression:
-    """Whether ``user`` may perform ``action`` on each row of ``model``, as a boolean to
-    annotate a query with: ``holds()`` for the rows a query reads, in that same query.
-
-    For one row at a time (a detail view), where ``grant_condition`` would compare the row
-    with every object the user holds the action on: this looks up only the grants on the
-    row's own scope objects. Models whose rows may be shared across a scope are not served.
-    """
-    if _is_unprivileged(user):
-        return Value(False)
-    if user.is_superuser:
-        return Value(True)
-    if _shared_scopes(model, action):
-        raise ValueError(f"{model.__name__}'s shared rows need grant_condition() for {action}")
-    where = Q(content_type=scope_content_type("system"))
-    for scope, paths in scope_paths(model).items():
-        requirement = scope_requirement(model, scope)
-        for path in paths:
-            at_scope = Q(
-                content_type=scope_content_type(scope),
-                object_pk=Cast(OuterRef(path), CharField()),
-            )
-            if requirement is not None:
-                at_scope &= Q(permission__codename__in=_role_codenames(requirement))
-            where |= at_scope
-    codenames = _role_codenames(action)
-    direct = UserObjectPermission.objects.filter(
-        where, user=user, permission__codename__in=codenames
-    )
-    through_groups = GroupObjectPermission.objects.filter(
-        where, group__user=user, permission__codename__in=codenames
-    )
-    return Exists(direct) | Exists(through_groups)
 
 
 def _resolve(obj: Model, path: str) -> Any:

@@ -1,5 +1,8 @@
 """VM pools API: CRUD with counts, and taking a VM from a pool."""
 
+from django.db import connection
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -19,7 +22,8 @@ from pools.api.serializers import (
 )
 from pools.models import VmPool
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
-from project.permissions import holds, holds_on_row
+from project.permissions import holds
+from project.row_permissions import holds_sql
 
 ALLOCATE = "pools.allocate_vmpool"
 
@@ -40,10 +44,10 @@ class VmPoolViewSet(ScopedModelViewSet):
         # Taking a VM needs the pool, not its counts (sub-selects over all its VMs); whether
         # the caller may see it and take from it is read in the same query, from the grants
         # on this pool and its cluster only.
-        user = self.request.user
+        user, table = self.request.user, connection.ops.quote_name(VmPool._meta.db_table)
         return VmPool.objects.annotate(
-            may_view=holds_on_row(VmPool, user, "pools.view_vmpool"),
-            may_allocate=holds_on_row(VmPool, user, ALLOCATE),
+            may_view=RawSQL(*holds_sql(VmPool, user, "pools.view_vmpool", table), BooleanField()),
+            may_allocate=RawSQL(*holds_sql(VmPool, user, ALLOCATE, table), BooleanField()),
         )
 
     def check_object_permissions(self, request, obj) -> None:

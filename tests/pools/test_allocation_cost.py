@@ -101,3 +101,31 @@ def test_the_answer_needs_no_second_read_of_the_vm_or_the_job(
     )
     # The start was handed to a task worker at commit.
     assert [task.args() for task in queued_tasks("hosts.tasks.run_job")] == [(body["job"]["id"],)]
+
+
+@pytest.mark.parametrize("where", ["system", "cluster", "pool", "pool through a group"])
+def test_user_role_granted_at_any_scope_of_the_pool_lets_the_user_take_a_vm(
+    where, pool_of, make_user, grant, allocate
+):
+    pool, vm = _pool_with_one_free(pool_of, make_user, 2, VmStatus.UP)
+    user = make_user()
+    scope = {"system": None, "cluster": pool.cluster}.get(where, pool)
+    principal = user
+    if where.endswith("group"):
+        principal = Group.objects.create(name=f"takers-{pool.pk}")
+        principal.user_set.add(user)
+    grant(principal, "UserRole", scope)
+
+    assert allocate(user, pool)["vm"]["id"] == vm.pk
+
+
+def test_user_role_on_another_cluster_finds_no_pool(
+    pool_of, make_user, make_cluster, grant, client_for
+):
+    pool, _ = _pool_with_one_free(pool_of, make_user, 2, VmStatus.UP)
+    user = make_user()
+    grant(user, "UserRole", make_cluster())
+
+    response = client_for(user).post(f"/api/vmpools/{pool.pk}/allocatevm/")
+
+    assert response.status_code == 404
