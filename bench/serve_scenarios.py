@@ -84,16 +84,33 @@ def _rate(base_url: str, method: str, path: str, tokens: list[str], total: int) 
         thread.join()
     seconds = time.perf_counter() - start
     p95 = statistics.quantiles(times, n=20, method="inclusive")[18]
-    return {"per_s": total / seconds, "p95": p95, "statuses": dict(statuses)}
+    return {"per_s": total / seconds, "p95": p95, "statuses": dict(statuses), "requests": total}
 
 
-def served_rates(base_url: str, pool_id: int, tokens: list[str], total: int = REQUESTS) -> dict:
+def served_rates(
+    base_url: str, pool_id: int, tokens: list[str], total: int = REQUESTS, rounds: int = 4
+) -> dict:
     """``GET /api/me/`` and taking a VM from the pool, each ``total`` times at the concurrency
-    of ``tokens`` (one user each, each allowed to take from the pool)."""
+    of ``tokens`` (one user each, each allowed to take from the pool). The two alternate in
+    ``rounds`` rounds, so a machine whose load drifts during the run weighs on both alike."""
     _rate(base_url, "GET", "/api/me/", tokens, len(tokens) * 4)  # warm every worker
-    me = _rate(base_url, "GET", "/api/me/", tokens, total)
-    allocate = _rate(base_url, "POST", f"/api/vmpools/{pool_id}/allocatevm/", tokens, total)
-    return {"me": me, "allocate": allocate}
+    paths = {"me": ("GET", "/api/me/"), "allocate": ("POST", f"/api/vmpools/{pool_id}/allocatevm/")}
+    runs: dict[str, list[dict]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, (method, path) in paths.items():
+            runs[name].append(_rate(base_url, method, path, tokens, total // rounds))
+    figures = {}
+    for name, parts in runs.items():
+        statuses: Counter = Counter()
+        for part in parts:
+            statuses.update(part["statuses"])
+        seconds = sum(part["requests"] / part["per_s"] for part in parts)
+        figures[name] = {
+            "per_s": sum(part["requests"] for part in parts) / seconds,
+            "p95": statistics.median(part["p95"] for part in parts),
+            "statuses": dict(statuses),
+        }
+    return figures
 
 
 # -- the raw-SQL floor ---------------------------------------------------------------------------
