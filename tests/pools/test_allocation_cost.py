@@ -5,7 +5,8 @@ pool's size and however many grants the user holds."""
 import pytest
 from django.contrib.auth.models import Group
 
-from hosts.models import VirtualMachine, VmStatus
+from hosts import jobs
+from hosts.models import JobKind, VirtualMachine, VmStatus
 from tests.pools.fixtures import add_pool_vms, queued_tasks
 
 pytestmark = pytest.mark.django_db
@@ -34,22 +35,25 @@ def allocate(client_for, django_assert_max_num_queries, django_capture_on_commit
 def _pool_with_one_free(pool_of, make_user, size: int, free: str):
     """A pool of ``size`` VMs where only one, ``free`` (up or down), is left to take."""
     pool = pool_of(down=size - 1, prestarted_vms=1, max_user_vms=2)
-    [vm] = add_pool_vms(pool, [free])
+    [vm] = add_pool_vms(pool, [VmStatus.DOWN if free == "being started" else free])
     VirtualMachine.objects.filter(pool=pool).exclude(pk=vm.pk).update(owner=make_user())
     return pool, vm
 
 
 @pytest.mark.parametrize("size", [1, 50])
-@pytest.mark.parametrize("free", [VmStatus.UP, VmStatus.DOWN])
+@pytest.mark.parametrize("free", [VmStatus.UP, "being started", VmStatus.DOWN])
 def test_an_allocation_takes_at_most_12_statements_from_a_pool_of_1_or_50_vms(
     size, free, pool_of, make_user, pool_user, allocate
 ):
     pool, vm = _pool_with_one_free(pool_of, make_user, size, free)
+    start = jobs.submit(JobKind.START, vm=vm) if free == "being started" else None
 
     body = allocate(pool_user(pool), pool)
 
     assert (body["vm"]["id"], body["instant"]) == (vm.pk, free == VmStatus.UP)
     assert (body["job"] is None) is (free == VmStatus.UP)
+    if start is not None:
+        assert body["job"]["id"] == start.pk
 
 
 @pytest.mark.parametrize("grants", [1, 20])
