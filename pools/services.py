@@ -2,8 +2,9 @@
 
 Allocation is one transaction that locks only what it takes: the caller's user row (so one
 user's concurrent requests cannot exceed ``max_user_vms``) and the VM it hands out, chosen
-with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing. A VM is
-never handed to two users: it is assigned under its row lock, and only while unassigned.
+with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing (and
+waiting for locked rows only when skipping them left nothing). A VM is never handed to two
+users: it is assigned under its row lock, and only while unassigned.
 """
 
 from __future__ import annotations
@@ -13,11 +14,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import (
-    Case,
-    Max,
-    When,
-)
+from django.db.models import Case, Max, When
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -216,11 +213,11 @@ def delete_pool(pool: VmPool, *, force: bool = False) -> None:
 # -- allocation and return ---------------------------------------------------------------------
 
 
+USER_ROLE = "UserRole"
+
+
 def _user_role() -> Role:
     return Role.objects.get(name=USER_ROLE)
-
-
-USER_ROLE = "UserRole"
 
 
 def _held(pool: VmPool, user) -> int:

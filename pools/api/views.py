@@ -10,6 +10,7 @@ from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from hosts.api.serializers import JobSerializer
 from hosts.models import JobState, VirtualMachine
@@ -53,6 +54,7 @@ class VmPoolViewSet(ScopedModelViewSet):
     def check_object_permissions(self, request, obj) -> None:
         if self.action != "allocatevm":
             return super().check_object_permissions(request, obj)
+        APIView.check_object_permissions(self, request, obj)  # the permission classes' own
         if not obj.may_view:
             raise Http404  # a pool the caller may not see does not exist for them
         if not obj.may_allocate:
