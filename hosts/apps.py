@@ -1,6 +1,9 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+# How often finished jobs past their retention are pruned.
+PRUNE_JOBS_EVERY_S = 600
+
 
 class HostsConfig(AppConfig):
     name = "hosts"
@@ -15,6 +18,7 @@ class HostsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from hosts import dashboard, demo, jobs, metrics, operations, roles, tasks  # noqa: F401
+        from hosts.jobs import retention
         from project import events, loops, scopes
         from project import metrics as project_metrics
 
@@ -32,6 +36,9 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
+        loops.register(
+            "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
+        )
         demo.register()
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")

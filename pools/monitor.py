@@ -5,10 +5,13 @@ on a VM after ``VMPOOL_MONITOR_MAX_ATTEMPTS``."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Window
+from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
+from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -115,11 +118,43 @@ def _start_missing(pool_ids: list[int]) -> dict[int, int]:
     return counts
 
 
-def nudge_monitor(pool_id: int) -> None:
-    """Run the pool's monitor now, on a task worker (after an allocation or a pool change)."""
+def run_nudged(pool_id: int) -> int:
+    """A nudge's monitor run (the task ``nudge_monitor`` queues); VMs started.
+
+    One nudge may stand for a whole burst of allocations: a run that started a full batch may
+    leave the pool short still, so it queues the next run at once instead of leaving the rest
+    to the ticker. The chain ends with the first run that starts less than a batch.
+    """
+    started = monitor_pool(pool_id)
+    if started >= settings.VMPOOL_MONITOR_BATCH_SIZE > 0:
+        nudge_monitor(pool_id)
+    return started
+
+
+def nudge_monitor(pool_id: int, *, coalesce: bool = False) -> None:
+    """Run the pool's monitor now, on a task worker (after an allocation or a pool change).
+
+    With ``coalesce`` (allocations), at most one nudge per pool is queued every
+    ``VMPOOL_NUDGE_INTERVAL`` seconds, across every process: the first caller of an interval
+    claims it with a conditional UPDATE of the pool's ``nudge_due_at``, the others queue
+    nothing (the monitor run they would queue counts everything at once anyway, and the
+    ticker's run follows within ``VMPOOL_MONITOR_INTERVAL``).
+    """
     from django_q.tasks import async_task
 
+    if coalesce and not _claim_nudge(pool_id):
+        return
     async_task("pools.tasks.monitor_pool", pool_id, task_name=f"prestart-{pool_id}")
+
+
+def _claim_nudge(pool_id: int) -> bool:
+    """True for the one caller per pool and interval that may queue a nudge."""
+    now = timezone.now()
+    due = VmPool.objects.filter(pk=pool_id).filter(
+        Q(nudge_due_at__isnull=True) | Q(nudge_due_at__lte=now)
+    )
+    interval = timedelta(seconds=settings.VMPOOL_NUDGE_INTERVAL)
+    return bool(due.update(nudge_due_at=now + interval))
 
 
 def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:

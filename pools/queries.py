@@ -1,9 +1,10 @@
 """Which VMs of a pool are free, prestarted or busy: the querysets allocation, shrinking and the
 prestart monitor share."""
 
+from django.db import connection
 from django.db.models import Exists, OuterRef
 
-from hosts.models import Job, VirtualMachine
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools.models import FREE, VmPool, prestarted_condition
 
@@ -30,3 +31,65 @@ def prestarted():
     """VMs that count toward their pool's prestarted level (``pools.models.PRESTARTED_STATUSES``:
     unassigned, not held, and running, paused, on their way up or unknown)."""
     return VirtualMachine.objects.filter(prestarted_condition())
+
+
+# The order allocation prefers free VMs in: running, then being started, then stopped.
+UP, STARTING, DOWN = 0, 1, 2
+
+
+def _pick_sql(lock: str) -> str:
+    """The pick as one SELECT (see ``pick_free_vm``), ``lock`` appended ("" on SQLite).
+
+    Written out rather than built by the ORM: it runs on every allocation, and building the
+    same query from expressions cost more Python time than the database spends on it.
+    """
+    vms, jobs = VirtualMachine._meta.db_table, Job._meta.db_table
+    active = f"SELECT 1 FROM {jobs} j WHERE j.vm_id = v.id AND j.state IN (%s, %s, %s)"
+    return (
+        f"SELECT v.*,"
+        f" (SELECT j.id FROM {jobs} j WHERE j.vm_id = v.id AND j.kind = %s"
+        f"  AND j.state IN (%s, %s, %s) ORDER BY j.id LIMIT 1) AS start_job_id,"
+        f" (SELECT COUNT(*) FROM {vms} h WHERE h.pool_id = %s AND h.owner_id = %s) AS held,"
+        f" CASE WHEN NOT EXISTS ({active}) THEN"
+        f"  (CASE WHEN v.status = %s THEN {UP} ELSE {DOWN} END)"
+        f" ELSE {STARTING} END AS preference"
+        f" FROM {vms} v"
+        f" WHERE v.pool_id = %s AND v.owner_id IS NULL AND NOT v.admin_hold AND ("
+        f"  (v.status IN (%s, %s) AND NOT EXISTS ({active}))"
+        f"  OR (EXISTS ({active} AND j.kind = %s)"
+        f"   AND NOT EXISTS ({active} AND j.kind <> %s)))"
+        f" ORDER BY preference, v.pool_index, v.id LIMIT 1{lock}"
+    )
+
+
+def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
+    """Lock and return the VM of the pool to hand out to ``user``, or None when none is free.
+
+    Free VMs (no user, no admin hold) that are running with no job, being started with no
+    other job, or stopped with no job, preferred in that order (``preference``: UP, STARTING,
+    DOWN) and then by number; one being started comes with the ``start_job_id`` of that start.
+    ``held`` counts the pool's VMs ``user`` holds, read in the same statement, so after the
+    caller's lock on the user. One statement whatever the pool's size.
+
+    ``SKIP LOCKED`` lets concurrent allocations pass each other. But a free VM may be locked
+    by another writer that does not take it (the sync updating its status, a job being
+    queued): skipping it would refuse with "no free VM" while one is. So when the skipping
+    pass finds nothing, a second pass waits for the locks, and hands out a VM that is still
+    free once they are released (one taken meanwhile no longer matches and is passed over).
+    """
+    states = list(ACTIVE_JOB_STATES)
+    params = [
+        JobKind.START, *states,  # start_job_id
+        pool.pk, user.pk,  # held
+        *states, VmStatus.UP,  # preference
+        pool.pk, VmStatus.UP, VmStatus.DOWN, *states,  # idle, up or down
+        *states, JobKind.START, *states, JobKind.START,  # being started
+    ]  # fmt: skip
+    passes = [""]
+    if connection.features.has_select_for_update_skip_locked:
+        passes = [" FOR UPDATE OF v SKIP LOCKED", " FOR UPDATE OF v"]
+    for lock in passes:
+        found = list(VirtualMachine.objects.raw(_pick_sql(lock), params))
+        if found:
+            return found[0]
+    return None

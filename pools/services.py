@@ -2,8 +2,9 @@
 
 Allocation is one transaction that locks only what it takes: the caller's user row (so one
 user's concurrent requests cannot exceed ``max_user_vms``) and the VM it hands out, chosen
-with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing. A VM is
-never handed to two users: it is assigned under its row lock, and only while unassigned.
+with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing (and
+waiting for locked rows only when skipping them left nothing). A VM is never handed to two
+users: it is assigned under its row lock, and only while unassigned.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, Max, OuterRef, Subquery, When
+from django.db.models import Case, Max, When
 
 from hosts import images, jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -29,10 +30,10 @@ from pools.monitor import (  # noqa: F401
     nudge_monitor,
     prestarted_count,
 )
-from pools.queries import active_job, unassigned
+from pools.queries import DOWN, STARTING, UP, active_job, pick_free_vm, unassigned
 from project import events
 from project.errors import Refused
-from project.grants import grant_role, revoke_role
+from project.grants import add_user_grant, revoke_role
 from project.models import EventKind, Role
 
 logger = logging.getLogger(__name__)
@@ -213,74 +214,71 @@ def delete_pool(pool: VmPool, *, force: bool = False) -> None:
 # -- allocation and return ---------------------------------------------------------------------
 
 
+USER_ROLE = "UserRole"
+
+
 def _user_role() -> Role:
-    return Role.objects.get(name="UserRole")
+    return Role.objects.get(name=USER_ROLE)
+
+
+def _held(pool: VmPool, user) -> int:
+    return VirtualMachine.objects.filter(pool=pool, owner=user).count()
 
 
 def allocate_vm(pool: VmPool, user) -> Allocation:
     """Hand ``user`` a VM of the pool: an Up one if any (instant), else one being started,
     else a stopped one (started now, placed by the scheduler). Never the same VM twice, never
-    more than ``max_user_vms`` per user; PoolExhausted when none is left."""
+    more than ``max_user_vms`` per user; PoolExhausted when none is left.
+
+    A few statements whatever the pool's size and the user's grants: the user's row locked,
+    the VM picked and locked with the count of the user's VMs in the pool, then the VM
+    assigned, the grant, the start job and the events written in one statement each.
+    ``pool`` is used as given (the caller has just read it).
+    """
     with transaction.atomic():
-        User.objects.select_for_update().filter(pk=user.pk).first()
-        pool = VmPool.objects.get(pk=pool.pk)
-        held = VirtualMachine.objects.filter(pool=pool, owner=user).count()
+        # Taken first, so that one user's requests take turns: the count of what they hold,
+        # read after it, is then exact.
+        User.objects.select_for_update().filter(pk=user.pk).values_list("pk").first()
+        vm = pick_free_vm(pool, user)
+        held = vm.held if vm is not None else _held(pool, user)
         if held >= pool.max_user_vms:
             raise UserLimitReached(
                 f"You hold {held} VM(s) of {pool.name}, its limit per user; "
                 "return one before taking another."
             )
-        free = unassigned(pool).select_for_update(skip_locked=True, of=("self",))
-        start_jobs = Job.objects.filter(
-            vm=OuterRef("pk"), kind=JobKind.START, state__in=ACTIVE_JOB_STATES
-        )
-        starting = Exists(start_jobs)
-        other_job = Exists(
-            Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES).exclude(
-                kind=JobKind.START
-            )
-        )
-        choices = (
-            ("up", free.filter(status=VmStatus.UP).filter(~active_job())),
-            (
-                "starting",
-                free.filter(starting)
-                .filter(~other_job)
-                .annotate(start_job_id=Subquery(start_jobs.order_by("pk").values("pk")[:1])),
-            ),
-            ("down", free.filter(status=VmStatus.DOWN).filter(~active_job())),
-        )
-        vm, kind = None, None
-        for choice, candidates in choices:
-            vm = candidates.order_by("pool_index", "pk").first()
-            if vm is not None:
-                kind = choice
-                break
         if vm is None:
             raise PoolExhausted(f"Pool {pool.name} has no free VM left; try again later.")
         VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
         vm.owner = user
-        grant_role(_user_role(), vm, user=user)
-        job = None
-        if kind == "starting":
-            # The job seen when the VM was picked: it may have ended since, and asking for an
-            # active one again would then answer "being started" with no job to follow.
-            job = Job.objects.get(pk=vm.start_job_id)
-        elif kind == "down":
-            job = jobs.submit(JobKind.START, vm=vm, requested_by=user)
-        events.emit(
-            EventKind.CHANGED,
-            "vm",
-            vm.pk,
-            f"VM {vm.name} of pool {pool.name} given to {user.username}",
-            {"owner": user.username},
+        add_user_grant(USER_ROLE, vm, user)
+        given = dict(
+            kind=EventKind.CHANGED,
+            object_type="vm",
+            object_id=vm.pk,
+            message=f"VM {vm.name} of pool {pool.name} given to {user.username}",
+            data={"owner": user.username},
             vm_id=vm.pk,
             cluster_id=vm.cluster_id,
             pool_id=pool.pk,
             user_id=user.pk,
         )
-        transaction.on_commit(lambda: nudge_monitor(pool.pk))
-    return Allocation(vm=vm, job=job, instant=kind == "up")
+        job = None
+        if vm.preference == STARTING:
+            # The job seen when the VM was picked: it may have ended since, and asking for an
+            # active one again would then answer "being started" with no job to follow.
+            job = Job.objects.get(pk=vm.start_job_id)
+            events.emit_many([given])
+        elif vm.preference == DOWN:
+            # Picked with no job and locked since: the start heads the VM's queue.
+            job = jobs.submit_to_idle_vm(JobKind.START, vm, requested_by=user, also_emit=[given])
+        else:
+            events.emit_many([given])
+        if pool.prestarted_vms > 0 and vm.preference != DOWN:
+            # It took a prestarted VM: the monitor starts another. A stopped VM taken leaves
+            # the prestarted count as it was, and the monitor with nothing new to do.
+            pool_id = pool.pk
+            transaction.on_commit(lambda: nudge_monitor(pool_id, coalesce=True))
+    return Allocation(vm=vm, job=job, instant=vm.preference == UP)
 
 
 def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:

@@ -9,7 +9,7 @@ from project import loops
 
 def monitor_pool(pool_id: int) -> int:
     close_old_connections()
-    return monitor.monitor_pool(pool_id)
+    return monitor.run_nudged(pool_id)
 
 
 def monitor_all() -> dict:

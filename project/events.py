@@ -135,11 +135,54 @@ def read_since(user, since: int, timeout: float, limit: int = 500) -> list[Event
             time.sleep(min(remaining, POLL_INTERVAL_S))
 
 
+# Events deleted per statement when pruning: a backlog goes in short transactions.
+PRUNE_BATCH = 5000
+
+
 def prune(older_than: timedelta | None = None) -> int:
-    """Delete events older than the retention (settings.CORRAL_EVENT_RETENTION_HOURS)."""
+    """Delete events older than the retention (settings.CORRAL_EVENT_RETENTION_HOURS); how many.
+
+    What goes is always a prefix of the feed (every id below the first one kept), so the
+    oldest id retained says exactly who may have missed something (``missed_pruned``). Kept
+    whatever their age: the newest event (a reader at the head never has to resync) and
+    anything above the horizon (a transaction still open may yet commit below it).
+    """
     older_than = older_than or timedelta(hours=settings.CORRAL_EVENT_RETENTION_HOURS)
-    deleted, _ = Event.objects.filter(created_at__lt=timezone.now() - older_than).delete()
+    recent = Event.objects.filter(created_at__gte=timezone.now() - older_than)
+    first_kept = recent.order_by("id").values_list("id", flat=True).first()
+    newest = Event.objects.order_by("-id").values_list("id", flat=True).first()
+    if newest is None:
+        return 0
+    first_kept = min(first_kept or newest, newest)
+    horizon = _horizon()
+    if horizon is not None:
+        first_kept = min(first_kept, horizon + 1)
+    deleted = 0
+    start = Event.objects.order_by("id").values_list("id", flat=True).first()
+    while start is not None and start < first_kept:
+        upto = min(start + PRUNE_BATCH, first_kept)
+        gone, _ = Event.objects.filter(id__gte=start, id__lt=upto).delete()
+        deleted += gone
+        start = upto
     return deleted
+
+
+def oldest_retained_event_id() -> int | None:
+    """The id of the oldest event the feed still holds (None: it holds none yet). Pruning
+    deletes only below it, never above (see ``prune``)."""
+    return Event.objects.order_by("id").values_list("id", flat=True).first()
+
+
+def missed_pruned(since: int) -> bool:
+    """Whether a reader whose point (token, ``Last-Event-ID``) is ``since`` may have missed
+    events that were pruned: then it must resync (reload what it shows), not resume.
+
+    False for a reader at or past the event before the oldest one kept. An id that was never
+    committed (a rolled back insert) right below the oldest kept answers True: a resync too
+    many, never an event missed.
+    """
+    oldest = oldest_retained_event_id()
+    return oldest is not None and since < oldest - 1
 
 
 class _Listener:

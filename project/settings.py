@@ -320,6 +320,8 @@ CORRAL_TRANSITION_TIMEOUT = float(os.environ.get("CORRAL_TRANSITION_TIMEOUT", "1
 CORRAL_JOB_MAX_SECONDS = float(os.environ.get("CORRAL_JOB_MAX_SECONDS", "900"))
 CORRAL_JOB_DISPATCH_RETRY = float(os.environ.get("CORRAL_JOB_DISPATCH_RETRY", "30"))
 CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOURS", "24"))
+# Finished jobs (and their journals) are deleted this long after they ended.
+CORRAL_JOB_RETENTION_HOURS = float(os.environ.get("CORRAL_JOB_RETENTION_HOURS", "168"))
 # How long one server-sent-events response of the portal lasts before the browser reconnects.
 CORRAL_EVENT_STREAM_SECONDS = float(os.environ.get("CORRAL_EVENT_STREAM_SECONDS", "25"))
 CORRAL_HOOKS_DIR = Path(os.environ.get("CORRAL_HOOKS_DIR", BASE_DIR / "var" / "hooks"))
@@ -344,6 +346,8 @@ CORRAL_SCHEDULING_UNIT_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULING_UNIT_TI
 VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))
 VMPOOL_MONITOR_BATCH_SIZE = int(os.environ.get("VMPOOL_MONITOR_BATCH_SIZE", "5"))
 VMPOOL_MONITOR_MAX_ATTEMPTS = int(os.environ.get("VMPOOL_MONITOR_MAX_ATTEMPTS", "3"))
+# A burst of allocations queues one monitor nudge per pool per this many seconds.
+VMPOOL_NUDGE_INTERVAL = float(os.environ.get("VMPOOL_NUDGE_INTERVAL", "5"))
 
 # Leases: how long before its end a lease is warned, the longest lease, per-user quotas
 # (0 = no limit) on what one user's live leases may hold at once, and how often leases short

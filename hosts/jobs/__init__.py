@@ -21,7 +21,13 @@ from hosts.jobs.context import (
     log_extra,
     worker_name,
 )
-from hosts.jobs.dispatch import dispatch_next, request_cancel, submit, submit_many
+from hosts.jobs.dispatch import (
+    dispatch_next,
+    request_cancel,
+    submit,
+    submit_many,
+    submit_to_idle_vm,
+)
 from hosts.jobs.reaper import reap
 from hosts.jobs.runner import OPERATIONS, register_operation, run
 from hosts.jobs.settle import changed_outside, finish_vm
@@ -45,5 +51,6 @@ __all__ = [
     "run",
     "submit",
     "submit_many",
+    "submit_to_idle_vm",
     "worker_name",
 ]

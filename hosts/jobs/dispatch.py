@@ -68,6 +68,49 @@ def submit(
     return job
 
 
+def submit_to_idle_vm(
+    kind: str,
+    vm: VirtualMachine,
+    *,
+    params: dict | None = None,
+    requested_by=None,
+    also_emit: list[dict] = (),
+) -> Job:
+    """Queue a job on a VM the caller has locked and found with no queued or running job, in
+    two statements: the job, and its event with ``also_emit`` (``events.emit_many`` rows) in
+    one insert. The job heads the VM's queue, so it is handed to a task worker at commit.
+
+    For a hot path that has just locked and checked the VM (an allocation); anything else
+    goes through ``submit``, which locks and looks for itself.
+    """
+    from django_q.tasks import async_task
+
+    params = params or {}
+    job = Job.objects.create(
+        kind=kind,
+        vm=vm,
+        params=params,
+        requested_by=requested_by,
+        target_name=str(vm),
+        dispatched_at=timezone.now(),
+    )
+    requested = dict(
+        kind=EventKind.JOB,
+        object_type="job",
+        object_id=job.pk,
+        message=f"{job.get_kind_display()} requested",
+        data={"state": job.state, "progress": 0.0, "step": "", "kind": kind},
+        vm_id=vm.pk,
+        cluster_id=vm.cluster_id,
+        pool_id=vm.pool_id,
+        user_id=job.requested_by_id,
+    )
+    events.emit_many([requested, *also_emit])
+    job_id = job.pk
+    transaction.on_commit(lambda: async_task(RUN_JOB_TASK, job_id, task_name=f"job-{job_id}"))
+    return job
+
+
 def submit_many(
     kind: str, vms: list[VirtualMachine], *, params: dict | None = None, requested_by=None
 ) -> list[Job]:

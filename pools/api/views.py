@@ -1,14 +1,19 @@
 """VM pools API: CRUD with counts, and taking a VM from a pool."""
 
+from django.db import connection
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from hosts.api.serializers import JobSerializer
-from hosts.models import VirtualMachine
+from hosts.models import JobState, VirtualMachine
 from pools import services
 from pools.api.filtersets import VmPoolFilterSet
 from pools.api.serializers import (
@@ -18,7 +23,10 @@ from pools.api.serializers import (
 )
 from pools.models import VmPool
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
-from project.permissions import holds, restrict
+from project.permissions import holds
+from project.row_permissions import holds_sql
+
+ALLOCATE = "pools.allocate_vmpool"
 
 
 class VmPoolViewSet(ScopedModelViewSet):
@@ -29,13 +37,28 @@ class VmPoolViewSet(ScopedModelViewSet):
     filterset_class = VmPoolFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id", "size", "created_at"]
-    action_permissions = {"allocatevm": "pools.allocate_vmpool"}
+    action_permissions = {"allocatevm": ALLOCATE}
 
     def get_queryset(self):
         if self.action != "allocatevm":
             return super().get_queryset()
-        # Taking a VM needs the pool, not its counts (sub-selects over all its VMs).
-        return restrict(VmPool.objects.all(), self.request.user, "pools.view_vmpool")
+        # Taking a VM needs the pool, not its counts (sub-selects over all its VMs); whether
+        # the caller may see it and take from it is read in the same query, from the grants
+        # on this pool and its cluster only.
+        user, table = self.request.user, connection.ops.quote_name(VmPool._meta.db_table)
+        return VmPool.objects.annotate(
+            may_view=RawSQL(*holds_sql(VmPool, user, "pools.view_vmpool", table), BooleanField()),
+            may_allocate=RawSQL(*holds_sql(VmPool, user, ALLOCATE, table), BooleanField()),
+        )
+
+    def check_object_permissions(self, request, obj) -> None:
+        if self.action != "allocatevm":
+            return super().check_object_permissions(request, obj)
+        APIView.check_object_permissions(self, request, obj)  # the permission classes' own
+        if not obj.may_view:
+            raise Http404  # a pool the caller may not see does not exist for them
+        if not obj.may_allocate:
+            raise PermissionDenied(f"You may not {self._verb()} this {obj._meta.verbose_name}.")
 
     def filter_queryset(self, queryset):
         if self.action == "allocatevm":
@@ -84,10 +107,13 @@ class VmPoolViewSet(ScopedModelViewSet):
         """Take a VM: a prestarted one at once, or one that is being started (see its job)."""
         pool = self.get_object()
         allocation = services.allocate_vm(pool, request.user)
-        vm = VirtualMachine.objects.select_related("owner").get(pk=allocation.vm.pk)
+        job = allocation.job
+        if job is not None and job.state == JobState.PENDING:
+            # A job journals from when it runs: a pending one has nothing to read.
+            job._prefetched_objects_cache = {"journal": job.journal.none()}
         return Response(
             PoolAllocationSerializer(
-                {"vm": vm, "job": allocation.job, "instant": allocation.instant},
+                {"vm": allocation.vm, "job": job, "instant": allocation.instant},
                 context=self.get_serializer_context(),
             ).data
         )

@@ -18,7 +18,7 @@ from guardian.models import UserObjectPermission
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
-from pools import services
+from pools import monitor, services
 from pools.models import VmPool
 from project.models import Role
 from tests.conftest import unique
@@ -114,7 +114,7 @@ def queued_tasks(func: str | None = None) -> list[OrmQ]:
 # What a task worker would call for each task the application queues.
 TASK_BODIES = {
     "hosts.tasks.run_job": jobs.run,
-    "pools.tasks.monitor_pool": services.monitor_pool,
+    "pools.tasks.monitor_pool": monitor.run_nudged,
 }
 
 

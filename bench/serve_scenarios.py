@@ -1,0 +1,315 @@
+"""Allocation through a real web server: requests per second of ``POST .../allocatevm/`` beside
+``GET /api/me/`` under the same concurrency, and beside the raw-SQL floor (the statements an
+allocation cannot do without, run directly on the database).
+
+``served_rates(base_url, ...)`` measures any server that serves the bench's database; the
+scenario starts one (``BENCH_SERVE_COMMAND``, ``{port}`` replaced by a free port; gunicorn's
+threaded workers by default) and stops it afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from bench.pool_scenarios import _pool, _remove
+from hosts.models import VirtualMachine
+from project.grants import grant_role
+from project.models import Role
+
+User = get_user_model()
+REPO = Path(__file__).resolve().parent.parent
+CONCURRENCY = 8
+REQUESTS = 400
+DEFAULT_SERVE = (
+    f"{sys.executable} -m gunicorn project.wsgi --bind 127.0.0.1:{{port}} --workers 2 "
+    "--worker-class gthread --threads 4 --timeout 120"
+)
+
+
+def _rate(base_url: str, method: str, path: str, tokens: list[str], total: int) -> dict:
+    """``total`` requests, ``len(tokens)`` at a time (one keep-alive connection and one user
+    each): requests per second, p95 milliseconds and the status codes."""
+    parts = urlsplit(base_url)
+    left = iter(range(total))
+    lock = threading.Lock()
+    times: list[float] = []
+    statuses: Counter = Counter()
+
+    def worker(token: str) -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        headers = {"Authorization": f"Token {token}", "Content-Length": "0"}
+        try:
+            while True:
+                with lock:
+                    if next(left, None) is None:
+                        return
+                start = time.perf_counter()
+                conn.request(method, path, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                with lock:
+                    times.append((time.perf_counter() - start) * 1000)
+                    statuses[response.status] += 1
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, args=(token,)) for token in tokens]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - start
+    p95 = statistics.quantiles(times, n=20, method="inclusive")[18]
+    return {"per_s": total / seconds, "p95": p95, "statuses": dict(statuses), "requests": total}
+
+
+def served_rates(
+    base_url: str, pool_id: int, tokens: list[str], total: int = REQUESTS, rounds: int = 4
+) -> dict:
+    """``GET /api/me/`` and taking a VM from the pool, each ``total`` times at the concurrency
+    of ``tokens`` (one user each, each allowed to take from the pool). The two alternate in
+    ``rounds`` rounds, so a machine whose load drifts during the run weighs on both alike."""
+    _rate(base_url, "GET", "/api/me/", tokens, len(tokens) * 4)  # warm every worker
+    paths = {"me": ("GET", "/api/me/"), "allocate": ("POST", f"/api/vmpools/{pool_id}/allocatevm/")}
+    runs: dict[str, list[dict]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, (method, path) in paths.items():
+            runs[name].append(_rate(base_url, method, path, tokens, total // rounds))
+    figures = {}
+    for name, parts in runs.items():
+        statuses: Counter = Counter()
+        for part in parts:
+            statuses.update(part["statuses"])
+        seconds = sum(part["requests"] / part["per_s"] for part in parts)
+        figures[name] = {
+            "per_s": sum(part["requests"] for part in parts) / seconds,
+            "p95": statistics.median(part["p95"] for part in parts),
+            "statuses": dict(statuses),
+        }
+    return figures
+
+
+# -- the raw-SQL floor ---------------------------------------------------------------------------
+
+
+def floor_statements(vendor: str) -> list[str]:
+    """What an allocation must do at the least, in SQL: lock the user, pick and lock a free
+    running VM, assign it, grant it, say so in the feed."""
+    lock = " FOR UPDATE" if vendor == "postgresql" else ""
+    skip = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
+    return [
+        f"SELECT id FROM auth_user WHERE id = %(user)s{lock}",
+        "SELECT id FROM hosts_virtualmachine WHERE pool_id = %(pool)s AND owner_id IS NULL"
+        f" AND NOT admin_hold AND status = 'up' ORDER BY pool_index, id LIMIT 1{skip}",
+        "UPDATE hosts_virtualmachine SET owner_id = %(user)s WHERE id = %(vm)s",
+        "INSERT INTO guardian_userobjectpermission (permission_id, content_type_id, object_pk,"
+        " user_id) VALUES (%(permission)s, %(content_type)s, %(vm_text)s, %(user)s)",
+        "INSERT INTO project_event (kind, object_type, object_id, message, data, created_at,"
+        " vm_id, pool_id, user_id) VALUES ('changed', 'vm', %(vm)s, 'given', '{}', %(now)s,"
+        " %(vm)s, %(pool)s, %(user)s)",
+    ]
+
+
+def floor_rate(pool_id: int, user_ids: list[int], permission: tuple[int, int], total: int):
+    """Allocations per second running ``floor_statements`` directly, one thread per user."""
+    statements = floor_statements(connection.vendor)
+    left = iter(range(total))
+    lock = threading.Lock()
+
+    def worker(user_id: int) -> None:
+        db = connections["default"]
+        try:
+            while True:
+                with lock:
+                    if next(left, None) is None:
+                        return
+                with db.cursor() as cursor:
+                    cursor.execute("BEGIN")
+                    values = {"user": user_id, "pool": pool_id, "now": timezone.now()}
+                    cursor.execute(statements[0], values)
+                    cursor.execute(statements[1], values)
+                    vm = cursor.fetchone()[0]
+                    values.update(vm=vm, vm_text=str(vm))
+                    values.update(permission=permission[0], content_type=permission[1])
+                    for statement in statements[2:]:
+                        cursor.execute(statement, values)
+                    cursor.execute("COMMIT")
+        finally:
+            db.close()
+
+    threads = [threading.Thread(target=worker, args=(uid,)) for uid in user_ids]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return total / (time.perf_counter() - start), len(statements)
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _database_env() -> dict[str, str]:
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"SQLITE_PATH": str(settings_dict["NAME"])}
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or "5432"
+    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
+
+
+@contextlib.contextmanager
+def web_server():
+    """A web server on the bench's database (DEBUG off, as deployed); yields its base URL."""
+    port = _free_port()
+    command = os.environ.get("BENCH_SERVE_COMMAND", DEFAULT_SERVE).replace("{port}", str(port))
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="project.test_settings",
+        ALLOWED_HOSTS="127.0.0.1",
+        DEBUG="0",
+        HOST="127.0.0.1",
+        PORT=str(port),
+        **_database_env(),
+    )
+    log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in the finally below)
+    process = subprocess.Popen(
+        shlex.split(command),
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"the web server exited: {log.read()[-2000:]!r}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), timeout=1),
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the web server did not listen within 60 s")
+            time.sleep(0.2)
+        yield base_url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+# -- the scenario -------------------------------------------------------------------------------
+
+
+def _takers(pool, count: int) -> list:
+    role = Role.objects.get(name="UserRole")
+    users = []
+    for n in range(count):
+        user, _ = User.objects.get_or_create(username=f"servebench-{pool.pk}-{n}")
+        grant_role(role, pool, user=user)
+        users.append(user)
+    return users
+
+
+def _queries(user, path: str, method: str = "get") -> int:
+    client = APIClient()
+    client.force_authenticate(user)
+    connection.queries_log.clear()
+    with CaptureQueriesContext(connection) as ctx:
+        getattr(client, method)(path)
+    return len(ctx.captured_queries)
+
+
+def served_allocation(measure):
+    """Taking a prestarted VM through a real web server, beside ``GET /api/me/`` and the
+    raw-SQL floor, at CONCURRENCY requests at once."""
+    size = REQUESTS + 50
+    pool = _pool(size, up=size, prestarted=size)
+    floor_pool = _pool(REQUESTS, up=REQUESTS)
+    users = _takers(pool, CONCURRENCY)
+    floor_users = _takers(floor_pool, CONCURRENCY)
+    tokens = [Token.objects.get_or_create(user=user)[0].key for user in users]
+    me_queries = _queries(users[0], "/api/me/")
+    allocate_queries = _queries(users[0], f"/api/vmpools/{pool.pk}/allocatevm/", "post")
+    with web_server() as base_url:
+        rates = served_rates(base_url, pool.pk, tokens)
+    content_type = ContentType.objects.get_for_model(VirtualMachine)
+    permission = Permission.objects.get(content_type=content_type, codename="role_userrole")
+    floor, floor_count = floor_rate(
+        floor_pool.pk, [u.pk for u in floor_users], (permission.pk, content_type.pk), REQUESTS
+    )
+    _remove([pool, floor_pool])
+    me, allocate = rates["me"], rates["allocate"]
+    share = allocate["per_s"] / me["per_s"]
+    server = "BENCH_SERVE_COMMAND" if "BENCH_SERVE_COMMAND" in os.environ else "gunicorn 2x4"
+    return [
+        (
+            f"GET /api/me/ via {server}, {CONCURRENCY} at once",
+            f"{me['per_s']:.0f} req/s, p95 {me['p95']:.0f} ms, {me_queries} queries "
+            f"(+1 token lookup) {me['statuses']}",
+            "(reference)",
+            "-",
+        ),
+        (
+            f"allocate a prestarted VM via {server}, {CONCURRENCY} at once",
+            f"{allocate['per_s']:.0f} req/s = {share:.0%} of /api/me/, p95 "
+            f"{allocate['p95']:.0f} ms, {allocate_queries} queries (+1 token lookup) "
+            f"{allocate['statuses']}",
+            ">= 50% of /api/me/",
+            "yes" if share >= 0.5 and set(allocate["statuses"]) == {200} else "NO",
+        ),
+        (
+            f"raw-SQL floor of an allocation, {CONCURRENCY} at once",
+            f"{floor:.0f} allocations/s, {floor_count} statements; the API reaches "
+            f"{allocate['per_s'] / floor:.0%} of it",
+            "(reference)",
+            "-",
+        ),
+    ]
+
+
+from bench import scenarios  # noqa: E402
+
+scenarios.ALL.append(served_allocation)

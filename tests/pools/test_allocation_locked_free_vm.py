@@ -1,0 +1,113 @@
+"""A free VM whose row another writer holds (the sync writing its status) is still handed
+out: allocation skips locked rows to pass concurrent allocations, but when that leaves it
+nothing it waits for the locks instead of answering "no free VM" (PostgreSQL)."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+from rest_framework.test import APIClient
+
+from hosts.models import VirtualMachine, VmStatus
+from tests.conftest import lock_waiters, wait_until
+from tests.pools.fixtures import add_pool_vms
+
+
+@pytest.fixture
+def postgres_only(transactional_db):
+    if connection.vendor != "postgresql":
+        pytest.skip("holding a row lock from another transaction needs PostgreSQL")
+
+
+def _hold_row(vm, holding: threading.Event, release: threading.Event) -> None:
+    """What the sync does to a VM it reports on: a plain UPDATE in a transaction, here kept
+    open until ``release``."""
+    try:
+        with transaction.atomic():
+            VirtualMachine.objects.filter(pk=vm.pk).update(status=VmStatus.UP)
+            holding.set()
+            release.wait(30)
+    finally:
+        connection.close()
+
+
+def test_the_only_free_vm_locked_by_a_sync_write_is_waited_for_and_handed_out(
+    postgres_only, pool_of, pool_user
+):
+    pool = pool_of()
+    [vm] = add_pool_vms(pool, [VmStatus.UP])
+    user = pool_user(pool)
+    holding, release = threading.Event(), threading.Event()
+    answer = {}
+
+    def allocate() -> None:
+        try:
+            client = APIClient()
+            client.force_authenticate(user)
+            response = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
+            answer["status"], answer["body"] = response.status_code, response.json()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=_hold_row, args=(vm, holding, release))
+    holder.start()
+    try:
+        assert holding.wait(20), "the VM's row was never locked"
+        taker = threading.Thread(target=allocate)
+        taker.start()
+        wait_until(lock_waiters, timeout=20, message="the allocation never waited for the row")
+        assert "status" not in answer  # still waiting, not refused
+    finally:
+        release.set()
+        holder.join(30)
+    taker.join(30)
+
+    assert answer["status"] == 200, answer["body"]
+    assert (answer["body"]["vm"]["id"], answer["body"]["instant"]) == (vm.pk, True)
+    assert VirtualMachine.objects.get(pk=vm.pk).owner_id == user.pk
+
+
+def test_a_pool_whose_only_vm_was_taken_while_waiting_for_it_answers_no_free_vm(
+    postgres_only, pool_of, pool_user, make_user
+):
+    pool = pool_of()
+    [vm] = add_pool_vms(pool, [VmStatus.UP])
+    user = pool_user(pool)
+    first = make_user()
+    holding, release = threading.Event(), threading.Event()
+    answer = {}
+
+    def take_it_first() -> None:
+        # Another allocation that has the VM locked and assigns it before committing.
+        try:
+            with transaction.atomic():
+                VirtualMachine.objects.filter(pk=vm.pk).update(owner=first)
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def allocate() -> None:
+        try:
+            client = APIClient()
+            client.force_authenticate(user)
+            response = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
+            answer["status"], answer["body"] = response.status_code, response.json()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=take_it_first)
+    holder.start()
+    try:
+        assert holding.wait(20), "the VM's row was never locked"
+        taker = threading.Thread(target=allocate)
+        taker.start()
+        wait_until(lock_waiters, timeout=20, message="the allocation never waited for the row")
+    finally:
+        release.set()
+        holder.join(30)
+    taker.join(30)
+
+    assert answer["status"] == 409, answer["body"]
+    assert answer["body"]["detail"] == f"Pool {pool.name} has no free VM left; try again later."
+    assert VirtualMachine.objects.get(pk=vm.pk).owner_id == first.pk
