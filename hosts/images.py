@@ -39,6 +39,8 @@ from project.errors import Refused
 
 HEAD_BYTES = 1024
 QCOW2_MAGIC = b"QFI\xfb"
+QCOW2_CORRUPT = 1 << 1
+QCOW2_EXTERNAL_DATA = 1 << 2
 # Formats recognised only to be refused by name (convert them with qemu-img first).
 FOREIGN_MAGIC = {
     b"KDMV": "VMDK",
@@ -157,7 +159,7 @@ def inspect(kind: str, head: bytes, size: int) -> tuple[str, int]:
 
 
 def _qcow2_virtual_size(head: bytes) -> int:
-    if len(head) < 72:
+    if len(head) < 104:
         raise Refused("unknown_format", "A truncated qcow2 header.", field="file")
     version, backing_offset, _backing_size, _bits, virtual_size = struct.unpack(
         ">IQIIQ", head[4:32]
@@ -171,6 +173,18 @@ def _qcow2_virtual_size(head: bytes) -> int:
             "(qemu-img convert -O qcow2 …).",
             field="file",
         )
+    if version == 3:
+        (incompatible,) = struct.unpack(">Q", head[72:80])
+        if incompatible & QCOW2_EXTERNAL_DATA:
+            # Its data would be read from a file named in the header, on the host.
+            raise Refused(
+                "backing_file",
+                "This qcow2 image keeps its data in an external file; upload a standalone "
+                "image (qemu-img convert -O qcow2 …).",
+                field="file",
+            )
+        if incompatible & QCOW2_CORRUPT:
+            raise Refused("corrupt_image", "This qcow2 image is marked corrupt.", field="file")
     return virtual_size
 
 

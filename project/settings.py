@@ -205,7 +205,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # An affinity group's VM rule and host rule share one set of choices: one enum in the schema.
-    "ENUM_NAME_OVERRIDES": {"AffinityRuleEnum": "scheduling.models.AffinityRule"},
+    "ENUM_NAME_OVERRIDES": {
+        "AffinityRuleEnum": "scheduling.models.AffinityRule",
+        "ImageKindEnum": "hosts.models.images.ImageKind",
+        "ImageStatusEnum": "hosts.models.images.ImageStatus",
+    },
 }
 
 # django-q2: the ORM broker by default (no extra service), Redis when REDIS_URL is set.

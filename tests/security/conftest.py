@@ -22,6 +22,7 @@ from hosts.models import (
     Cluster,
     ExternalDomain,
     Host,
+    Image,
     Job,
     Template,
     VirtualMachine,
@@ -46,6 +47,7 @@ class World:
     cluster: Cluster
     host: Host
     template: Template
+    image: Image
     pool: VmPool
     pool_vms: list[VirtualMachine]
     vm: VirtualMachine
@@ -77,6 +79,16 @@ def build_world() -> World:
     )
     template = Template.objects.create(
         name=unique("sec-tmpl"), cluster=cluster, vcpus=1, memory_mb=128, disk_gb=1
+    )
+    image = Image.objects.create(
+        name=unique("sec-image"),
+        cluster=cluster,
+        kind="disk",
+        format="raw",
+        size_bytes=512,
+        virtual_size_bytes=512,
+        sha256="0" * 64,
+        file="absent",
     )
     pool = VmPool.objects.create(
         name=unique("sec-pool"), cluster=cluster, template=template, size=2, max_user_vms=2
@@ -134,6 +146,7 @@ def build_world() -> World:
         cluster=cluster,
         host=host,
         template=template,
+        image=image,
         pool=pool,
         pool_vms=pool_vms,
         vm=vm,

@@ -38,6 +38,7 @@ def object_ids(world: World) -> dict[str, object]:
         "externaldomains": world.external_domain.pk,
         "groups": world.group.pk,
         "hosts": world.host.pk,
+        "images": world.image.pk,
         "jobs": world.job.pk,
         "leases": world.lease.pk,
         "permissions": world.user_grant_id,

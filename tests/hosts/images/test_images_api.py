@@ -88,6 +88,23 @@ def test_a_qcow2_with_a_backing_file_is_refused(admin_user, client_for, image_st
     assert stored_files(image_store) == []
 
 
+def test_a_qcow2_keeping_its_data_in_an_external_file_is_refused(
+    admin_user, client_for, image_store, tmp_path
+):
+    image = tmp_path / "split.qcow2"
+    subprocess.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-o", f"data_file={tmp_path / 'data'}"]
+        + [str(image), "1M"],
+        check=True,
+    )
+
+    response = upload(client_for(admin_user), "split-disk", "disk", image.read_bytes())
+
+    assert response.status_code == 400, response.content
+    assert "external file" in str(response.json()["file"])
+    assert stored_files(image_store) == []
+
+
 def test_an_unknown_declared_format_is_a_field_error(admin_user, client_for, image_store):
     response = upload(client_for(admin_user), "vmdk-disk", "disk", b"\0" * 512, format="vmdk")
 
