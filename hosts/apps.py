@@ -14,7 +14,7 @@ class HostsConfig(AppConfig):
         # runner by its kind.
         from django_q.signals import post_spawn
 
-        from hosts import dashboard, demo, jobs, metrics, operations, roles, tasks  # noqa: F401
+        from hosts import dashboard, demo, jobs, metrics, operations, roles, syncer, tasks  # noqa: F401
         from project import events, loops, scopes
         from project import metrics as project_metrics
 
@@ -35,3 +35,4 @@ class HostsConfig(AppConfig):
         demo.register()
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
+        post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")
