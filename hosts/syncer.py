@@ -2,9 +2,9 @@
 
 Every worker of a task cluster starts a syncer thread when it starts (django-q2's
 ``post_spawn``); one per cluster wins the cluster's heartbeat row and syncs, the others wait
-and take over if its worker dies. Each round (``CORRAL_TICK_SECONDS``) the syncer renews its
-heartbeat, holds its fair share of the hosts, and syncs each host it holds every
-``CORRAL_SYNC_INTERVAL`` seconds — at once when a libvirt lifecycle event arrives — on
+and take over if its worker dies. Four times a lease the syncer renews its heartbeat and
+holds its fair share of the hosts; each round (``CORRAL_TICK_SECONDS``) it syncs each host it
+holds every ``CORRAL_SYNC_INTERVAL`` seconds — at once when a libvirt lifecycle event arrives — on
 ``CORRAL_SYNC_THREADS`` threads. The hosts it found Up get their ``last_seen_at`` in one write
 every half interval; a host whose report did not change writes nothing of its own.
 """
@@ -59,6 +59,8 @@ class Syncer:
         self.in_flight: set[int] = set()
         self.last_flush = time.monotonic()
         self.holding = False
+        self.held: dict[int, str] = {}
+        self.last_claim = -1e9
         self.syncs = 0
 
     def on_lifecycle_event(self, uri: str, domain_uuid: str, event: str) -> None:
@@ -101,21 +103,25 @@ class Syncer:
         """One round: heartbeat, claims, the syncs that are due; False while another process
         of the member syncs."""
         lease = lease_seconds()
-        self.holding = shard.announce(self.member, self.holder, lease)
+        now = time.monotonic()
+        # Heartbeat and claims four times a lease: often enough that a dead cluster's hosts
+        # are taken within two intervals, seldom enough to cost little on every tick.
+        if now - self.last_claim >= lease / 4:
+            self.last_claim = now
+            self.holding = shard.announce(self.member, self.holder, lease)
+            self.held = shard.claim_share(self.member, lease) if self.holding else {}
+            if listener is not None:
+                listener.watch(self.held.values())
         if not self.holding:
             return False
-        held = shard.claim_share(self.member, lease)
-        if listener is not None:
-            listener.watch(held.values())
+        held = self.held
         with self.lock:
             urgent, self.urgent = self.urgent, set()
-        now = time.monotonic()
-        for host_id in list(self.last_sync):
-            if host_id not in held:
-                self.last_sync.pop(host_id)
-        for host_id, uri in held.items():
-            due = now - self.last_sync.get(host_id, -1e9) >= settings.CORRAL_SYNC_INTERVAL
-            with self.lock:
+            for host_id in list(self.last_sync):
+                if host_id not in held:
+                    self.last_sync.pop(host_id)
+            for host_id, uri in held.items():
+                due = now - self.last_sync.get(host_id, -1e9) >= settings.CORRAL_SYNC_INTERVAL
                 if (due or uri in urgent) and host_id not in self.in_flight:
                     self.in_flight.add(host_id)
                     self.last_sync[host_id] = now
