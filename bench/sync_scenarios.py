@@ -12,6 +12,7 @@ oldest ``last_seen_at`` seen while sampling). They add themselves to ``bench.sce
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,6 +190,7 @@ def sharded_sync(measure):
         per_interval, oldest = _phase(uri, 2, interval=interval, window=4 * interval)
     finally:
         simhosts.stop_light(server)
+        shutil.rmtree(server.directory, ignore_errors=True)
     ratio = two / one if one else 0.0
     label = f"{HOSTS:,} light hosts × {VMS} VMs (load {os.getloadavg()[0]:.1f})"
     return [

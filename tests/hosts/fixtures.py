@@ -4,6 +4,7 @@ Loaded for the whole suite (tests/conftest.py): the pool, lease, admin, browser 
 reliability tests use them too."""
 
 import os
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -154,6 +155,7 @@ def light_server():
     simhosts.start_light(server)
     yield server
     simhosts.stop_light(server)
+    shutil.rmtree(server.directory, ignore_errors=True)
 
 
 @pytest.fixture

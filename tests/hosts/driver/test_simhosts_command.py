@@ -1,5 +1,6 @@
 """manage.py simhosts: start N daemons and register them as Hosts; stop only those."""
 
+import shutil
 import tempfile
 from io import StringIO
 from pathlib import Path
@@ -49,6 +50,7 @@ def light_dir(settings):
     settings.CORRAL_SIMHOSTS_DIR = base
     yield base
     call_command("simhosts", "stop", stdout=StringIO())
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def test_start_light_registers_hosts_of_one_process_with_their_vms_and_stop_ends_it(db, light_dir):
