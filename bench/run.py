@@ -2,6 +2,7 @@
 
     make bench                      # SQLite
     DATABASE_URL=postgres://... make bench
+    BENCH_ONLY=sharded_sync make bench   # only the scenarios whose name holds this
 
 Figures are wall-clock on this machine plus query counts; goals come from the issues.
 """
@@ -56,8 +57,10 @@ def main() -> None:
     old_config = setup_databases(verbosity=0, interactive=False)
     rows = []
     try:
+        only = os.environ.get("BENCH_ONLY", "")
         for scenario in scenarios.ALL:
-            rows.extend(scenario(measure))
+            if only in scenario.__name__:
+                rows.extend(scenario(measure))
     finally:
         from project.events import stop_listener
 

@@ -15,13 +15,25 @@ class HostsConfig(AppConfig):
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured. Importing operations registers each with the job
         # runner by its kind.
+        from django.conf import settings
         from django_q.signals import post_spawn
 
-        from hosts import dashboard, demo, jobs, metrics, operations, roles, tasks  # noqa: F401
+        from hosts import (  # noqa: F401
+            dashboard,
+            demo,
+            jobs,
+            metrics,
+            operations,
+            roles,
+            syncer,
+            tasks,
+        )
+        from hosts.driver import uris
         from hosts.jobs import retention
         from project import events, loops, scopes
         from project import metrics as project_metrics
 
+        uris.allow_lightsim_folder(str(settings.CORRAL_SIMHOSTS_DIR))
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
         roles.register()
@@ -42,3 +54,4 @@ class HostsConfig(AppConfig):
         demo.register()
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
+        post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")

@@ -1,4 +1,5 @@
-"""Simulated hosts: one libvirt daemon per host, serving libvirt's test driver.
+"""Simulated hosts: one libvirt daemon per host, serving libvirt's test driver; and light
+simulated hosts, all served by one process without libvirt (``hosts/lightsim.py``).
 
 Every process (web server, task workers, tests) reaches a simulated host over libvirt's real
 RPC, so they all see the same domains. Each daemon runs in session mode as an unprivileged
@@ -16,6 +17,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +56,8 @@ class SimHost:
         return pid if _alive(pid) else None
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a running libvirtd (not gone, not a zombie, not a reused pid)."""
+def _alive(pid: int, program: bytes = b"libvirtd") -> bool:
+    """Whether ``pid`` is a running ``program`` (not gone, not a zombie, not a reused pid)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reap it if it is our own exited child
     try:
@@ -64,7 +66,7 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
-    return state != "Z" and b"libvirtd" in command
+    return state != "Z" and program in command
 
 
 def start(host: SimHost, timeout: float = 15.0) -> int:
@@ -141,11 +143,11 @@ def stop(host: SimHost, timeout: float = 10.0) -> bool:
     return True
 
 
-def _kill_and_wait(pid: int, timeout: float = 10.0) -> None:
+def _kill_and_wait(pid: int, timeout: float = 10.0, program: bytes = b"libvirtd") -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while _alive(pid, program) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -166,3 +168,75 @@ def discover(base: Path) -> list[SimHost]:
         # Links name real QEMU hosts' short folders: hosts/qemuhosts.py lists those.
         if path.is_dir() and not path.is_symlink() and (path / PID_FILE).exists()
     ]
+
+
+# -- light simulated hosts: one process serves them all (hosts/lightsim.py) ----------------------
+
+LIGHT_FOLDER = "lightsim"
+LIGHT_PID_FILE = "corral-lightsim.pid"
+
+
+@dataclass(frozen=True)
+class LightServer:
+    """The one process serving every light simulated host under ``directory``."""
+
+    directory: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "sock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.directory / LIGHT_PID_FILE
+
+    def uri(self, name: str) -> str:
+        return f"lightsim+unix:///{name}?socket={self.socket}"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _alive(pid, b"hosts.lightsim") else None
+
+
+def light_server(base: Path) -> LightServer:
+    return LightServer(base / LIGHT_FOLDER)
+
+
+def start_light(server: LightServer, timeout: float = 15.0) -> int:
+    """Start the light hosts' process unless it runs already; returns its pid."""
+    running = server.pid()
+    if running is not None and server.socket.exists():
+        return running
+    server.directory.mkdir(parents=True, exist_ok=True)
+    log = open(server.directory / "lightsim.log", "ab")  # noqa: SIM115 (owned by the process)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hosts.lightsim", str(server.socket)],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    server.pid_file.write_text(f"{process.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.socket.exists():
+            return process.pid
+        if process.poll() is not None:
+            raise SimHostError(f"The light hosts' process exited with {process.returncode}")
+        time.sleep(0.05)
+    raise SimHostError(f"The light hosts' process did not open its socket within {timeout:.0f} s")
+
+
+def stop_light(server: LightServer) -> bool:
+    """Stop the light hosts' process this module started (by its recorded pid)."""
+    pid = server.pid()
+    server.pid_file.unlink(missing_ok=True)
+    if pid is None:
+        return False
+    _kill_and_wait(pid, program=b"hosts.lightsim")
+    return True

@@ -3,21 +3,19 @@
 The ticker is one long-running task (CORRAL_TICKER_RUN_SECONDS, 15 s by default) held by a
 loop lock, so exactly one runs across all task clusters; before it ends it queues its
 successor, and a schedule every minute
-(plus every worker start) revives the chain if its cluster died. Each tick it syncs the hosts
-that are due (every CORRAL_SYNC_INTERVAL seconds, or at once after a libvirt lifecycle event)
-and runs the loops the apps registered (``project.loops``) that are due: hosts' own reaper of
-jobs whose worker died, the lease events, the balancers, the prestart monitor, the pruning of
-old events. When interval loops last ran is kept in the database (loop locks that expire when
-the next run is due), not in the ticker: a ticker lives 15 s, less than their intervals, and a
-fresh one must neither skip them nor run them again too soon.
+(plus every worker start) revives the chain if its cluster died. Each tick it runs the loops
+the apps registered (``project.loops``) that are due: hosts' own reaper of jobs whose worker
+died, the lease events, the balancers, the prestart monitor, the pruning of old events. When
+interval loops last ran is kept in the database (loop locks that expire when the next run is
+due), not in the ticker: a ticker lives 15 s, less than their intervals, and a fresh one must
+neither skip them nor run them again too soon. Hosts are synced by every task cluster, each
+its share (``hosts.syncer``), not by the ticker.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -30,8 +28,7 @@ from django_q.models import Schedule
 from django_q.tasks import async_task
 
 from hosts import jobs, sync
-from hosts.driver import LifecycleListener
-from hosts.models import Host, HostStatus
+from hosts.syncer import cluster_id
 from project import loops
 
 logger = logging.getLogger(__name__)
@@ -62,17 +59,8 @@ class Ticker:
         self.holder = f"{jobs.worker_name()}:{uuid.uuid4().hex[:8]}"
         self.ttl = max(10.0, 5 * settings.CORRAL_TICK_SECONDS)
         self.wake = threading.Event()
-        self.urgent: set[str] = set()
-        self.urgent_lock = threading.Lock()
-        self.last_sync: dict[int, float] = {}
-        self.in_flight: set[int] = set()
         self.running_loops: set[tuple[str, Any]] = set()
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="host-sync")
-
-    def on_lifecycle_event(self, uri: str, domain_uuid: str, event: str) -> None:
-        with self.urgent_lock:
-            self.urgent.add(uri)
-        self.wake.set()
 
     def run(self, seconds: float) -> str:
         if not loops.acquire(TICKER_LOCK, self.holder, self.ttl):
@@ -81,7 +69,6 @@ class Ticker:
                 return "another ticker runs"
             if not loops.acquire(TICKER_LOCK, self.holder, self.ttl, wait=self.ttl):
                 return "another ticker runs"
-        listener = LifecycleListener(self.on_lifecycle_event)
         ends = time.monotonic() + seconds
         parent = os.getppid()
         try:
@@ -91,7 +78,7 @@ class Ticker:
                 if not loops.renew(TICKER_LOCK, self.holder, self.ttl):
                     return "lost the ticker lock"
                 try:
-                    self.tick(listener)
+                    self.tick()
                 except Exception:
                     # One bad tick (a database hiccup, a host driver surprise) must not break
                     # the chain: the next tick tries again.
@@ -101,22 +88,10 @@ class Ticker:
                 self.wake.clear()
             return "done"
         finally:
-            listener.close()
             self.pool.shutdown(wait=True)
             loops.release(TICKER_LOCK, self.holder)
 
-    def tick(self, listener: LifecycleListener) -> None:
-        hosts = list(Host.objects.exclude(status=HostStatus.MAINTENANCE).values_list("pk", "uri"))
-        listener.watch(uri for _, uri in hosts)
-        with self.urgent_lock:
-            urgent, self.urgent = self.urgent, set()
-        now = time.monotonic()
-        for host_id, uri in hosts:
-            due = now - self.last_sync.get(host_id, 0) >= settings.CORRAL_SYNC_INTERVAL
-            if (due or uri in urgent) and host_id not in self.in_flight:
-                self.in_flight.add(host_id)
-                self.last_sync[host_id] = now
-                self.pool.submit(self._sync, host_id)
+    def tick(self) -> None:
         # One read says which interval loops wait; a claim (a write) is tried only for one due.
         waiting = loops.not_due(loops.DUE)
         for loop in loops.registered():
@@ -158,14 +133,6 @@ class Ticker:
             self.running_loops.discard((loop.name, key))
             connection.close()
 
-    def _sync(self, host_id: int) -> None:
-        try:
-            sync_host(host_id)
-        except Exception:
-            logger.exception("sync of host %s failed", host_id)
-        finally:
-            self.in_flight.discard(host_id)
-
 
 def tick(seconds: float | None = None) -> str:
     """The ticker task: run the periodic loops for a while, then queue the next one."""
@@ -197,8 +164,7 @@ def revive_ticker(sender=None, proc_name: str = "", **kwargs) -> None:
         # Every worker of a starting cluster gets here; one queued ticker is enough. The lock
         # is the cluster's own (its workers share the sentinel as parent): a cluster started
         # right after another one died must not wait for the dead one's lock to expire.
-        cluster = hashlib.sha1(f"{socket.gethostname()}:{os.getppid()}".encode()).hexdigest()
-        if loops.acquire(f"{TICKER_LOCK}-revival-{cluster[:16]}", proc_name or "worker", ttl=15):
+        if loops.acquire(f"{TICKER_LOCK}-revival-{cluster_id()}", proc_name or "worker", ttl=15):
             loops.forget_expired(f"{TICKER_LOCK}-revival-")
             queue_tick()
     except Exception:  # the broker may not be reachable yet; the schedule catches up

@@ -315,6 +315,8 @@ CONTENT_SECURITY_POLICY = {
 
 # Timing of Corral's background loops (seconds unless named otherwise).
 CORRAL_SYNC_INTERVAL = float(os.environ.get("CORRAL_SYNC_INTERVAL", "5"))
+# Threads each task cluster syncs its share of the hosts with (hosts/syncer.py).
+CORRAL_SYNC_THREADS = int(os.environ.get("CORRAL_SYNC_THREADS", "4"))
 CORRAL_TICK_SECONDS = float(os.environ.get("CORRAL_TICK_SECONDS", "1"))
 CORRAL_TICKER_RUN_SECONDS = float(os.environ.get("CORRAL_TICKER_RUN_SECONDS", "15"))
 CORRAL_JOB_HEARTBEAT_INTERVAL = float(os.environ.get("CORRAL_JOB_HEARTBEAT_INTERVAL", "2"))

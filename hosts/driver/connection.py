@@ -118,6 +118,8 @@ def connection(uri: str) -> libvirt.virConnect:
     reason = refusal(uri)
     if reason is not None:
         raise UriRefused(f"Corral does not open this host's URI: {reason}", uri=uri)
+    if uri.startswith("lightsim+"):
+        raise NotSupported(f"The light simulated host at {uri} has no libvirt connection.", uri=uri)
     ensure_event_loop()
     with _lock:
         _forget_after_fork()

@@ -10,6 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
+from hosts.driver import lightsim
 from hosts.driver.connection import DriverError, call, translate
 from hosts.driver.volumes import PoolSpace, pool_space, running_pool
 
@@ -193,6 +194,8 @@ def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> Hos
     ``getAllDomainStats`` call), the storage pool's space and the hypervisor. With
     ``storage_path``, a missing pool is made there (a directory pool); without, a missing pool
     reports no storage."""
+    if lightsim.handles(uri):
+        return lightsim.host_report(uri)
 
     def read(conn: libvirt.virConnect) -> HostReport:
         read_at = datetime.now(UTC)
@@ -241,6 +244,8 @@ def _state(dom: libvirt.virDomain) -> str:
 
 def domain_power_state(uri: str, uuid: str) -> str | None:
     """The raw power state of one domain, or None when the host has no such domain."""
+    if lightsim.handles(uri):
+        return lightsim.domain_power_state(uri, uuid)
 
     def read(conn):
         try:
@@ -255,6 +260,8 @@ def domain_power_state(uri: str, uuid: str) -> str | None:
 
 def define(uri: str, spec: DomainSpec) -> None:
     """Define (or redefine) the domain for ``spec``; its UUID stays the VM's UUID."""
+    if lightsim.handles(uri):
+        return lightsim.define(uri, spec)
 
     def run(conn):
         try:
@@ -283,6 +290,8 @@ def define(uri: str, spec: DomainSpec) -> None:
 
 def start(uri: str, uuid: str) -> None:
     """Start the domain; a running domain is left as it is."""
+    if lightsim.handles(uri):
+        return lightsim.power(uri, "start", uuid, "start the VM")
 
     def run(conn):
         dom = _domain(conn, uuid)
@@ -294,6 +303,8 @@ def start(uri: str, uuid: str) -> None:
 
 def shutdown(uri: str, uuid: str) -> None:
     """Ask the guest to shut down (ACPI); the caller waits for the domain to stop."""
+    if lightsim.handles(uri):
+        return lightsim.power(uri, "shutdown", uuid, "shut the VM down")
 
     def run(conn):
         dom = _domain(conn, uuid)
@@ -305,6 +316,8 @@ def shutdown(uri: str, uuid: str) -> None:
 
 def power_off(uri: str, uuid: str) -> None:
     """Stop the domain at once, like pulling the plug."""
+    if lightsim.handles(uri):
+        return lightsim.power(uri, "power_off", uuid, "power the VM off")
 
     def run(conn):
         dom = _domain(conn, uuid)
@@ -315,15 +328,21 @@ def power_off(uri: str, uuid: str) -> None:
 
 
 def suspend(uri: str, uuid: str) -> None:
+    if lightsim.handles(uri):
+        return lightsim.power(uri, "suspend", uuid, "suspend the VM")
     call(uri, "suspend the VM", lambda conn: _domain(conn, uuid).suspend())
 
 
 def resume(uri: str, uuid: str) -> None:
+    if lightsim.handles(uri):
+        return lightsim.power(uri, "resume", uuid, "resume the VM")
     call(uri, "resume the VM", lambda conn: _domain(conn, uuid).resume())
 
 
 def undefine(uri: str, uuid: str) -> None:
     """Remove the domain (stopping it first) with its snapshot metadata; gone already is fine."""
+    if lightsim.handles(uri):
+        return lightsim.power(uri, "undefine", uuid, "remove the VM from the host")
 
     def run(conn):
         try:

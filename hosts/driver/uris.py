@@ -78,6 +78,43 @@ def refusal(uri: str) -> str | None:
     return None
 
 
+# Folders whose Unix sockets light simulated hosts (``hosts/lightsim.py``) may be reached on:
+# set by the app (``allow_lightsim_folder``), none by default.
+LIGHTSIM_FOLDERS: list[str] = []
+_LIGHTSIM = re.compile(r"lightsim\+unix:///(?P<name>[^?]*)\?socket=(?P<socket>[^&;=?]*)")
+LIGHTSIM_SHAPE = (
+    "A light simulated host's URI is lightsim+unix:///NAME?socket=/path/to/socket, nothing more."
+)
+
+
+def allow_lightsim_folder(folder: str) -> None:
+    """Accept light simulated hosts whose socket lies under ``folder``."""
+    folder = folder.rstrip("/")
+    if folder and folder not in LIGHTSIM_FOLDERS:
+        LIGHTSIM_FOLDERS.append(folder)
+        refusal.cache_clear()
+
+
+def _check_lightsim(uri: str) -> None:
+    """``lightsim+unix:///NAME?socket=PATH``: a plain host name and a socket path under an
+    allowed folder; no other part. Nothing in it names a program: the driver only connects
+    to the socket and exchanges JSON lines."""
+    match = _LIGHTSIM.fullmatch(uri)
+    if match is None:
+        raise _Refused(LIGHTSIM_SHAPE)
+    if not _DNS_LABEL.fullmatch(match["name"]):
+        raise _Refused(f"{match['name']!r} is not a light simulated host's name.")
+    path = match["socket"]
+    _file_path("socket", path)
+    if ".." in path.split("/"):
+        raise _Refused("The socket path may not hold '..'.")
+    if not any(path.startswith(folder + "/") for folder in LIGHTSIM_FOLDERS):
+        raise _Refused(
+            "A light simulated host's socket must lie under the simulated hosts' folder "
+            "(CORRAL_SIMHOSTS_DIR)."
+        )
+
+
 def _check(uri: str) -> None:
     if not uri:
         raise _Refused("Give a libvirt URI, for example qemu+ssh://root@host1/system.")
@@ -89,6 +126,9 @@ def _check(uri: str) -> None:
         raise _Refused(PASSWORD)
     if "%" in uri:
         raise _Refused(PERCENT)
+    if uri.startswith(("lightsim+", "lightsim:")):
+        _check_lightsim(uri)
+        return
     match = _URI.fullmatch(uri)
     if match is None or not match["scheme"]:
         raise _Refused(NOT_A_URI)

@@ -125,6 +125,9 @@ class Host(models.Model):
     )
     machine = models.CharField(max_length=64, blank=True, editable=False)
     emulator = models.CharField(max_length=255, blank=True, editable=False)
+    # Which task cluster syncs the host, and until when (hosts/sync/shard.py); "" for none.
+    sync_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
+    sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

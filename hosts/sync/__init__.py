@@ -12,7 +12,8 @@ were: it is never opened, so nothing is known of them. Each report
 also starts or stops the host's over-utilization clock (``overloaded_since``).
 
 ``report`` applies a host's report, ``failures`` marks a host that cannot be asked,
-``reconcile`` maps power states to statuses and asks a host about one VM after a job.
+``reconcile`` maps power states to statuses and asks a host about one VM after a job,
+``shard`` shares the hosts out among task clusters (leases on hosts, with heartbeats).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hosts import driver
 from hosts.models import Host, HostStatus
 from hosts.sync.failures import mark_refused, mark_unreachable
 from hosts.sync.reconcile import reconcile_vm, status_for, vm_changed
-from hosts.sync.report import REPEAT_WRITE_CAP, SyncResult, apply_report
+from hosts.sync.report import REPEAT_WRITE_CAP, SyncResult, apply_report, not_held
 
 __all__ = [
     "REPEAT_WRITE_CAP",
@@ -36,15 +37,22 @@ __all__ = [
 ]
 
 
-def sync_host(host_id: int) -> SyncResult:
-    """Read one host's report and bring the DB in step with it."""
+def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
+    """Read one host's report and bring the DB in step with it.
+
+    With ``owner`` (a task cluster syncing its share, ``hosts.sync.shard``), nothing is read
+    or written unless that task cluster holds the host; it is checked again, under the host
+    row's lock, before anything is written.
+    """
     host = Host.objects.get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
+    if not_held(host, owner):
+        return SyncResult(host_status=host.status, skipped=True)
     try:
         report = driver.host_report(host.uri, host.storage_pool, host.storage_path)
     except driver.UriRefused as exc:
-        return mark_refused(host_id, exc.message)
+        return mark_refused(host_id, exc.message, owner)
     except driver.DriverError as exc:
-        return mark_unreachable(host_id, exc.message)
-    return apply_report(host_id, report)
+        return mark_unreachable(host_id, exc.message, owner)
+    return apply_report(host_id, report, owner)

@@ -9,17 +9,19 @@ from django.utils import timezone
 from hosts.models import Host, HostStatus, Job, PowerState, VirtualMachine, VmStatus
 from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import host_unreachable
-from hosts.sync.report import SyncResult
+from hosts.sync.report import SyncResult, not_held
 from project import events
 
 
 @transaction.atomic
-def mark_refused(host_id: int, detail: str) -> SyncResult:
+def mark_refused(host_id: int, detail: str, owner: str | None = None) -> SyncResult:
     """Host Error: its URI is one Corral never opens. One alert (when it becomes so); its VMs
     are left as they are — the host was not asked, so nothing is known of them."""
     host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
+    if not_held(host, owner):
+        return SyncResult(host_status=host.status, skipped=True)
     result = SyncResult(host_status=HostStatus.ERROR)
     detail = detail[:500]
     if (host.status, host.status_detail) == (HostStatus.ERROR, detail):
@@ -38,11 +40,13 @@ def mark_refused(host_id: int, detail: str) -> SyncResult:
 
 
 @transaction.atomic
-def mark_unreachable(host_id: int, detail: str) -> SyncResult:
+def mark_unreachable(host_id: int, detail: str, owner: str | None = None) -> SyncResult:
     """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
     host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
+    if not_held(host, owner):
+        return SyncResult(host_status=host.status, skipped=True)
     result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)
     if host.status != HostStatus.NON_RESPONSIVE:
         Host.objects.filter(pk=host.pk).update(

@@ -53,6 +53,13 @@ class SyncResult:
     host_status: str
     vms_written: int = 0
     alerts: list[str] = field(default_factory=list)
+    skipped: bool = False  # the host is another task cluster's to sync now
+
+
+def not_held(host: Host, owner: str | None) -> bool:
+    """Whether a sync for ``owner`` (a task cluster; None: any caller) must leave the host
+    alone: another task cluster holds it now (``hosts.sync.shard``)."""
+    return owner is not None and host.sync_owner != owner
 
 
 def _record_power(vm: VirtualMachine, state: str, host: Host, now) -> set[str]:
@@ -127,7 +134,7 @@ def _follow_host(vm: VirtualMachine, host: Host, state: str, busy: bool) -> tupl
 
 
 @transaction.atomic
-def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
+def apply_report(host_id: int, report: driver.HostReport, owner: str | None = None) -> SyncResult:
     """Write what a host report changes (the host row is locked: one sync per host at a time).
 
     The lock is FOR NO KEY UPDATE: it keeps syncs of one host apart, yet lets a job that holds
@@ -137,6 +144,8 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
     host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)  # put in maintenance while it was read
+    if not_held(host, owner):
+        return SyncResult(host_status=host.status, skipped=True)  # its lease moved on
     now = timezone.now()
     result = SyncResult(host_status=HostStatus.UP)
     reported = {d.uuid: d for d in report.domains}

@@ -3,6 +3,8 @@
 Loaded for the whole suite (tests/conftest.py): the pool, lease, admin, browser and
 reliability tests use them too."""
 
+import os
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -10,10 +12,12 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from hosts import driver, jobs, sync
+from hosts import driver, jobs, simhosts, sync
+from hosts.driver import lightsim
 from hosts.models import Host, Job, VirtualMachine
 from project.permissions import permission_for
 from project.roles import ensure_grant_permissions
+from tests.conftest import unique
 
 
 @pytest.fixture
@@ -173,5 +177,36 @@ def make_image(db, image_store):
         )
         (image_store / image.file).write_bytes(content)
         return image
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def light_server():
+    """One process serving light simulated hosts (hosts/lightsim.py) for the whole run."""
+    from django.conf import settings
+
+    server = simhosts.LightServer(settings.CORRAL_SIMHOSTS_DIR / f"light-tests-{os.getpid()}")
+    simhosts.start_light(server)
+    yield server
+    simhosts.stop_light(server)
+    shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def light_hosts(db, light_server, make_cluster):
+    """light_hosts(count, vms=0, latency_ms=0) -> new light hosts (each with ``vms`` running
+    domains) registered in a new cluster, not synced yet."""
+
+    def make(count: int, vms: int = 0, latency_ms: float = 0) -> list[Host]:
+        cluster = make_cluster()
+        hosts = []
+        for _ in range(count):
+            name = unique("light")
+            uri = light_server.uri(name)
+            lightsim.control(uri, "add", vms=vms, latency_ms=latency_ms)
+            hosts.append(Host(name=name, cluster=cluster, uri=uri))
+        Host.objects.bulk_create(hosts)
+        return list(Host.objects.filter(cluster=cluster).order_by("pk"))
 
     return make

@@ -1,5 +1,6 @@
 """manage.py simhosts: start N daemons and register them as Hosts; stop only those."""
 
+import shutil
 import tempfile
 from io import StringIO
 from pathlib import Path
@@ -39,3 +40,37 @@ def test_stop_ends_the_daemons_it_started(db, simhosts_dir):
     assert "stopped" in out.getvalue()
     with pytest.raises(driver.HostUnreachable):
         driver.host_report(uri)
+
+
+@pytest.fixture
+def light_dir(settings):
+    """A folder for the light hosts' process under the simulated hosts' folder (the one the
+    allowlist accepts light host sockets in)."""
+    Path(settings.CORRAL_SIMHOSTS_DIR).mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="cmd-", dir=settings.CORRAL_SIMHOSTS_DIR))
+    settings.CORRAL_SIMHOSTS_DIR = base
+    yield base
+    call_command("simhosts", "stop", stdout=StringIO())
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_start_light_registers_hosts_of_one_process_with_their_vms_and_stop_ends_it(db, light_dir):
+    args = ["simhosts", "start", "3", "--light", "--vms", "4", "--cluster", "lab"]
+    call_command(*args, stdout=StringIO())
+    call_command(*args, stdout=StringIO())
+
+    hosts = list(Host.objects.filter(cluster__name="lab").order_by("name"))
+    assert [h.name for h in hosts] == ["light-1", "light-2", "light-3"]
+    reports = [driver.host_report(h.uri) for h in hosts]
+    assert [len(r.domains) for r in reports] == [4, 4, 4]
+    assert {d.power_state for r in reports for d in r.domains} == {"running"}
+
+    call_command("simhosts", "light-change", "light-2", "lab-light-2-vm-3", "paused")
+    states = {d.name: d.power_state for d in driver.host_report(hosts[1].uri).domains}
+    assert states["lab-light-2-vm-3"] == "paused"
+
+    out = StringIO()
+    call_command("simhosts", "stop", stdout=out)
+    assert "light hosts: stopped" in out.getvalue()
+    with pytest.raises(driver.HostUnreachable):
+        driver.host_report(hosts[0].uri)

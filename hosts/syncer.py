@@ -1,0 +1,167 @@
+"""The sync of hosts, shared out among task clusters (``hosts.sync.shard``).
+
+Every worker of a task cluster starts a syncer thread when it starts (django-q2's
+``post_spawn``); one per cluster wins the cluster's heartbeat row and syncs, the others wait
+and take over if its worker dies. Four times a lease the syncer renews its heartbeat and
+holds its fair share of the hosts; each round (``CORRAL_TICK_SECONDS``) it syncs each host it
+holds every ``CORRAL_SYNC_INTERVAL`` seconds — at once when a libvirt lifecycle event arrives — on
+``CORRAL_SYNC_THREADS`` threads. The hosts it found Up get their ``last_seen_at`` in one write
+every half interval; a host whose report did not change writes nothing of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from hosts import sync
+from hosts.driver import LifecycleListener
+from hosts.models import HostStatus
+from hosts.sync import shard
+from project import loops
+
+logger = logging.getLogger(__name__)
+
+
+def cluster_id() -> str:
+    """This task cluster's id: its workers share the sentinel as their parent process."""
+    return hashlib.sha1(f"{socket.gethostname()}:{os.getppid()}".encode()).hexdigest()[:16]
+
+
+def lease_seconds() -> float:
+    """How long a claim on a host (and a member's heartbeat) lasts without renewal."""
+    return max(settings.CORRAL_SYNC_INTERVAL, 3 * settings.CORRAL_TICK_SECONDS)
+
+
+class Syncer:
+    """Syncs the hosts a member (a task cluster) holds; ``run`` until told to stop."""
+
+    def __init__(self, member: str, holder: str | None = None) -> None:
+        self.member = member
+        self.holder = holder or f"{member}:{os.getpid()}:{threading.get_ident()}"
+        self.pool = ThreadPoolExecutor(
+            max_workers=max(1, settings.CORRAL_SYNC_THREADS), thread_name_prefix="host-sync"
+        )
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.urgent: set[str] = set()
+        self.answered: set[int] = set()
+        self.last_sync: dict[int, float] = {}
+        self.in_flight: set[int] = set()
+        self.last_flush = time.monotonic()
+        self.holding = False
+        self.held: dict[int, str] = {}
+        self.last_claim = -1e9
+        self.syncs = 0
+
+    def on_lifecycle_event(self, uri: str, domain_uuid: str, event: str) -> None:
+        with self.lock:
+            self.urgent.add(uri)
+        self.wake.set()
+
+    def run(self, keep_going=lambda: True) -> None:
+        listener = LifecycleListener(self.on_lifecycle_event)
+        try:
+            while keep_going() and not self.stopping.is_set():
+                working = False
+                try:
+                    close_old_connections()
+                    working = self.round(listener)
+                except Exception:
+                    # A database hiccup must not end the sync: the next round tries again.
+                    logger.exception("a sync round failed")
+                # A waiting syncer (another worker of the cluster syncs) looks again later.
+                pause = settings.CORRAL_TICK_SECONDS if working else lease_seconds() / 2
+                self.wake.wait(pause)
+                self.wake.clear()
+        finally:
+            self.stop(listener)
+
+    def stop(self, listener: LifecycleListener | None = None) -> None:
+        self.stopping.set()
+        if listener is not None:
+            listener.close()
+        self.pool.shutdown(wait=True)
+        try:
+            if self.holding:
+                shard.retire(self.member, self.holder)
+        except Exception:
+            logger.exception("could not hand the hosts back")
+        finally:
+            connection.close()
+
+    def round(self, listener: LifecycleListener | None = None) -> bool:
+        """One round: heartbeat, claims, the syncs that are due; False while another process
+        of the member syncs."""
+        lease = lease_seconds()
+        now = time.monotonic()
+        # Heartbeat and claims four times a lease: often enough that a dead cluster's hosts
+        # are taken within two intervals, seldom enough to cost little on every tick.
+        if now - self.last_claim >= lease / 4:
+            self.last_claim = now
+            self.holding = shard.announce(self.member, self.holder, lease)
+            self.held = shard.claim_share(self.member, lease) if self.holding else {}
+            if listener is not None:
+                listener.watch(self.held.values())
+        if not self.holding:
+            return False
+        held = self.held
+        with self.lock:
+            urgent, self.urgent = self.urgent, set()
+            for host_id in list(self.last_sync):
+                if host_id not in held:
+                    self.last_sync.pop(host_id)
+            for host_id, uri in held.items():
+                due = now - self.last_sync.get(host_id, -1e9) >= settings.CORRAL_SYNC_INTERVAL
+                if (due or uri in urgent) and host_id not in self.in_flight:
+                    self.in_flight.add(host_id)
+                    self.last_sync[host_id] = now
+                    self.pool.submit(self._sync, host_id)
+        if now - self.last_flush >= settings.CORRAL_SYNC_INTERVAL / 2:
+            self.last_flush = now
+            with self.lock:
+                answered, self.answered = self.answered, set()
+            shard.mark_seen(self.member, sorted(answered))
+            loops.forget_expired(shard.MEMBER)
+        return True
+
+    def _sync(self, host_id: int) -> None:
+        try:
+            close_old_connections()
+            result = sync.sync_host(host_id, owner=self.member)
+            if not result.skipped and result.host_status == HostStatus.UP:
+                with self.lock:
+                    self.answered.add(host_id)
+                    self.syncs += 1
+        except Exception:
+            logger.exception("sync of host %s failed", host_id)
+        finally:
+            with self.lock:
+                self.in_flight.discard(host_id)
+            if self.stopping.is_set():
+                connection.close()
+
+
+def start_in_worker(sender=None, **kwargs) -> None:
+    """A task worker started: run a syncer thread for its cluster (django-q2's ``post_spawn``).
+
+    The thread ends with the worker, or when the cluster's sentinel is gone.
+    """
+    parent = os.getppid()
+    syncer = Syncer(cluster_id())
+    thread = threading.Thread(
+        target=syncer.run,
+        args=(lambda: os.getppid() == parent,),
+        name="corral-syncer",
+        daemon=True,
+    )
+    thread.start()
