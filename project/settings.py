@@ -329,6 +329,9 @@ CORRAL_METRICS_TOKEN = os.environ.get("CORRAL_METRICS_TOKEN", "")
 CORRAL_SCHEDULING_UNITS = env_list("CORRAL_SCHEDULING_UNITS", [])
 CORRAL_BALANCE_INTERVAL = float(os.environ.get("CORRAL_BALANCE_INTERVAL", "60"))
 CORRAL_BALANCE_COOLDOWN = float(os.environ.get("CORRAL_BALANCE_COOLDOWN", "600"))
+# How long a host must have not responded before an admin may confirm it down (its highly
+# available VMs then start elsewhere).
+CORRAL_HOST_DOWN_GRACE = float(os.environ.get("CORRAL_HOST_DOWN_GRACE", "120"))
 # How many hosts a start or a migration tries, the next-ranked after one that failed.
 CORRAL_PLACEMENT_TRIES = int(os.environ.get("CORRAL_PLACEMENT_TRIES", "3"))
 CORRAL_PENDING_WAIT = float(os.environ.get("CORRAL_PENDING_WAIT", "30"))

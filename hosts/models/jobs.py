@@ -15,6 +15,7 @@ class JobKind(models.TextChoices):
     PREPARE = "prepare", "Prepare (define and take the base snapshot)"
     REVERT = "revert", "Revert to the base snapshot"
     NOOP = "noop", "No-op (steps only)"
+    FAILOVER = "failover", "Restart a lost host's VMs elsewhere"
 
 
 class JobState(models.TextChoices):

@@ -221,6 +221,9 @@ def _update_host(host: Host, report: driver.HostReport, used_memory: int, now) -
         "memory_used_mb": used_memory,
         "reported_networks": report.networks,
     }
+    if came_back:
+        # Answering again: a confirmation that it was down is void from now on.
+        values.update(non_responsive_since=None, confirmed_down_at=None)
     changed = {k: v for k, v in values.items() if getattr(host, k) != v}
     stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
     if changed or stale:
