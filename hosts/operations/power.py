@@ -125,8 +125,8 @@ def _stop(ctx: JobContext, how: str) -> dict:
     run_event_hooks(ctx, "vm-pre-stop", 0.05)
     set_status(vm, VmStatus.STOPPING)
     host = vm.host
-    forced = how != "shutdown"
-    if not forced:
+    result = {"host": host.name}
+    if how == "shutdown":
         ctx.step("Asking the guest to shut down", 0.3)
         host_call(driver.shutdown, host.uri, str(vm.uuid))
         ctx.step("Waiting for the VM to stop", 0.5)
@@ -134,19 +134,19 @@ def _stop(ctx: JobContext, how: str) -> dict:
         if wait_for(ctx, host, STOPPED, set(), "shutting down", timeout=limit) is None:
             # Clean first, then hard (XAPI's clean_shutdown, then hard_shutdown).
             ctx.step(f"The guest did not shut down within {limit:g} s: powering off", 0.6)
-            host_call(driver.power_off, host.uri, str(vm.uuid))
-            forced = True
-            ctx.step("Waiting for the VM to stop", 0.7)
-            wait_for(ctx, host, STOPPED, set(), "stopping")
+            _power_off(ctx, vm, host, 0.7)
+            result["powered_off"] = True
     else:
         ctx.step("Powering off", 0.3)
-        host_call(driver.power_off, host.uri, str(vm.uuid))
-        ctx.step("Waiting for the VM to stop", 0.6)
-        wait_for(ctx, host, STOPPED, set(), "stopping")
+        _power_off(ctx, vm, host, 0.6)
     run_event_hooks(ctx, "vm-post-stop", 0.9)
-    if how == "shutdown" and forced:
-        return {"host": host.name, "powered_off": True}
-    return {"host": host.name}
+    return result
+
+
+def _power_off(ctx: JobContext, vm: VirtualMachine, host: Host, progress: float) -> None:
+    host_call(driver.power_off, host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to stop", progress)
+    wait_for(ctx, host, STOPPED, set(), "stopping")
 
 
 def shutdown(ctx: JobContext) -> dict:

@@ -151,6 +151,14 @@ def apply_report(host_id: int, report: driver.HostReport) -> SyncResult:
             used_memory += vm.memory_mb
         if vm.pk in overtaken:
             continue
+        if (
+            domain is not None
+            and vm.host_id not in (None, host.pk)
+            and domain.power_state not in ACTIVE_POWER_STATES
+        ):
+            # A stopped copy of a VM that lives on another host (left behind on a host that
+            # was confirmed down and came back, say): it says nothing of the VM.
+            continue
         if domain is None:
             if vm.host_id != host.pk or vm.power_state == PowerState.REPORT_MISSING:
                 continue

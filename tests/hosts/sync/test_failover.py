@@ -159,3 +159,18 @@ def test_a_vm_is_made_highly_available_through_the_api(sim_vm, admin_user, clien
 
     assert response.status_code == 200, response.json()
     assert VirtualMachine.objects.get(pk=vm.pk).highly_available is True
+
+
+def test_a_stopped_copy_left_on_a_returning_host_does_not_stop_the_vm_restarted_elsewhere(
+    running_vm, sim_hosts, admin_user, client_for
+):
+    vm = running_vm()
+    elsewhere = next(h for h in sim_hosts if h.pk != vm.host_id)
+    driver.define(elsewhere.uri, spec_for(vm))  # the copy on the host that was lost
+
+    for host in sim_hosts:
+        sync.sync_host(host.pk)
+
+    shown = client_for(admin_user).get(f"/api/vms/{vm.pk}/").json()
+    assert (shown["status"], shown["host"]) == ("up", vm.host_id)
+    driver.undefine(elsewhere.uri, str(vm.uuid))
