@@ -1,5 +1,6 @@
 """Use cases that change the inventory. Each runs in one transaction."""
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -183,3 +184,46 @@ def activate_host(host: Host, *, requested_by=None) -> Host:
         user_id=getattr(requested_by, "pk", None),
     )
     return host
+
+
+@transaction.atomic
+def confirm_down(host: Host, *, requested_by=None) -> Job:
+    """Record that an admin confirmed ``host`` down (powered off, fenced) and queue the
+    failover job that starts its highly available VMs on other hosts, through the scheduler.
+
+    Only a host NonResponsive for ``CORRAL_HOST_DOWN_GRACE`` seconds or more may be confirmed
+    down; while it might still run its VMs, nothing restarts them elsewhere. Refused (409)
+    otherwise, and when it was confirmed down already.
+    """
+    host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
+    if host.status != HostStatus.NON_RESPONSIVE:
+        raise Refused(
+            "host_not_lost",
+            f"Host {host.name} is {host.get_status_display()}; only a host that does not "
+            "respond may be confirmed down.",
+        )
+    if host.confirmed_down_at is not None:
+        raise Refused("confirmed_already", f"Host {host.name} was confirmed down already.")
+    now = timezone.now()
+    grace = settings.CORRAL_HOST_DOWN_GRACE
+    lost_for = (now - (host.non_responsive_since or now)).total_seconds()
+    if lost_for < grace:
+        raise Refused(
+            "not_lost_long_enough",
+            f"Host {host.name} has not responded for {lost_for:.0f} s only; it may be "
+            f"confirmed down once it has not for {grace:g} s.",
+        )
+    by = f" by {requested_by.get_username()}" if requested_by is not None else ""
+    Host.objects.filter(pk=host.pk).update(
+        confirmed_down_at=now, status_detail=f"Confirmed down{by}.", updated_at=now
+    )
+    events.emit(
+        EventKind.CHANGED,
+        "host",
+        host.pk,
+        f"Host {host.name} was confirmed down{by}; its highly available VMs restart elsewhere",
+        {"status": host.status, "confirmed_down_at": now.isoformat()},
+        cluster_id=host.cluster_id,
+        user_id=getattr(requested_by, "pk", None),
+    )
+    return jobs.submit(JobKind.FAILOVER, host=host, requested_by=requested_by)

@@ -322,6 +322,8 @@ CORRAL_TICKER_RUN_SECONDS = float(os.environ.get("CORRAL_TICKER_RUN_SECONDS", "1
 CORRAL_JOB_HEARTBEAT_INTERVAL = float(os.environ.get("CORRAL_JOB_HEARTBEAT_INTERVAL", "2"))
 CORRAL_JOB_HEARTBEAT_TIMEOUT = float(os.environ.get("CORRAL_JOB_HEARTBEAT_TIMEOUT", "20"))
 CORRAL_TRANSITION_TIMEOUT = float(os.environ.get("CORRAL_TRANSITION_TIMEOUT", "120"))
+# How long a guest may take to shut down when asked before it is powered off.
+CORRAL_SHUTDOWN_TIMEOUT = float(os.environ.get("CORRAL_SHUTDOWN_TIMEOUT", "30"))
 # The longest a job may run (hooks, placement, waits, a migration): the reaper fails it then.
 CORRAL_JOB_MAX_SECONDS = float(os.environ.get("CORRAL_JOB_MAX_SECONDS", "900"))
 CORRAL_JOB_DISPATCH_RETRY = float(os.environ.get("CORRAL_JOB_DISPATCH_RETRY", "30"))
@@ -340,6 +342,11 @@ CORRAL_METRICS_TOKEN = os.environ.get("CORRAL_METRICS_TOKEN", "")
 CORRAL_SCHEDULING_UNITS = env_list("CORRAL_SCHEDULING_UNITS", [])
 CORRAL_BALANCE_INTERVAL = float(os.environ.get("CORRAL_BALANCE_INTERVAL", "60"))
 CORRAL_BALANCE_COOLDOWN = float(os.environ.get("CORRAL_BALANCE_COOLDOWN", "600"))
+# How long a host must have not responded before an admin may confirm it down (its highly
+# available VMs then start elsewhere).
+CORRAL_HOST_DOWN_GRACE = float(os.environ.get("CORRAL_HOST_DOWN_GRACE", "120"))
+# How many hosts a start or a migration tries, the next-ranked after one that failed.
+CORRAL_PLACEMENT_TRIES = int(os.environ.get("CORRAL_PLACEMENT_TRIES", "3"))
 CORRAL_PENDING_WAIT = float(os.environ.get("CORRAL_PENDING_WAIT", "30"))
 CORRAL_SCHEDULER_LOCK_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULER_LOCK_TIMEOUT", "10"))
 CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT = float(

@@ -101,6 +101,8 @@ class HostAdmin(ScopedAdmin):
         "cpu_usage_percent",
         "memory_used_mb",
         "last_seen_at",
+        "non_responsive_since",
+        "confirmed_down_at",
         "created_at",
         "updated_at",
         "storage_capacity_bytes",
@@ -110,7 +112,7 @@ class HostAdmin(ScopedAdmin):
         "emulator",
     ]
     list_select_related = ["cluster"]
-    actions = ["put_in_maintenance", "activate"]
+    actions = ["put_in_maintenance", "activate", "confirm_down"]
 
     def get_queryset(self, request):
         return with_usage(super().get_queryset(request))
@@ -135,7 +137,18 @@ class HostAdmin(ScopedAdmin):
                     ]
                 },
             ),
-            ("Status", {"fields": ["status", "status_detail", "last_seen_at"]}),
+            (
+                "Status",
+                {
+                    "fields": [
+                        "status",
+                        "status_detail",
+                        "last_seen_at",
+                        "non_responsive_since",
+                        "confirmed_down_at",
+                    ]
+                },
+            ),
             (
                 "Capacity and load",
                 {
@@ -231,6 +244,20 @@ class HostAdmin(ScopedAdmin):
             self.message_user(
                 request,
                 f"Host {host.name} left maintenance; it is Up once it is read again.",
+                messages.SUCCESS,
+            )
+
+    @admin.action(
+        description="Confirm down (powered off or fenced: restart its highly available VMs "
+        "elsewhere)",
+        permissions=["change"],
+    )
+    def confirm_down(self, request, queryset):
+        for host, job in self._each_host(request, queryset, "confirm down", services.confirm_down):
+            self.message_user(
+                request,
+                f"Host {host.name} is confirmed down; job {job.pk} restarts its highly "
+                "available VMs elsewhere.",
                 messages.SUCCESS,
             )
 

@@ -69,6 +69,7 @@ class VirtualMachineAdmin(ScopedAdmin):
         ("cluster", ONLY_VISIBLE),
         "status",
         "admin_hold",
+        "highly_available",
         "power_state",
         ("pool", ONLY_VISIBLE),
         ("host", ONLY_VISIBLE),

@@ -65,6 +65,17 @@ class HostViewSet(ScopedModelViewSet):
     filterset_class = HostFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id", "status", "cluster"]
+    action_permissions = {"confirm_down": "hosts.change_host"}
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"], url_path="confirm-down")
+    def confirm_down(self, request, pk=None):
+        """Confirm that the NonResponsive host is down (powered off or fenced): its highly
+        available VMs (every VM that ran there, when its cluster restarts VMs elsewhere) are
+        started on other hosts by the job answered (202)."""
+        host = self.get_object()
+        job = services.confirm_down(host, requested_by=request.user)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class TemplateViewSet(ScopedModelViewSet):

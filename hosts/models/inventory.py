@@ -46,6 +46,11 @@ class Cluster(models.Model):
         validators=[MinValueValidator(1.0), MaxValueValidator(64.0)],
         help_text="How many vCPUs VMs may have per host CPU.",
     )
+    restart_elsewhere = models.BooleanField(
+        default=False,
+        help_text="When a host is confirmed down, start every VM that ran on it on other hosts "
+        "(without this, only its highly available VMs).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -128,6 +133,15 @@ class Host(models.Model):
     # Which task cluster syncs the host, and until when (hosts/sync/shard.py); "" for none.
     sync_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
     sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    non_responsive_since = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Since when it has not answered."
+    )
+    confirmed_down_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When an admin confirmed it down (off, fenced): its VMs run elsewhere since.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -357,6 +371,15 @@ class VirtualMachine(models.Model):
     admin_hold = models.BooleanField(
         default=False,
         help_text="Held by an admin: a pool neither hands it out nor prestarts it.",
+    )
+    highly_available = models.BooleanField(
+        default=False,
+        help_text="Started on another host when its host is confirmed down.",
+    )
+    running_when_lost = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="It ran when its host stopped answering (so it is restarted elsewhere).",
     )
     prestart_failures = models.PositiveIntegerField(
         default=0, editable=False, help_text="Prestarts that failed in a row."

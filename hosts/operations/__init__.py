@@ -6,14 +6,16 @@ result. Whatever happens, the runner then sets the VM to the stationary state it
 reports (``hosts.jobs.settle``): a failed step never leaves a guess behind.
 
 ``power`` starts and stops VMs, ``migrate`` moves them, ``lifecycle`` prepares, reverts and
-deletes them, ``common`` holds what they share. Importing this package registers each
-operation with the runner by its job kind (the app's ``ready()`` does).
+deletes them, ``failover`` restarts a host's VMs elsewhere once it is confirmed down,
+``common`` holds what they share. Importing this package registers each operation with the
+runner by its job kind (the app's ``ready()`` does).
 """
 
 from hosts import jobs
 from hosts.models import JobKind
 from hosts.operations import disks
 from hosts.operations.common import BASE_SNAPSHOT, RUNNING, STOPPED, spec_for, wait_for
+from hosts.operations.failover import failover
 from hosts.operations.lifecycle import delete, noop, prepare, revert
 from hosts.operations.migrate import migrate
 from hosts.operations.power import poweroff, resume, shutdown, start, suspend
@@ -30,6 +32,7 @@ OPERATIONS = {
     JobKind.REVERT: revert,
     JobKind.NOOP: noop,
     JobKind.COPY_IMAGE: disks.copy_image,
+    JobKind.FAILOVER: failover,
 }
 for kind, operation in OPERATIONS.items():
     jobs.register_operation(kind, operation)
@@ -40,6 +43,7 @@ __all__ = [
     "RUNNING",
     "STOPPED",
     "delete",
+    "failover",
     "migrate",
     "noop",
     "poweroff",

@@ -17,12 +17,15 @@ from hosts.sync import vm_changed
 
 __all__ = [
     "BASE_SNAPSHOT",
+    "Attempts",
     "POLL_S",
     "RUNNING",
     "STOPPED",
+    "clear_from",
     "current_state",
     "decided",
     "host_call",
+    "hosts_but",
     "place_vm",
     "refusal",
     "run_event_hooks",
@@ -91,9 +94,21 @@ def current_state(vm: VirtualMachine) -> str | None:
     return host_call(driver.domain_power_state, vm.host.uri, str(vm.uuid))
 
 
-def wait_for(ctx: JobContext, host: Host, wanted: set[str], failing: set[str], what: str) -> str:
-    """Poll the host until the VM's state is in ``wanted``; fail fast on ``failing``."""
-    deadline = time.monotonic() + settings.CORRAL_TRANSITION_TIMEOUT
+def wait_for(
+    ctx: JobContext,
+    host: Host,
+    wanted: set[str],
+    failing: set[str],
+    what: str,
+    timeout: float | None = None,
+) -> str | None:
+    """Poll the host until the VM's state is in ``wanted``; fail fast on ``failing``.
+
+    Past ``CORRAL_TRANSITION_TIMEOUT`` the job fails; past a ``timeout`` given, None is
+    returned instead (the caller decides what follows).
+    """
+    limit = settings.CORRAL_TRANSITION_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + limit
     while True:
         state = host_call(driver.domain_power_state, host.uri, str(ctx.vm.uuid))
         if state in wanted:
@@ -104,24 +119,26 @@ def wait_for(ctx: JobContext, host: Host, wanted: set[str], failing: set[str], w
                 f"The VM is {state or 'gone'} on {host.name} while {what}; the host decides.",
             )
         if time.monotonic() > deadline:
+            if timeout is not None:
+                return None
             raise JobFailed(
                 "timeout",
-                f"The VM was still {state} on {host.name} after "
-                f"{settings.CORRAL_TRANSITION_TIMEOUT:.0f} s while {what}.",
+                f"The VM was still {state} on {host.name} after {limit:.0f} s while {what}.",
             )
         ctx.check_cancelled()
         time.sleep(POLL_S)
 
 
-def place_vm(ctx: JobContext, vm: VirtualMachine, record):
-    """Choose a host by the cluster's policy and ``record(host)`` the choice, both under the
-    cluster's scheduling lock. When none fits while the cluster is still settling (VMs
-    starting, hosts just added), wait for it once and try again."""
+def place_vm(ctx: JobContext, vm: VirtualMachine, record, exclude=()):
+    """Choose a host by the cluster's policy (any but the ``exclude``d ones, which failed this
+    job) and ``record(host)`` the choice, both under the cluster's scheduling lock. When none
+    fits while the cluster is still settling (VMs starting, hosts just added), wait for it
+    once and try again."""
     for attempt in (1, 2):
         started = time.monotonic()
         try:
             with decision(vm.cluster_id):
-                chosen = place(vm)
+                chosen = place(vm, hosts=hosts_but(vm, exclude))
                 record(chosen.host)
             decided(ctx, chosen.explanation, started, "placed")
             return chosen
@@ -130,6 +147,79 @@ def place_vm(ctx: JobContext, vm: VirtualMachine, record):
                 decided(ctx, exc.explanation, started, refusal(exc))
                 raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
             ctx.log("No host fitted while the cluster was settling; trying once more")
+
+
+def hosts_but(vm: VirtualMachine, exclude) -> list[Host] | None:
+    """The VM's cluster's hosts but ``exclude`` (None, all of them, when none is excluded)."""
+    if not exclude:
+        return None
+    return list(
+        Host.objects.filter(cluster_id=vm.cluster_id).exclude(pk__in=exclude).order_by("pk")
+    )
+
+
+class Attempts:
+    """The hosts one start or migration tried, in order, each with its outcome and why; a
+    host that failed is never tried again in the job. After ``CORRAL_PLACEMENT_TRIES``
+    failures the job fails, naming them all."""
+
+    def __init__(self, ctx: JobContext, what: str, limit: int | None = None):
+        self.ctx = ctx
+        self.what = what
+        self.limit = max(1, limit or settings.CORRAL_PLACEMENT_TRIES)
+        self.tried: list[dict] = []
+        self.failed: set[int] = set()
+
+    def succeeded(self, host: Host) -> None:
+        self.tried.append({"host": host.name, "outcome": "succeeded", "reason": ""})
+        self.ctx.log(f"{self.what} on {host.name} succeeded (try {len(self.tried)})")
+
+    def failed_on(self, host: Host, exc: JobFailed) -> None:
+        """Record that ``host`` failed; raise when no try is left (or none may follow)."""
+        self.tried.append(
+            {"host": host.name, "outcome": "failed", "reason": exc.message, "code": exc.code}
+        )
+        self.failed.add(host.pk)
+        self.ctx.log(f"{self.what} on {host.name} failed: {exc.message}")
+        if len(self.tried) >= self.limit:
+            names = ", ".join(attempt["host"] for attempt in self.tried)
+            raise JobFailed(
+                exc.code,
+                f"{self.what} failed on {len(self.tried)} host(s) ({names}); last: {exc.message}",
+                {"attempts": self.tried},
+            ) from exc
+        self.ctx.log(f"Trying the next host ({len(self.tried) + 1} of at most {self.limit})")
+
+    def placing(self, choose):
+        """``choose()`` the next host; a refusal after failed tries names them too."""
+        try:
+            return choose()
+        except JobFailed as exc:
+            if not self.tried:
+                raise
+            last = self.tried[-1]
+            if exc.code == "no_host" and last["outcome"] == "failed":
+                # No other host can take it: what the user needs is why the hosts failed.
+                names = ", ".join(attempt["host"] for attempt in self.tried)
+                raise JobFailed(
+                    last["code"],
+                    f"{self.what} failed on {len(self.tried)} host(s) ({names}) and no other "
+                    f"host can take it; last: {last['reason']}",
+                    {**(exc.result or {}), "attempts": self.tried},
+                ) from exc
+            exc.result = {**(exc.result or {}), "attempts": self.tried}
+            raise
+
+
+def clear_from(ctx: JobContext, vm: VirtualMachine, host: Host) -> bool:
+    """Remove the VM's domain (by its UUID: never another domain) from a host that failed it,
+    so it never runs there too; False when the host could not be asked."""
+    try:
+        driver.undefine(host.uri, str(vm.uuid))
+    except driver.DriverError as exc:
+        ctx.log(f"Could not remove the VM from {host.name}: {exc.message}")
+        return False
+    return True
 
 
 def decided(ctx: JobContext, explanation: dict, started: float, outcome: str) -> None:

@@ -15,9 +15,12 @@ from hosts.operations import disks
 from hosts.operations.common import (
     RUNNING,
     STOPPED,
+    Attempts,
+    clear_from,
     current_state,
     decided,
     host_call,
+    hosts_but,
     refusal,
     run_event_hooks,
     set_status,
@@ -34,43 +37,61 @@ def migrate(ctx: JobContext) -> dict:
         raise JobFailed("not_running", f"VM {vm.name} is not running, so it cannot migrate.")
     run_event_hooks(ctx, "vm-pre-migrate", 0.05)
     ctx.step("Choosing the destination", 0.15)
-    started = time.monotonic()
-    try:
-        with decision(vm.cluster_id):
-            chosen = _destinations(vm, ctx.job.params)
-            destination = chosen.host
-            if destination.pk == source.pk:
-                decided(ctx, chosen.explanation, started, "stayed")
-                ctx.log(f"The policy prefers {source.name}: the VM stays")
-                return {"stayed": source.name, "placement": chosen.explanation}
-            set_status(vm, VmStatus.MIGRATING, migrating_to=destination)
-        decided(ctx, chosen.explanation, started, "placed")
-    except NoHostAvailable as exc:
-        decided(ctx, exc.explanation, started, refusal(exc))
-        raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
-    if disks.real_storage(source) and disks.real_storage(destination):
-        # Hosts keep disks in pools of their own: the disk goes along.
-        boot = disks.boot_for(ctx, vm, destination, reset=True)
-        ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
-        host_call(
-            lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
-        )
-        disks.remove_disk(ctx, vm, source)
-    else:
-        ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
-        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
-    ctx.step(f"Waiting for the VM to run on {destination.name}", 0.8)
-    wait_for(ctx, destination, RUNNING | {"paused"}, STOPPED, "migrating")
+    # A requested host is the only one to try.
+    attempts = Attempts(ctx, "Migrating", 1 if ctx.job.params.get("host") is not None else None)
+    while True:
+        chosen = attempts.placing(lambda: _choose(ctx, vm, source, attempts.failed))
+        destination = chosen.host
+        if destination.pk == source.pk:
+            ctx.log(f"The policy prefers {source.name}: the VM stays")
+            return {"stayed": source.name, "placement": chosen.explanation}
+        try:
+            _move(ctx, vm, source, destination)
+            ctx.step(f"Waiting for the VM to run on {destination.name}", 0.8)
+            wait_for(ctx, destination, RUNNING | {"paused"}, STOPPED, "migrating")
+        except JobFailed as exc:
+            if current_state(vm) not in RUNNING | {"paused"}:
+                raise  # the VM is no longer on its source: not the destination's failure
+            clear_from(ctx, vm, destination)
+            set_status(vm, VmStatus.MIGRATING, migrating_to=None)
+            attempts.failed_on(destination, exc)
+            continue
+        attempts.succeeded(destination)
+        break
     with transaction.atomic():
         VirtualMachine.objects.filter(pk=vm.pk).update(host=destination, migrating_to=None)
     vm.host = destination
     run_event_hooks(ctx, "vm-post-migrate", 0.9)
-    return {"from": source.name, "to": destination.name, "placement": chosen.explanation}
+    return {
+        "from": source.name,
+        "to": destination.name,
+        "placement": chosen.explanation,
+        "attempts": attempts.tried,
+    }
 
 
-def _destinations(vm: VirtualMachine, params: dict):
+def _choose(ctx: JobContext, vm: VirtualMachine, source: Host, exclude: set[int]):
+    """The destination, decided and recorded (the VM Migrating to it) under the scheduling
+    lock; the source itself when the policy prefers it."""
+    started = time.monotonic()
+    try:
+        with decision(vm.cluster_id):
+            chosen = _destinations(vm, ctx.job.params, exclude)
+            if chosen.host.pk == source.pk:
+                decided(ctx, chosen.explanation, started, "stayed")
+                return chosen
+            set_status(vm, VmStatus.MIGRATING, migrating_to=chosen.host)
+        decided(ctx, chosen.explanation, started, "placed")
+        return chosen
+    except NoHostAvailable as exc:
+        decided(ctx, exc.explanation, started, refusal(exc))
+        raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
+
+
+def _destinations(vm: VirtualMachine, params: dict, exclude: set[int]):
     """The scheduler's choice for a migration: a requested host, the balancer's candidates
-    (the current host included, so staying is possible), or any host but the current one."""
+    (the current host included, so staying is possible), or any host but the current one
+    (and but those in ``exclude``, which failed this job)."""
     if params.get("host") is not None:
         destination = Host.objects.filter(pk=params["host"], cluster_id=vm.cluster_id).first()
         if destination is None:
@@ -82,7 +103,25 @@ def _destinations(vm: VirtualMachine, params: dict):
         hosts = list(
             Host.objects.filter(
                 pk__in=[*params["candidates"], vm.host_id], cluster_id=vm.cluster_id
-            ).order_by("pk")
+            )
+            .exclude(pk__in=exclude)
+            .order_by("pk")
         )
         return place(vm, purpose="balance", hosts=hosts)
-    return place(vm, purpose="migrate")
+    return place(vm, purpose="migrate", hosts=hosts_but(vm, exclude))
+
+
+def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
+    """Move the running VM; when both hosts keep disks in pools of their own, its disk too
+    (the destination's images and overlay prepared first, the source's overlay removed
+    after)."""
+    if disks.real_storage(source) and disks.real_storage(destination):
+        boot = disks.boot_for(ctx, vm, destination, reset=True)
+        ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
+        host_call(
+            lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
+        )
+        disks.remove_disk(ctx, vm, source)
+    else:
+        ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
+        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))

@@ -3,6 +3,8 @@ resume."""
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from hosts import driver
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
@@ -11,6 +13,8 @@ from hosts.operations.common import (
     BASE_SNAPSHOT,
     RUNNING,
     STOPPED,
+    Attempts,
+    clear_from,
     current_state,
     host_call,
     place_vm,
@@ -39,15 +43,44 @@ def start(ctx: JobContext) -> dict:
         )
     run_event_hooks(ctx, "vm-pre-start", 0.05)
     ctx.step("Choosing a host", 0.15)
-    previous = vm.host
-    chosen = place_vm(ctx, vm, lambda host: set_status(vm, VmStatus.STARTING, host=host))
-    host, explanation = chosen.host, chosen.explanation
-    ctx.log(f"Placed on {host.name} (order: {', '.join(explanation.get('order', []))})")
-    if previous is not None and previous.pk != host.pk:
-        ctx.step(f"Moving the stopped VM from {previous.name} to {host.name}", 0.25)
-        _move_stopped(ctx, vm, previous, host)
+    attempts = Attempts(ctx, "Starting")
+    defined_on = vm.host  # where the stopped VM's definition (and snapshots) is
+    while True:
+        chosen = attempts.placing(
+            lambda: place_vm(
+                ctx,
+                vm,
+                lambda target: set_status(vm, VmStatus.STARTING, host=target),
+                exclude=attempts.failed,
+            )
+        )
+        host, explanation = chosen.host, chosen.explanation
+        ctx.log(f"Placed on {host.name} (order: {', '.join(explanation.get('order', []))})")
+        moved = False
+        try:
+            if defined_on is not None and defined_on.pk != host.pk:
+                ctx.step(f"Moving the stopped VM from {defined_on.name} to {host.name}", 0.25)
+                _move_stopped(ctx, vm, defined_on, host)
+                moved = True
+            _start_on(ctx, vm, host)
+        except JobFailed as exc:
+            # That host failed (a libvirt error there): the VM must not stay on it.
+            if clear_from(ctx, vm, host):
+                defined_on = None if (moved or defined_on == host) else defined_on
+            elif moved:
+                defined_on = host
+            attempts.failed_on(host, exc)
+            continue
+        attempts.succeeded(host)
+        break
+    run_event_hooks(ctx, "vm-post-start", 0.9)
+    return {"host": host.name, "placement": explanation, "attempts": attempts.tried}
+
+
+def _start_on(ctx: JobContext, vm: VirtualMachine, host: Host) -> None:
+    """Define, (snapshot,) start the VM on ``host`` and wait until it runs there."""
     boot = disks.boot_for(ctx, vm, host)
-    ctx.step(f"Defining the VM on {host.name}", 0.45)
+    ctx.step(f"Defining the VM on {host.name}", 0.35)
     host_call(driver.define, host.uri, spec_for(vm, **boot))
     # A real disk is reverted by recreating its overlay, not by an internal snapshot.
     if (
@@ -61,8 +94,6 @@ def start(ctx: JobContext) -> dict:
     host_call(driver.start, host.uri, str(vm.uuid))
     ctx.step("Waiting for the VM to run", 0.75)
     wait_for(ctx, host, RUNNING, STOPPED, "starting")
-    run_event_hooks(ctx, "vm-post-start", 0.9)
-    return {"host": host.name, "placement": explanation}
 
 
 def _resume_paused(ctx: JobContext, vm: VirtualMachine) -> dict:
@@ -99,16 +130,28 @@ def _stop(ctx: JobContext, how: str) -> dict:
     run_event_hooks(ctx, "vm-pre-stop", 0.05)
     set_status(vm, VmStatus.STOPPING)
     host = vm.host
+    result = {"host": host.name}
     if how == "shutdown":
         ctx.step("Asking the guest to shut down", 0.3)
         host_call(driver.shutdown, host.uri, str(vm.uuid))
+        ctx.step("Waiting for the VM to stop", 0.5)
+        limit = settings.CORRAL_SHUTDOWN_TIMEOUT
+        if wait_for(ctx, host, STOPPED, set(), "shutting down", timeout=limit) is None:
+            # Clean first, then hard (XAPI's clean_shutdown, then hard_shutdown).
+            ctx.step(f"The guest did not shut down within {limit:g} s: powering off", 0.6)
+            _power_off(ctx, vm, host, 0.7)
+            result["powered_off"] = True
     else:
         ctx.step("Powering off", 0.3)
-        host_call(driver.power_off, host.uri, str(vm.uuid))
-    ctx.step("Waiting for the VM to stop", 0.6)
-    wait_for(ctx, host, STOPPED, set(), "stopping")
+        _power_off(ctx, vm, host, 0.6)
     run_event_hooks(ctx, "vm-post-stop", 0.9)
-    return {"host": host.name}
+    return result
+
+
+def _power_off(ctx: JobContext, vm: VirtualMachine, host: Host, progress: float) -> None:
+    host_call(driver.power_off, host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to stop", progress)
+    wait_for(ctx, host, STOPPED, set(), "stopping")
 
 
 def shutdown(ctx: JobContext) -> dict:

@@ -4,11 +4,13 @@ Down), Error when its URI is one Corral never opens (its VMs left as they were).
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from hosts.models import Host, HostStatus, Job, PowerState, VirtualMachine, VmStatus
 from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import host_unreachable
+from hosts.sync.reconcile import RUNNING_STATUSES
 from hosts.sync.report import SyncResult, not_held
 from project import events
 
@@ -41,7 +43,9 @@ def mark_refused(host_id: int, detail: str, owner: str | None = None) -> SyncRes
 
 @transaction.atomic
 def mark_unreachable(host_id: int, detail: str, owner: str | None = None) -> SyncResult:
-    """Host NonResponsive; its VMs Unknown (their real state is not known, so never Down)."""
+    """Host NonResponsive (since when, kept); its VMs Unknown (their real state is not known,
+    so never Down), each noting whether it ran: only an admin's confirmation that the host
+    is down (``hosts.failover``) may restart those elsewhere."""
     host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
@@ -50,7 +54,10 @@ def mark_unreachable(host_id: int, detail: str, owner: str | None = None) -> Syn
     result = SyncResult(host_status=HostStatus.NON_RESPONSIVE)
     if host.status != HostStatus.NON_RESPONSIVE:
         Host.objects.filter(pk=host.pk).update(
-            status=HostStatus.NON_RESPONSIVE, status_detail=detail[:500], updated_at=timezone.now()
+            status=HostStatus.NON_RESPONSIVE,
+            status_detail=detail[:500],
+            non_responsive_since=timezone.now(),
+            updated_at=timezone.now(),
         )
         message = f"Host {host.name} is not responding: {detail}"
         result.alerts.append(message)
@@ -61,6 +68,11 @@ def mark_unreachable(host_id: int, detail: str, owner: str | None = None) -> Syn
     stale = stale.exclude(status=VmStatus.UNKNOWN, power_state=PowerState.UNKNOWN)
     now = timezone.now()
     result.vms_written = stale.update(
+        # Read before the row changes (an UPDATE's expressions see the old row): whether it
+        # ran, so that it is restarted elsewhere if the host is confirmed down.
+        running_when_lost=Case(
+            When(status__in=RUNNING_STATUSES, then=Value(True)), default=Value(False)
+        ),
         status=VmStatus.UNKNOWN,
         power_state=PowerState.UNKNOWN,
         power_state_update_count=1,

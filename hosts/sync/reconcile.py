@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts import driver
-from hosts.models import PowerState, VirtualMachine, VmStatus
+from hosts.models import Host, HostStatus, PowerState, VirtualMachine, VmStatus
 from hosts.signals import vm_stopped
 from project import events
 from project.models import EventKind
@@ -64,6 +64,29 @@ def announce_stop(vm_id: int) -> None:
     transaction.on_commit(lambda: vm_stopped.send(sender=VirtualMachine, vm_id=vm_id))
 
 
+# Power states of a domain that runs (or is about to stop, or paused).
+ACTIVE_STATES = {"running", "blocked", "shutdown", "paused", "pmsuspended"}
+
+
+def find_elsewhere(vm: VirtualMachine, missing_on: Host) -> tuple[Host, str] | None:
+    """(host, power state) of another Up host of the VM's cluster that has its domain (by
+    UUID), one libvirt call per host; None when none has it. Only asked when a VM's own host
+    has no such domain, so the cost is paid on that rare path alone."""
+    others = (
+        Host.objects.filter(cluster_id=vm.cluster_id, status=HostStatus.UP)
+        .exclude(pk=missing_on.pk)
+        .order_by("pk")
+    )
+    for other in others:
+        try:
+            state = driver.domain_power_state(other.uri, str(vm.uuid))
+        except driver.DriverError:
+            continue
+        if state is not None:
+            return other, state
+    return None
+
+
 def reconcile_vm(vm_id: int) -> VirtualMachine:
     """Ask the VM's host what state it is in, and set the VM's stationary status from that."""
     with transaction.atomic():
@@ -80,6 +103,21 @@ def reconcile_vm(vm_id: int) -> VirtualMachine:
                 state = driver.domain_power_state(host.uri, str(vm.uuid))
             except driver.DriverError:
                 state = PowerState.UNKNOWN
+        if host is not None and state is None:
+            # Gone from its host: moved outside Corral (during a migration, say) to another
+            # host of the cluster? Then it is followed there, never taken for Down.
+            found = find_elsewhere(vm, host)
+            if found is not None:
+                previous, (host, state) = host, found
+                vm.host = host
+                message = (
+                    f"VM {vm.name} is running on {host.name}, not {previous.name}: "
+                    "moved outside Corral"
+                    if state in ACTIVE_STATES
+                    else f"VM {vm.name} is defined on {host.name}, not {previous.name}: "
+                    "moved outside Corral"
+                )
+                events.alert("vm", vm.pk, message, **vm_scope(vm))
         now = timezone.now()
         before = vm.status
         vm.status = status_for(state)

@@ -178,6 +178,14 @@ def apply_report(host_id: int, report: driver.HostReport, owner: str | None = No
             to_write[vm.pk] = (vm, cpu_fields)
         if vm.pk in overtaken:
             continue
+        if (
+            domain is not None
+            and vm.host_id not in (None, host.pk)
+            and domain.power_state not in ACTIVE_POWER_STATES
+        ):
+            # A stopped copy of a VM that lives on another host (left behind on a host that
+            # was confirmed down and came back, say): it says nothing of the VM.
+            continue
         if domain is None:
             if vm.host_id != host.pk or vm.power_state == PowerState.REPORT_MISSING:
                 continue
@@ -258,6 +266,9 @@ def _update_host(
         values["domain_type"] = report.hypervisor.domain_type
         values["machine"] = report.hypervisor.machine
         values["emulator"] = report.hypervisor.emulator
+    if came_back:
+        # Answering again: a confirmation that it was down is void from now on.
+        values.update(non_responsive_since=None, confirmed_down_at=None)
     changed = {k: v for k, v in values.items() if getattr(host, k) != v}
     stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
     if changed or stale:

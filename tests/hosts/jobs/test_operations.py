@@ -73,6 +73,7 @@ def test_a_start_job_journals_its_steps(sim_vm, manager):
         f"Defining the VM on {host.name}",
         "Starting the VM",
         "Waiting for the VM to run",
+        f"Starting on {host.name} succeeded (try 1)",
     ]
     assert job["result"]["host"] == host.name
 

@@ -39,6 +39,9 @@ NOT_IN_THE_MATRIX = {
     },
     "POST /api/images/": "tests/hosts/images/test_images_access.py: ClusterAdmin of the "
     "cluster uploads, a viewer gets 403, a hidden cluster is a 400 on the field",
+    "POST /api/hosts/{id}/confirm-down/": "tests/hosts/sync/test_failover.py "
+    "(test_only_who_may_change_the_host_confirms_it_down): change_host on the host, 403 for a "
+    "viewer, 404 for others",
     "GET /api/jobs/": "tests/hosts/jobs/test_jobs_api.py: jobs on the VMs the caller may see",
     "GET /api/jobs/{id}/": "tests/hosts/jobs/test_jobs_api.py: 404 for a job on a hidden VM",
     "POST /api/jobs/{id}/cancel/": "tests/hosts/jobs/test_jobs_api.py: cancel_job, or the "
