@@ -37,6 +37,15 @@ NOT_IN_THE_MATRIX = {
         "gets 403, a caller who cannot see the VM 404, operate does not allow migrate"
         for operation in ("start", "shutdown", "poweroff", "suspend", "resume", "migrate")
     },
+    **{
+        route: "tests/project/test_ssh_keys.py: each user's own keys only; another's key 404"
+        for route in (
+            "GET /api/me/sshkeys/",
+            "POST /api/me/sshkeys/",
+            "GET /api/me/sshkeys/{id}/",
+            "DELETE /api/me/sshkeys/{id}/",
+        )
+    },
     "GET /api/jobs/": "tests/hosts/jobs/test_jobs_api.py: jobs on the VMs the caller may see",
     "GET /api/jobs/{id}/": "tests/hosts/jobs/test_jobs_api.py: 404 for a job on a hidden VM",
     "POST /api/jobs/{id}/cancel/": "tests/hosts/jobs/test_jobs_api.py: cancel_job, or the "
