@@ -44,3 +44,23 @@ def validate_network_names(value) -> None:
             )
     if len(set(value)) != len(value):
         raise ValidationError("Each network may be listed only once.")
+
+
+def validate_user_data(value: str) -> None:
+    """cloud-init user-data: ``#cloud-config`` then a YAML mapping (Corral adds the user's keys
+    to it, so it must be one it can read)."""
+    import yaml
+
+    if not value.strip():
+        return
+    if not value.lstrip().startswith("#cloud-config"):
+        raise ValidationError("User-data must start with #cloud-config.")
+    try:
+        document = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"User-data is not valid YAML: {exc}") from exc
+    if document is not None and not isinstance(document, dict):
+        raise ValidationError("User-data must be a YAML mapping (key: value lines).")
+    keys = (document or {}).get("ssh_authorized_keys", [])
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        raise ValidationError("ssh_authorized_keys must be a list of keys.")

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Exists, Max, OuterRef, Subquery, When
 
-from hosts import jobs
+from hosts import cloudinit, jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
@@ -279,6 +279,7 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             user_id=user.pk,
         )
         transaction.on_commit(lambda: nudge_monitor(pool.pk))
+        cloudinit.queue_refresh(vm.pk)  # its next boot gets the new user's SSH keys
     return Allocation(vm=vm, job=job, instant=kind == "up")
 
 
@@ -297,6 +298,7 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
+            cloudinit.queue_refresh(vm.pk)  # the former user's keys leave the seed
         queued = []
         if vm.pool.stateless:
             if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):

@@ -103,6 +103,7 @@ class TemplateSerializer(ModelCleanSerializer):
             "disk_gb",
             "networks",
             "os_type",
+            "user_data",
             "created_at",
             "updated_at",
         ]
@@ -152,11 +153,13 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "power_state_updated_at",
             "power_state_update_count",
             "power_host",
+            "ip_addresses",
             "created_at",
             "updated_at",
         ]
         read_only_fields = [
             "host",
+            "ip_addresses",
             "pool",
             "status",
             "power_state",

@@ -9,6 +9,7 @@ from xml.sax.saxutils import escape, quoteattr
 import libvirt
 
 from hosts.driver.connection import DriverError, call, translate
+from hosts.driver.guests import GuestDevices, with_devices
 
 POWER_STATES = {
     libvirt.VIR_DOMAIN_NOSTATE: "nostate",
@@ -40,6 +41,7 @@ class DomainSpec:
     disk_gb: int
     networks: tuple[str, ...] = ()
     os_type: str = "linux"
+    guest: GuestDevices = GuestDevices()
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,8 @@ def define(uri: str, spec: DomainSpec) -> None:
             raise DriverError(
                 f"The host already has another domain named {spec.name!r}; rename the VM.", uri=uri
             )
-        conn.defineXML(domain_xml(spec, conn.getType()))
+        xml = domain_xml(spec, conn.getType())
+        conn.defineXML(with_devices(xml, conn, spec.uuid, spec.guest))
 
     call(uri, "define the VM", run)
 

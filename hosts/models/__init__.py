@@ -1,5 +1,6 @@
 """The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
 
+from hosts.models.guests import ConsoleLog, ConsoleTicket
 from hosts.models.inventory import (
     HOLDING_STATUSES,
     STATIONARY_STATUSES,
@@ -18,6 +19,8 @@ __all__ = [
     "HOLDING_STATUSES",
     "STATIONARY_STATUSES",
     "Cluster",
+    "ConsoleLog",
+    "ConsoleTicket",
     "ExternalDomain",
     "Host",
     "HostStatus",

@@ -8,7 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import checks
-from hosts.validators import validate_libvirt_uri, validate_network_names
+from hosts.validators import validate_libvirt_uri, validate_network_names, validate_user_data
 from project.json_input import validate_flat_properties
 from project.names import validate_object_name
 
@@ -154,6 +154,13 @@ class Template(models.Model):
     )
     networks = models.JSONField(default=list, blank=True, validators=[validate_network_names])
     os_type = models.CharField(max_length=16, choices=OsType.choices, default=OsType.LINUX)
+    user_data = models.TextField(
+        blank=True,
+        max_length=65536,
+        validators=[validate_user_data],
+        help_text="cloud-init user-data (#cloud-config) every VM of the template gets, beside "
+        "its user's SSH keys.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -304,6 +311,12 @@ class VirtualMachine(models.Model):
         blank=True,
         related_name="+",
         help_text="The destination while a migration runs (its resources are held there).",
+    )
+    ip_addresses = models.JSONField(
+        default=list, blank=True, editable=False, help_text="The guest's addresses, as last read."
+    )
+    graphics_port = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="The VNC port on its host, when running."
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

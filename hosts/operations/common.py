@@ -8,6 +8,7 @@ import time
 from django.conf import settings
 
 from hosts import driver
+from hosts.consoles import listen_address
 from hosts.hooks import HookFailed, hooks_for, run_hooks
 from hosts.jobs import JobContext, JobFailed
 from hosts.jobs.settle import RUNNING, STOPPED
@@ -38,6 +39,13 @@ BASE_SNAPSHOT = "corral-base"
 
 def spec_for(vm: VirtualMachine) -> driver.DomainSpec:
     template = vm.template
+    # guest_agent and graphics are read with defaults until templates name them.
+    guest = driver.GuestDevices(
+        guest_agent=bool(getattr(template, "guest_agent", True)),
+        graphics=getattr(template, "graphics", "vnc") or "none",
+        graphics_listen=listen_address(vm.host.uri) if vm.host is not None else "127.0.0.1",
+        seed=True,
+    )
     return driver.DomainSpec(
         uuid=str(vm.uuid),
         name=vm.name,
@@ -46,6 +54,7 @@ def spec_for(vm: VirtualMachine) -> driver.DomainSpec:
         disk_gb=vm.disk_gb,
         networks=tuple(template.networks),
         os_type=template.os_type,
+        guest=guest,
     )
 
 

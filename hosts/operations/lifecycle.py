@@ -8,6 +8,7 @@ import time
 from django.db import transaction
 
 from hosts import driver
+from hosts.driver import guests
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine
 from hosts.operations.common import (
@@ -29,6 +30,7 @@ def delete(ctx: JobContext) -> dict:
     if vm.host is not None:
         ctx.step(f"Removing the VM from {vm.host.name}", 0.4)
         host_call(driver.undefine, vm.host.uri, str(vm.uuid))
+        host_call(guests.remove_guest_files, vm.host.uri, str(vm.uuid))
     ctx.step("Deleting the VM", 0.8)
     name = vm.name
     with transaction.atomic():

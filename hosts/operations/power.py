@@ -3,7 +3,7 @@ resume."""
 
 from __future__ import annotations
 
-from hosts import driver
+from hosts import cloudinit, driver
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations.common import (
@@ -45,6 +45,9 @@ def start(ctx: JobContext) -> dict:
     if previous is not None and previous.pk != host.pk:
         ctx.step(f"Moving the stopped VM from {previous.name} to {host.name}", 0.25)
         _move_stopped(ctx, vm, previous, host)
+    ctx.step("Writing the cloud-init seed", 0.3)
+    if not host_call(cloudinit.write_seed, vm):
+        ctx.log(f"{host.name} has no storage pool for a cloud-init seed; the VM boots without")
     ctx.step(f"Defining the VM on {host.name}", 0.35)
     host_call(driver.define, host.uri, spec_for(vm))
     if _needs_base_snapshot(vm) and not host_call(
