@@ -12,10 +12,21 @@ class HostsConfig(AppConfig):
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured. Importing operations registers each with the job
         # runner by its kind.
+        from django.conf import settings
         from django_q.signals import post_spawn
 
-        from hosts import dashboard, demo, jobs, metrics, operations, roles, tasks  # noqa: F401
-        from project import events, loops, scopes
+        from hosts import (  # noqa: F401
+            dashboard,
+            demo,
+            guestinfo,
+            jobs,
+            metrics,
+            operations,
+            roles,
+            tasks,
+        )
+        from hosts.console_relay import ConsoleRelay
+        from project import events, loops, scopes, websockets
         from project import metrics as project_metrics
 
         scopes.register("cluster", "hosts.Cluster", rank=10)
@@ -32,6 +43,13 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
+        websockets.register("ws/console/<str:ticket>/", ConsoleRelay.as_asgi())
+        loops.register(
+            "guest-info",
+            guestinfo.refresh_host,
+            every=lambda: settings.CORRAL_GUEST_INFO_INTERVAL,
+            keys=guestinfo.up_hosts,
+        )
         demo.register()
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")

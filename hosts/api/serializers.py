@@ -109,6 +109,11 @@ class TemplateSerializer(ModelCleanSerializer):
         ]
 
 
+class ConsoleTicketSerializer(serializers.Serializer):
+    url = serializers.CharField(help_text="Open this websocket (noVNC) within seconds, once.")
+    expires_at = serializers.DateTimeField()
+
+
 HARDWARE_FIELDS = ("vcpus", "memory_mb", "disk_gb")
 
 
