@@ -73,7 +73,7 @@ class VirtualMachineAdmin(ScopedAdmin):
         ("pool", ONLY_VISIBLE),
         ("host", ONLY_VISIBLE),
     ]
-    search_fields = ["name", "description", "uuid", "owner__username"]
+    search_fields = ["name", "description", "uuid", "owner__username", "ip_addresses"]
     readonly_fields = [
         "uuid",
         "host",
@@ -84,6 +84,8 @@ class VirtualMachineAdmin(ScopedAdmin):
         "power_host",
         "migrating_to",
         "prestart_failures",
+        "ip_addresses",
+        "graphics_port",
         "created_at",
         "updated_at",
     ]
