@@ -79,7 +79,12 @@ def write_seed(vm: VirtualMachine) -> bool:
     """Upload the VM's seed to its host; False when it has no host or the host no pool."""
     if vm.host is None:
         return False
-    return guests.write_seed(vm.host.uri, str(vm.uuid), seed_iso(vm))
+    return write_seed_on(vm.host, vm)
+
+
+def write_seed_on(host, vm: VirtualMachine) -> bool:
+    """Upload the VM's seed to ``host`` (its destination, when it migrates)."""
+    return guests.write_seed(host.uri, str(vm.uuid), seed_iso(vm))
 
 
 def refresh_seed(vm_id: int) -> bool:

@@ -63,20 +63,20 @@ def refresh_host(host_id: int) -> int:
 
 def store(vm: VirtualMachine, info: driver.GuestInfo, known_size: int | None) -> bool:
     """Write what changed of ``info`` for ``vm``; True if anything did."""
-    changed = False
+    fields = {}
+    if vm.ip_addresses != info.addresses:
+        fields["ip_addresses"] = info.addresses
+    if vm.graphics_port != info.graphics_port:
+        fields["graphics_port"] = info.graphics_port
+    new_log = info.log_tail is not None and info.log_size != known_size
+    if not fields and not new_log:
+        return False
     with transaction.atomic():
-        fields = {}
-        if vm.ip_addresses != info.addresses:
-            fields["ip_addresses"] = info.addresses
-        if vm.graphics_port != info.graphics_port:
-            fields["graphics_port"] = info.graphics_port
         if fields:
             VirtualMachine.objects.filter(pk=vm.pk).update(**fields)
-            changed = True
-        if info.log_tail is not None and info.log_size != known_size:
+        if new_log:
             text = info.log_tail.decode("utf-8", errors="replace").replace("\0", "")
             ConsoleLog.objects.update_or_create(
                 vm=vm, defaults={"text": text, "size": info.log_size or 0}
             )
-            changed = True
-    return changed
+    return True

@@ -7,7 +7,7 @@ import time
 
 from django.db import transaction
 
-from hosts import driver
+from hosts import cloudinit, driver
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations.common import (
@@ -47,6 +47,8 @@ def migrate(ctx: JobContext) -> dict:
         decided(ctx, exc.explanation, started, refusal(exc))
         raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
     ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
+    # Read-only CD-ROMs are not copied by a migration: the seed must be there first.
+    host_call(cloudinit.write_seed_on, destination, vm)
     host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
     ctx.step(f"Waiting for the VM to run on {destination.name}", 0.8)
     wait_for(ctx, destination, RUNNING | {"paused"}, STOPPED, "migrating")
