@@ -43,9 +43,14 @@ def meta_data(vm: VirtualMachine) -> str:
 
 def seed_iso(vm: VirtualMachine) -> bytes:
     """The NoCloud ISO of ``vm`` as bytes."""
+    return nocloud_iso(meta_data(vm), user_data(vm))
+
+
+def nocloud_iso(meta: str, user: str) -> bytes:
+    """An ISO 9660 volume labelled ``cidata`` holding ``meta-data`` and ``user-data``."""
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
-    for name, text in (("meta-data", meta_data(vm)), ("user-data", user_data(vm))):
+    for name, text in (("meta-data", meta), ("user-data", user)):
         data = text.encode()
         iso.add_fp(
             io.BytesIO(data),

@@ -6,6 +6,7 @@ console logged into the host's storage pool, guest agent channel, VNC on the loo
 database; the API answers from there, and the console websocket relays its VNC stream.
 """
 
+import re
 from datetime import timedelta
 
 import libvirt
@@ -15,32 +16,44 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
-from hosts import guestinfo
+from hosts import cloudinit, guestinfo
 from hosts.driver import guests
 from hosts.driver.storage import storage_pool_path
 from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
 from tests.conftest import wait_until
-from tests.hosts.driver.guests import Guest
+from tests.hosts.driver.guests import Guest, lines
+from tests.project.sshkeys_data import ED25519, RSA
 
 BOOTED = "corral-guest: booted"
+HOSTNAME = "corral-vm-1"
+KEYS = (ED25519, RSA)
 ORIGIN = (b"origin", b"http://testserver")
 
 
 @pytest.fixture(scope="module")
 def booted(qemu_daemons, tiny_guest):
     """The tiny guest, running with Corral's guest devices on the first QEMU host."""
-    conn = libvirt.open(qemu_daemons[0].uri)
+    daemon = qemu_daemons[0]
+    conn = libvirt.open(daemon.uri)
     pool = conn.storagePoolLookupByName("corral")
     guest = Guest(conn, pool, tiny_guest)
+    seed = cloudinit.nocloud_iso(
+        f"instance-id: {guest.uuid}\nlocal-hostname: {HOSTNAME}\n",
+        "#cloud-config\nssh_authorized_keys:\n" + "".join(f"- {k}\n" for k in KEYS),
+    )
+    assert guests.write_seed(daemon.uri, guest.uuid, seed)
+    # The helper's own seed CD-ROM and devices give way to those Corral defines.
     xml = guest.domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
-    devices = guests.devices_xml(conn, guest.uuid, guests.GuestDevices(guest_agent=True))
+    xml = re.sub(r"<disk type='file' device='cdrom'>.*?</disk>", "", xml, flags=re.S)
+    devices = guests.devices_xml(conn, guest.uuid, guests.GuestDevices(guest_agent=True, seed=True))
     guest.domain = conn.defineXML(xml[: xml.index("<serial")] + devices + "</devices></domain>")
     guest.log = f"{storage_pool_path(pool)}/{guests.log_volume(guest.uuid)}"
     try:
-        guest.boot()
-        yield qemu_daemons[0], guest
+        guest.first_boot = guest.boot()
+        yield daemon, guest
     finally:
         guest.remove()
+        guests.remove_guest_files(daemon.uri, guest.uuid)
         conn.close()
 
 
@@ -67,6 +80,15 @@ def refreshed(vm, ready):
         return fresh if ready(fresh) else None
 
     return wait_until(check, timeout=40, interval=0.5, message="the guest never showed it")
+
+
+def test_the_guest_reads_the_seed_corral_wrote_for_it(booted):
+    _, guest = booted
+
+    boot = lines(guest.first_boot)
+
+    assert f"corral-guest: hostname {HOSTNAME}" in boot
+    assert f"corral-guest: ssh-keys {len(KEYS)}" in boot
 
 
 def console_text(vm) -> str:
