@@ -19,7 +19,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OPENSTACK_VENV := var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help
+.PHONY: run test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help vendor-novnc
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
@@ -98,6 +98,17 @@ test: deps browser-packages openstack-clients lint
 
 bench: deps
 	$(PY) bench/run.py
+
+# noVNC, the browser's VNC client of the VM console page, is committed under
+# project/static/vendor/novnc-$(NOVNC_VERSION) (its core and vendored pako, MPL-2.0 / MIT:
+# LICENSE.txt there). This refreshes it from the npm release.
+NOVNC_VERSION := 1.7.0
+vendor-novnc:
+	rm -rf var/novnc && mkdir -p var/novnc
+	cd var/novnc && npm pack @novnc/novnc@$(NOVNC_VERSION) && tar xzf novnc-novnc-$(NOVNC_VERSION).tgz
+	rm -rf project/static/vendor/novnc-$(NOVNC_VERSION) && mkdir -p project/static/vendor/novnc-$(NOVNC_VERSION)
+	cd var/novnc/package && cp -r core vendor LICENSE.txt AUTHORS package.json \
+		$(CURDIR)/project/static/vendor/novnc-$(NOVNC_VERSION)/
 
 clean:
 	rm -rf $(VENV) $(OPENSTACK_VENV) .pytest_cache .ruff_cache

@@ -21,6 +21,7 @@ class HostsConfig(AppConfig):
         from hosts import (  # noqa: F401
             dashboard,
             demo,
+            guestinfo,
             jobs,
             metrics,
             operations,
@@ -28,9 +29,10 @@ class HostsConfig(AppConfig):
             syncer,
             tasks,
         )
+        from hosts.console_relay import ConsoleRelay
         from hosts.driver import uris
         from hosts.jobs import retention
-        from project import events, loops, scopes
+        from project import events, loops, scopes, websockets
         from project import metrics as project_metrics
 
         uris.allow_lightsim_folder(str(settings.CORRAL_SIMHOSTS_DIR))
@@ -48,6 +50,13 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
+        websockets.register("ws/console/<str:ticket>/", ConsoleRelay.as_asgi())
+        loops.register(
+            "guest-info",
+            guestinfo.refresh_host,
+            every=lambda: settings.CORRAL_GUEST_INFO_INTERVAL,
+            keys=guestinfo.up_hosts,
+        )
         loops.register(
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from hosts import views
+from hosts import console_pages, views
 
 urlpatterns = [
     path("vms/", views.vm_list, name="vms"),
@@ -10,6 +10,8 @@ urlpatterns = [
     path("vms/<int:vm_id>/", views.vm_detail, name="vm"),
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
+    path("vms/<int:vm_id>/console/", console_pages.vm_console, name="vm-console"),
+    path("vms/<int:vm_id>/console-log/", console_pages.vm_console_log, name="vm-console-log"),
     re_path(
         rf"^vms/(?P<vm_id>[0-9]+)/(?P<operation>{'|'.join(sorted(views.OPERATION_KINDS))})/$",
         views.vm_operation,

@@ -65,3 +65,23 @@ def validate_kernel_cmdline(value: str) -> None:
     """Printable ASCII only: the command line goes into the domain XML and the guest."""
     if not _CMDLINE.match(value):
         raise ValidationError("The kernel command line may hold printable ASCII only.")
+
+
+def validate_user_data(value: str) -> None:
+    """cloud-init user-data: ``#cloud-config`` then a YAML mapping (Corral adds the user's keys
+    to it, so it must be one it can read)."""
+    import yaml
+
+    if not value.strip():
+        return
+    if not value.lstrip().startswith("#cloud-config"):
+        raise ValidationError("User-data must start with #cloud-config.")
+    try:
+        document = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"User-data is not valid YAML: {exc}") from exc
+    if document is not None and not isinstance(document, dict):
+        raise ValidationError("User-data must be a YAML mapping (key: value lines).")
+    keys = (document or {}).get("ssh_authorized_keys", [])
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        raise ValidationError("ssh_authorized_keys must be a list of keys.")

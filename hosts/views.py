@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from hosts import services
-from hosts.models import Job, JobKind, VirtualMachine
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
 from project.permissions import holds_at_system, restrict
@@ -48,6 +48,7 @@ OPERATIONS = [
 ]
 OPERATION_KINDS = {kind.value for kind, _, _ in OPERATIONS}
 STOPS = {JobKind.SHUTDOWN.value, JobKind.POWEROFF.value}
+SCREEN_STATUSES = {VmStatus.UP, VmStatus.PAUSED}
 
 
 def _visible(user):
@@ -94,6 +95,8 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         ]
         # Holding a pool's VM for the admins (or releasing it) is for those who may change it.
         vm.can_hold = vm.pk in changeable
+        vm.can_console = vm.pk in operable
+        vm.screen_shown = vm.status in SCREEN_STATUSES and bool(vm.graphics_port)
     for decorate in decorators:
         decorate(user, vms)
     return vms

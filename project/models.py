@@ -1,5 +1,6 @@
 """Roles (named sets of actions) and the System object that system-wide grants attach to."""
 
+from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
@@ -169,3 +170,29 @@ class LoginFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} from {self.address or 'an unknown address'} at {self.at}"
+
+
+class SshKey(models.Model):
+    """An OpenSSH public key of a user: put on every VM the user is handed (cloud-init), so they
+    can log in. ``fingerprint`` is OpenSSH's ``SHA256:…`` of the key."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys"
+    )
+    name = models.CharField(max_length=64)
+    public_key = models.TextField(max_length=16384)
+    fingerprint = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["owner_id", "name"]
+        default_permissions = ()
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="sshkey_name_unique_per_user"),
+            models.UniqueConstraint(
+                fields=["owner", "fingerprint"], name="sshkey_fingerprint_unique_per_user"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint})"

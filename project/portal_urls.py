@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from project import lockout, views
+from project import lockout, sshkey_pages, views
 
 urlpatterns = [
     path(
@@ -19,6 +19,8 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("events/stream/", views.event_stream, name="event-stream"),
+    path("keys/", sshkey_pages.ssh_keys, name="ssh-keys"),
+    path("keys/<int:key_id>/delete/", sshkey_pages.ssh_key_delete, name="ssh-key-delete"),
     *(
         path("", include(config.portal_urls))
         for config in apps.get_app_configs()

@@ -317,6 +317,12 @@ CONTENT_SECURITY_POLICY = {
 CORRAL_SYNC_INTERVAL = float(os.environ.get("CORRAL_SYNC_INTERVAL", "5"))
 # Threads each task cluster syncs its share of the hosts with (hosts/syncer.py).
 CORRAL_SYNC_THREADS = int(os.environ.get("CORRAL_SYNC_THREADS", "4"))
+# How often guests' addresses, VNC ports and serial console tails are read (hosts/guestinfo.py),
+# and at most how many VMs of one host each round reads.
+CORRAL_GUEST_INFO_INTERVAL = float(os.environ.get("CORRAL_GUEST_INFO_INTERVAL", "10"))
+CORRAL_GUEST_INFO_MAX_VMS = int(os.environ.get("CORRAL_GUEST_INFO_MAX_VMS", "500"))
+# A console ticket (POST /api/vms/{id}/console/) is good for this many seconds, once (max 60).
+CORRAL_CONSOLE_TICKET_SECONDS = min(60, int(os.environ.get("CORRAL_CONSOLE_TICKET_SECONDS", "30")))
 CORRAL_TICK_SECONDS = float(os.environ.get("CORRAL_TICK_SECONDS", "1"))
 CORRAL_TICKER_RUN_SECONDS = float(os.environ.get("CORRAL_TICKER_RUN_SECONDS", "15"))
 CORRAL_JOB_HEARTBEAT_INTERVAL = float(os.environ.get("CORRAL_JOB_HEARTBEAT_INTERVAL", "2"))

@@ -74,7 +74,7 @@ class VirtualMachineAdmin(ScopedAdmin):
         ("pool", ONLY_VISIBLE),
         ("host", ONLY_VISIBLE),
     ]
-    search_fields = ["name", "description", "uuid", "owner__username"]
+    search_fields = ["name", "description", "uuid", "owner__username", "ip_addresses"]
     readonly_fields = [
         "uuid",
         "host",
@@ -86,6 +86,8 @@ class VirtualMachineAdmin(ScopedAdmin):
         "cpu_usage_percent",
         "migrating_to",
         "prestart_failures",
+        "ip_addresses",
+        "graphics_port",
         "created_at",
         "updated_at",
     ]

@@ -134,9 +134,15 @@ class TemplateSerializer(ModelCleanSerializer):
             "kernel_cmdline",
             "graphics",
             "guest_agent",
+            "user_data",
             "created_at",
             "updated_at",
         ]
+
+
+class ConsoleTicketSerializer(serializers.Serializer):
+    url = serializers.CharField(help_text="Open this websocket (noVNC) within seconds, once.")
+    expires_at = serializers.DateTimeField()
 
 
 HARDWARE_FIELDS = ("vcpus", "memory_mb", "disk_gb")
@@ -185,11 +191,13 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "power_state_update_count",
             "power_host",
             "cpu_usage_percent",
+            "ip_addresses",
             "created_at",
             "updated_at",
         ]
         read_only_fields = [
             "host",
+            "ip_addresses",
             "pool",
             "status",
             "power_state",

@@ -1,6 +1,8 @@
 """Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
 
 from django.db import transaction
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -8,7 +10,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hosts import jobs, services
+from hosts import consoles, jobs, services
 from hosts.api.filtersets import (
     ClusterFilterSet,
     ExternalDomainFilterSet,
@@ -19,6 +21,7 @@ from hosts.api.filtersets import (
 )
 from hosts.api.serializers import (
     ClusterSerializer,
+    ConsoleTicketSerializer,
     EventFeedSerializer,
     EventSerializer,
     ExternalDomainSerializer,
@@ -30,6 +33,7 @@ from hosts.api.serializers import (
 )
 from hosts.models import (
     Cluster,
+    ConsoleLog,
     ExternalDomain,
     Host,
     Job,
@@ -42,6 +46,7 @@ from project import events
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
+from project.permissions import holds
 
 
 class ClusterViewSet(ScopedModelViewSet):
@@ -130,7 +135,32 @@ class VirtualMachineOperations:
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class VirtualMachineViewSet(VirtualMachineOperations, ScopedModelViewSet):
+class VirtualMachineConsole:
+    """A VM's serial console log and its screen (VNC through a websocket)."""
+
+    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
+    @action(detail=True, methods=["get"], url_path="console-log")
+    def console_log(self, request, pk=None):
+        """The last 64 KiB of the VM's serial console, as last copied from its host."""
+        vm = self.get_object()
+        log = ConsoleLog.objects.filter(vm=vm).values_list("text", flat=True).first()
+        return HttpResponse(log or "", content_type="text/plain; charset=utf-8")
+
+    @extend_schema(request=None, responses={201: ConsoleTicketSerializer})
+    @action(detail=True, methods=["post"])
+    def console(self, request, pk=None):
+        """A websocket URL that opens the VM's screen (VNC): once, within seconds, for you."""
+        vm = self.get_object()
+        if not holds(request.user, consoles.OPERATE, vm):
+            raise Http404  # who may not operate the VM does not learn it has a console
+        ticket, expires_at = consoles.issue_ticket(vm, request.user)
+        scheme = "wss" if request.is_secure() else "ws"
+        url = f"{scheme}://{request.get_host()}/ws/console/{ticket}/"
+        data = {"url": url, "expires_at": expires_at}
+        return Response(ConsoleTicketSerializer(data).data, status=status.HTTP_201_CREATED)
+
+
+class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
     queryset = VirtualMachine.objects.select_related("owner")
@@ -145,6 +175,8 @@ class VirtualMachineViewSet(VirtualMachineOperations, ScopedModelViewSet):
         "suspend": "hosts.operate_virtualmachine",
         "resume": "hosts.operate_virtualmachine",
         "migrate": "hosts.migrate_virtualmachine",
+        "console_log": "hosts.operate_virtualmachine",
+        "console": "hosts.view_virtualmachine",
     }
 
     def perform_create(self, serializer):

@@ -36,12 +36,15 @@ from hosts.driver.domains import (
     undefine,
 )
 from hosts.driver.events import LifecycleListener
+from hosts.driver.guests import GuestDevices, GuestInfo
 
 __all__ = [
     "DomainNotFound",
     "DomainReport",
     "DomainSpec",
     "DriverError",
+    "GuestDevices",
+    "GuestInfo",
     "HostReport",
     "Hypervisor",
     "HostUnreachable",

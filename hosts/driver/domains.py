@@ -12,6 +12,7 @@ import libvirt
 
 from hosts.driver import lightsim
 from hosts.driver.connection import DriverError, call, translate
+from hosts.driver.guests import GuestDevices, with_devices
 from hosts.driver.volumes import PoolSpace, pool_space, running_pool
 
 POWER_STATES = {
@@ -53,11 +54,11 @@ class DomainSpec:
     kernel: str = ""
     initrd: str = ""
     cmdline: str = ""
-    graphics: str = "none"
     user_nic: bool = False
     domain_type: str = ""
     machine: str = ""
     emulator: str = ""
+    guest: GuestDevices = GuestDevices()
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
         f"{_os_xml(spec)}"
         "<features><acpi/></features>"
         "<devices>"
-        f"{_emulator_xml(spec)}{_disk_xml(spec)}{_interfaces_xml(spec)}{_graphics_xml(spec)}"
+        f"{_emulator_xml(spec)}{_disk_xml(spec)}{_interfaces_xml(spec)}"
         "</devices></domain>"
     )
 
@@ -165,12 +166,6 @@ def _interfaces_xml(spec: DomainSpec) -> str:
     if spec.user_nic and not spec.networks:
         interfaces += "<interface type='user'><model type='virtio'/></interface>"
     return interfaces
-
-
-def _graphics_xml(spec: DomainSpec) -> str:
-    if spec.graphics != "vnc":
-        return ""
-    return "<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>"
 
 
 def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
@@ -281,9 +276,11 @@ def define(uri: str, spec: DomainSpec) -> None:
                     machine=found.machine,
                     emulator=found.emulator,
                 )
-                conn.defineXML(domain_xml(spec_to_define, conn.getType()))
+                xml = domain_xml(spec_to_define, conn.getType())
+                conn.defineXML(with_devices(xml, conn, spec.uuid, spec.guest))
                 return
-        conn.defineXML(domain_xml(spec, conn.getType()))
+        xml = domain_xml(spec, conn.getType())
+        conn.defineXML(with_devices(xml, conn, spec.uuid, spec.guest))
 
     call(uri, "define the VM", run)
 

@@ -1,5 +1,6 @@
 """The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
 
+from hosts.models.guests import ConsoleLog, ConsoleTicket
 from hosts.models.images import CopyState, Image, ImageCopy, ImageFormat, ImageKind, ImageStatus
 from hosts.models.inventory import (
     HOLDING_STATUSES,
@@ -20,6 +21,8 @@ __all__ = [
     "STATIONARY_STATUSES",
     "Cluster",
     "CopyState",
+    "ConsoleLog",
+    "ConsoleTicket",
     "ExternalDomain",
     "Host",
     "HostStatus",

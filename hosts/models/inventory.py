@@ -13,6 +13,7 @@ from hosts.validators import (
     validate_libvirt_uri,
     validate_network_names,
     validate_storage_path,
+    validate_user_data,
 )
 from project.json_input import validate_flat_properties
 from project.names import validate_object_name
@@ -232,6 +233,13 @@ class Template(models.Model):
     guest_agent = models.BooleanField(
         default=False, help_text="The guest runs the QEMU guest agent."
     )
+    user_data = models.TextField(
+        blank=True,
+        max_length=65536,
+        validators=[validate_user_data],
+        help_text="cloud-init user-data (#cloud-config) every VM of the template gets, beside "
+        "its user's SSH keys.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -416,6 +424,12 @@ class VirtualMachine(models.Model):
         blank=True,
         related_name="+",
         help_text="The destination while a migration runs (its resources are held there).",
+    )
+    ip_addresses = models.JSONField(
+        default=list, blank=True, editable=False, help_text="The guest's addresses, as last read."
+    )
+    graphics_port = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="The VNC port on its host, when running."
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

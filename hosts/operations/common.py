@@ -8,6 +8,7 @@ import time
 from django.conf import settings
 
 from hosts import driver
+from hosts.consoles import listen_address
 from hosts.hooks import HookFailed, hooks_for, run_hooks
 from hosts.jobs import JobContext, JobFailed
 from hosts.jobs.settle import RUNNING, STOPPED
@@ -43,6 +44,13 @@ def spec_for(vm: VirtualMachine, **boot) -> driver.DomainSpec:
     """The VM's domain; ``boot`` holds its disk, kernel and NIC on a real host
     (``hosts.operations.disks.boot_for``)."""
     template = vm.template
+    guest = driver.GuestDevices(
+        guest_agent=template.guest_agent,
+        graphics=template.graphics or "none",
+        graphics_listen=listen_address(vm.host.uri) if vm.host is not None else "127.0.0.1",
+        seed=True,
+        storage_pool=vm.host.storage_pool if vm.host is not None else "corral",
+    )
     return driver.DomainSpec(
         uuid=str(vm.uuid),
         name=vm.name,
@@ -51,6 +59,7 @@ def spec_for(vm: VirtualMachine, **boot) -> driver.DomainSpec:
         disk_gb=vm.disk_gb,
         networks=tuple(template.networks),
         os_type=template.os_type,
+        guest=guest,
         **boot,
     )
 

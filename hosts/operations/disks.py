@@ -64,7 +64,6 @@ def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = F
         "kernel": paths.get("kernel_image", ""),
         "initrd": paths.get("initrd_image", ""),
         "cmdline": template.kernel_cmdline,
-        "graphics": template.graphics,
         "user_nic": not template.networks and not host.reported_networks,
     }
 

@@ -8,6 +8,7 @@ import time
 from django.db import transaction
 
 from hosts import driver
+from hosts.driver import guests
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine
 from hosts.operations import disks
@@ -32,6 +33,7 @@ def delete(ctx: JobContext) -> dict:
         host_call(driver.undefine, vm.host.uri, str(vm.uuid))
         ctx.step(f"Deleting the VM's disk on {vm.host.name}", 0.6)
         disks.remove_disk(ctx, vm, vm.host)
+        host_call(guests.remove_guest_files, vm.host.uri, str(vm.uuid), vm.host.storage_pool)
     ctx.step("Deleting the VM", 0.8)
     name = vm.name
     with transaction.atomic():

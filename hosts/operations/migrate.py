@@ -7,7 +7,7 @@ import time
 
 from django.db import transaction
 
-from hosts import driver
+from hosts import cloudinit, driver
 from hosts.driver import migration
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
@@ -115,6 +115,8 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
     """Move the running VM; when both hosts keep disks in pools of their own, its disk too
     (the destination's images and overlay prepared first, the source's overlay removed
     after)."""
+    # Read-only CD-ROMs are not copied by a migration: the seed must be there first.
+    host_call(cloudinit.write_seed_on, destination, vm)
     if disks.real_storage(source) and disks.real_storage(destination):
         boot = disks.boot_for(ctx, vm, destination, reset=True)
         ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)

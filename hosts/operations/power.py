@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from hosts import driver
+from hosts import cloudinit, driver
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -80,6 +80,9 @@ def start(ctx: JobContext) -> dict:
 def _start_on(ctx: JobContext, vm: VirtualMachine, host: Host) -> None:
     """Define, (snapshot,) start the VM on ``host`` and wait until it runs there."""
     boot = disks.boot_for(ctx, vm, host)
+    ctx.step("Writing the cloud-init seed", 0.3)
+    if not host_call(cloudinit.write_seed, vm):
+        ctx.log(f"{host.name} has no storage pool for a cloud-init seed; the VM boots without")
     ctx.step(f"Defining the VM on {host.name}", 0.35)
     host_call(driver.define, host.uri, spec_for(vm, **boot))
     # A real disk is reverted by recreating its overlay, not by an internal snapshot.

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import SimpleRouter
 
 from project import lockout
-from project.api import access_views, errors
+from project.api import access_views, errors, sshkey_views
 from project.csp import api_docs_policy
 
 router = SimpleRouter()
@@ -15,6 +15,7 @@ router.register("roles", access_views.RoleViewSet)
 router.register("permissions", access_views.GrantViewSet, basename="grant")
 router.register("users", access_views.UserViewSet)
 router.register("groups", access_views.GroupViewSet)
+router.register("me/sshkeys", sshkey_views.SshKeyViewSet, basename="sshkey")
 
 urlpatterns = [
     *(

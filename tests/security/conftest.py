@@ -30,12 +30,14 @@ from hosts.models import (
 from leases import services as lease_services
 from leases.models import Lease
 from pools.models import VmPool
+from project import sshkeys
 from project.grants import grant_role
-from project.models import Role
+from project.models import Role, SshKey
 from project.permissions import permission_for
 from project.roles import ensure_grant_permissions
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
 from tests.conftest import unique
+from tests.project.sshkeys_data import ED25519
 
 User = get_user_model()
 
@@ -62,6 +64,7 @@ class World:
     role: Role
     group: Group
     other_user: User
+    ssh_key: SshKey
     user_grant_id: str
     group_grant_id: str
 
@@ -138,6 +141,7 @@ def build_world() -> World:
     group = Group.objects.create(name=unique("sec-group"))
     other_user = User.objects.create_user(unique("someone"), password="pw-Corral-1")
     user_grant = grant_role(role, cluster, user=other_user)[0]
+    ssh_key = sshkeys.add_key(other_user, "laptop", ED25519)
     group_grant = grant_role(role, cluster, group=group)[0]
     external_domain = ExternalDomain.objects.create(
         host=host, uuid=uuid.uuid4(), name=unique("outsider")
@@ -161,6 +165,7 @@ def build_world() -> World:
         role=role,
         group=group,
         other_user=other_user,
+        ssh_key=ssh_key,
         user_grant_id=user_grant.id,
         group_grant_id=group_grant.id,
     )

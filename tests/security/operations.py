@@ -41,6 +41,7 @@ def object_ids(world: World) -> dict[str, object]:
         "images": world.image.pk,
         "jobs": world.job.pk,
         "leases": world.lease.pk,
+        "me": world.ssh_key.pk,  # /api/me/sshkeys/{id}/: another user's key
         "permissions": world.user_grant_id,
         "roles": world.role.pk,
         "schedulingpolicies": world.policy.pk,

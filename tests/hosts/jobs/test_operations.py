@@ -70,6 +70,8 @@ def test_a_start_job_journals_its_steps(sim_vm, manager):
     assert journal[0] == "Choosing a host"
     assert journal[1].startswith(f"Placed on {host.name}")
     assert journal[2:] == [
+        "Writing the cloud-init seed",
+        f"{host.name} has no storage pool for a cloud-init seed; the VM boots without",
         f"Defining the VM on {host.name}",
         "Starting the VM",
         "Waiting for the VM to run",

@@ -42,6 +42,19 @@ NOT_IN_THE_MATRIX = {
     "POST /api/hosts/{id}/confirm-down/": "tests/hosts/sync/test_failover.py "
     "(test_only_who_may_change_the_host_confirms_it_down): change_host on the host, 403 for a "
     "viewer, 404 for others",
+    **{
+        route: "tests/project/test_ssh_keys.py: each user's own keys only; another's key 404"
+        for route in (
+            "GET /api/me/sshkeys/",
+            "POST /api/me/sshkeys/",
+            "GET /api/me/sshkeys/{id}/",
+            "DELETE /api/me/sshkeys/{id}/",
+        )
+    },
+    "GET /api/vms/{id}/console-log/": "tests/hosts/test_guest_access.py: operate on the VM; "
+    "a viewer gets 403, who cannot see it 404",
+    "POST /api/vms/{id}/console/": "tests/hosts/test_guest_access.py and "
+    "tests/hosts/portal/test_console_pages.py: operate on the VM, 404 for everyone else",
     "GET /api/jobs/": "tests/hosts/jobs/test_jobs_api.py: jobs on the VMs the caller may see",
     "GET /api/jobs/{id}/": "tests/hosts/jobs/test_jobs_api.py: 404 for a job on a hidden VM",
     "POST /api/jobs/{id}/cancel/": "tests/hosts/jobs/test_jobs_api.py: cancel_job, or the "

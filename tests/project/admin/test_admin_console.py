@@ -38,7 +38,15 @@ def client_logged_in_as(user) -> Client:
 
 @pytest.fixture
 def make_admin_object(
-    admin_user, make_cluster, make_host, make_template, make_vm, make_pool, make_user, grant
+    admin_user,
+    make_cluster,
+    make_host,
+    make_template,
+    make_vm,
+    make_pool,
+    make_user,
+    grant,
+    make_image,
 ):
     """make_admin_object(label) -> a saved object of that model to open in the admin."""
 
@@ -112,6 +120,7 @@ def make_admin_object(
         "hosts.Cluster": make_cluster,
         "hosts.Host": make_host,
         "hosts.Template": make_template,
+        "hosts.Image": make_image,
         "hosts.VirtualMachine": make_vm,
         "pools.VmPool": make_pool,
         "leases.Lease": lease,
@@ -135,6 +144,7 @@ SCREENS = [
     "hosts.Cluster",
     "hosts.Host",
     "hosts.Template",
+    "hosts.Image",
     "hosts.VirtualMachine",
     "pools.VmPool",
     "leases.Lease",
@@ -151,6 +161,7 @@ SCREENS = [
 ]
 # Records Corral writes itself: listed and opened, never added by hand.
 READ_ONLY = {
+    "hosts.Image",  # uploaded through the API (a streamed file), then named and deleted here
     "hosts.Job",
     "hosts.ExternalDomain",
     "project.Event",
@@ -361,6 +372,7 @@ def test_cluster_admin_changes_a_host_of_their_cluster(console, hosts_of_a_and_b
         "uri": host_a.uri,
         "description": "Rack 7",
         "networks": "[]",
+        "storage_pool": "corral",
     }
 
     response = console.post(admin_url("hosts.Host", "change", host_a.pk), form)

@@ -1,0 +1,114 @@
+"""cloud-init's NoCloud seed of a VM: an ISO 9660 volume labelled ``cidata`` holding
+``meta-data`` (instance-id = the VM's UUID, local-hostname = its name) and ``user-data`` (a
+``#cloud-config`` with the SSH keys of the VM's user, and the template's own user-data merged
+in). Written with pycdlib, uploaded to the VM's host (``hosts.driver.guests.write_seed``)
+before each start and whenever the VM changes hands, so its next boot sees its new user.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pycdlib
+import yaml
+from django.db import transaction
+
+from hosts import driver
+from hosts.driver import guests
+from hosts.models import VirtualMachine
+from project.sshkeys import authorized_keys
+
+logger = logging.getLogger(__name__)
+TASK = "hosts.cloudinit.refresh_seed"
+
+
+def user_data(vm: VirtualMachine) -> str:
+    """``#cloud-config``: the template's user-data with the user's SSH keys added to its
+    ``ssh_authorized_keys`` (the template's own keys stay)."""
+    document = yaml.safe_load(vm.template.user_data or "") or {}
+    if not isinstance(document, dict):  # refused by the template's validation; never trusted
+        document = {}
+    keys = [key for key in document.get("ssh_authorized_keys") or [] if isinstance(key, str)]
+    if vm.owner_id:
+        keys += [key for key in authorized_keys(vm.owner) if key not in keys]
+    document["ssh_authorized_keys"] = keys
+    return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False, width=100000)
+
+
+def meta_data(vm: VirtualMachine) -> str:
+    return f"instance-id: {vm.uuid}\nlocal-hostname: {json.dumps(vm.name)}\n"
+
+
+def seed_iso(vm: VirtualMachine) -> bytes:
+    """The NoCloud ISO of ``vm`` as bytes."""
+    return nocloud_iso(meta_data(vm), user_data(vm))
+
+
+def nocloud_iso(meta: str, user: str) -> bytes:
+    """An ISO 9660 volume labelled ``cidata`` holding ``meta-data`` and ``user-data``."""
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
+    for name, text in (("meta-data", meta), ("user-data", user)):
+        data = text.encode()
+        iso.add_fp(
+            io.BytesIO(data),
+            len(data),
+            "/" + name.replace("-", "").upper() + ".;1",
+            rr_name=name,
+            joliet_path="/" + name,
+        )
+    out = io.BytesIO()
+    iso.write_fp(out)
+    iso.close()
+    return out.getvalue()
+
+
+def read_seed(data: bytes) -> dict[str, str]:
+    """The files of a seed ISO by name (what a guest's cloud-init would read)."""
+    iso = pycdlib.PyCdlib()
+    iso.open_fp(io.BytesIO(data))
+    try:
+        files = {}
+        for name in ("meta-data", "user-data"):
+            out = io.BytesIO()
+            iso.get_file_from_iso_fp(out, rr_path="/" + name)
+            files[name] = out.getvalue().decode()
+        return files
+    finally:
+        iso.close()
+
+
+def write_seed(vm: VirtualMachine) -> bool:
+    """Upload the VM's seed to its host; False when it has no host or the host no pool."""
+    if vm.host is None:
+        return False
+    return write_seed_on(vm.host, vm)
+
+
+def write_seed_on(host, vm: VirtualMachine) -> bool:
+    """Upload the VM's seed to ``host`` (its destination, when it migrates)."""
+    return guests.write_seed(host.uri, str(vm.uuid), seed_iso(vm), host.storage_pool)
+
+
+def refresh_seed(vm_id: int) -> bool:
+    """Task: rewrite the seed of one VM (queued when it changes hands). A VM gone, or not on a
+    host yet, needs none: its start writes it."""
+    vm = VirtualMachine.objects.select_related("host", "template", "owner").filter(pk=vm_id)
+    vm = vm.first()
+    if vm is None:
+        return False
+    try:
+        return write_seed(vm)
+    except driver.DriverError as exc:
+        logger.warning("Could not rewrite the seed of VM %s: %s", vm.name, exc.message)
+        return False
+
+
+def queue_refresh(vm_id: int) -> None:
+    """Rewrite the VM's seed once the current transaction commits (by a task: no libvirt call
+    in a request)."""
+    from django_q.tasks import async_task
+
+    transaction.on_commit(lambda: async_task(TASK, vm_id, task_name=f"seed-{vm_id}"))

@@ -1,0 +1,46 @@
+"""Portal pages that reach a guest: its screen in noVNC (opened with a one-time ticket) and the
+tail of its serial console. Only for those who may operate the VM; others get a 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from hosts import consoles
+from hosts.models import ConsoleLog, VirtualMachine
+from project.errors import Refused
+from project.permissions import restrict
+
+
+def _operable(user, vm_id: int) -> VirtualMachine:
+    vms = restrict(VirtualMachine.objects.select_related("host"), user, consoles.OPERATE)
+    return get_object_or_404(vms, pk=vm_id)
+
+
+@require_POST
+@login_required
+def vm_console(request, vm_id: int):
+    """The VM's screen: a ticket issued now, redeemed by the page's websocket."""
+    vm = _operable(request.user, vm_id)
+    try:
+        ticket, expires_at = consoles.issue_ticket(vm, request.user)
+    except Refused as refused:
+        messages.error(request, refused.message)
+        return redirect("portal:vm", vm_id=vm.pk)
+    scheme = "wss" if request.is_secure() else "ws"
+    url = f"{scheme}://{request.get_host()}/ws/console/{ticket}/"
+    context = {"vm": vm, "url": url, "expires_at": expires_at, "section": "vms"}
+    response = render(request, "portal/console.html", context)
+    response["Cache-Control"] = "no-store"  # the ticket is single use: never from a cache
+    return response
+
+
+@require_GET
+@login_required
+def vm_console_log(request, vm_id: int):
+    """The serial console's tail as last copied from the host (for the VM page)."""
+    vm = _operable(request.user, vm_id)
+    log = ConsoleLog.objects.filter(vm=vm).first()
+    return render(request, "portal/_console_log.html", {"vm": vm, "log": log})

@@ -1,0 +1,121 @@
+"""Where a VM's screen (VNC) is reached from Corral's web tier, and the one-time tickets that
+let a user open it.
+
+A local host (a ``qemu:///…`` or ``qemu+unix://`` URI, no host name) has its guests' VNC
+listen on the loopback only; a remote host's listen on every address of the host, and Corral
+connects to the host name of its URI: firewall the VNC ports (5900 and up) so only Corral's
+web tier reaches them. The websocket relay connects only to the address and port recorded for
+the VM (``console_target``), never to one a client names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from hosts.models import ConsoleTicket, VirtualMachine, VmStatus
+from project.errors import Refused
+from project.permissions import holds
+
+OPERATE = "hosts.operate_virtualmachine"
+# VNC display ports: libvirt's autoport starts at 5900.
+MIN_VNC_PORT = 5900
+MAX_PORT = 65535
+LOOPBACK = "127.0.0.1"
+LOCAL_NAMES = {"", "localhost", "127.0.0.1", "::1"}
+
+
+def _host_name(uri: str) -> str:
+    try:
+        return (urlsplit(uri).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def is_local(uri: str) -> bool:
+    return _host_name(uri) in LOCAL_NAMES
+
+
+def listen_address(uri: str) -> str:
+    """The address a guest's VNC listens on, for a host at ``uri``."""
+    return LOOPBACK if is_local(uri) else "0.0.0.0"
+
+
+def console_address(uri: str) -> str:
+    """The address Corral connects to for the screens of the guests of the host at ``uri``."""
+    return LOOPBACK if is_local(uri) else _host_name(uri)
+
+
+@dataclass(frozen=True)
+class ConsoleTarget:
+    """Where the relay connects for one redeemed ticket: the VM's host and its VNC port."""
+
+    vm_id: int
+    address: str
+    port: int
+
+
+def issue_ticket(vm: VirtualMachine, user) -> tuple[str, datetime]:
+    """A one-time ticket for ``user`` to open ``vm``'s screen; returns it and its expiry.
+
+    The caller has checked that ``user`` may operate the VM. Refused when the VM shows no
+    screen now (not running, no VNC, or its port not read from its host yet).
+    """
+    if vm.status not in (VmStatus.UP, VmStatus.PAUSED) or vm.host_id is None:
+        raise Refused(
+            "console_unavailable",
+            f"VM {vm.name} is {vm.get_status_display().lower()}; its console opens while it runs.",
+        )
+    if not vm.graphics_port:
+        raise Refused(
+            "console_unavailable",
+            f"VM {vm.name} has no screen Corral knows of yet (no VNC, or its port is not read "
+            "from its host yet); try again in a few seconds.",
+        )
+    token = secrets.token_urlsafe(32)
+    expires_at = timezone.now() + timedelta(seconds=settings.CORRAL_CONSOLE_TICKET_SECONDS)
+    with transaction.atomic():
+        ConsoleTicket.objects.filter(expires_at__lt=timezone.now()).delete()
+        ConsoleTicket.objects.create(digest=_digest(token), vm=vm, user=user, expires_at=expires_at)
+    return token, expires_at
+
+
+def redeem_ticket(token: str, user) -> ConsoleTarget | None:
+    """The VM screen ``token`` opens, once: None when the ticket is unknown, used, expired,
+    another signed-in user's, or its user may no longer operate the VM or it shows no screen.
+
+    ``user`` is who holds the websocket: the ticket's user, or anonymous (the ticket then is
+    the only credential: secret, single use, valid seconds).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        ticket = (
+            ConsoleTicket.objects.select_for_update()
+            .filter(digest=_digest(token or ""), used_at__isnull=True, expires_at__gt=now)
+            .first()
+        )
+        if ticket is None:
+            return None
+        if getattr(user, "is_authenticated", False) and user.pk != ticket.user_id:
+            return None
+        ConsoleTicket.objects.filter(pk=ticket.pk).update(used_at=now)
+    vm = VirtualMachine.objects.select_related("host", "owner").filter(pk=ticket.vm_id).first()
+    owner = ticket.user
+    if vm is None or vm.host is None or not vm.graphics_port:
+        return None
+    if not holds(owner, OPERATE, vm):
+        return None
+    if not MIN_VNC_PORT <= vm.graphics_port <= MAX_PORT:
+        return None
+    return ConsoleTarget(vm_id=vm.pk, address=console_address(vm.host.uri), port=vm.graphics_port)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,263 @@
+"""Reaching a guest: its serial console log, cloud-init seed, guest agent channel and screen.
+
+Files a guest needs on its host (the seed ``<uuid>-seed.iso``, the serial log ``<uuid>.log``)
+live in the host's storage pool and are written and read as libvirt volumes (upload and
+download streams), so a remote host works as a local one. A host without that pool (libvirt's
+test driver) gets the devices that need no file: a serial console, the agent channel, VNC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from xml.etree import ElementTree
+from xml.sax.saxutils import quoteattr
+
+import libvirt
+
+from hosts.driver.connection import call
+from hosts.driver.storage import STORAGE_POOL, storage_pool_path
+
+AGENT_CHANNEL = "org.qemu.guest_agent.0"
+LOG_TAIL_BYTES = 64 * 1024
+LOOPBACK_NAMES = {"lo"}
+
+
+@dataclass(frozen=True)
+class GuestDevices:
+    """The devices that let people reach a guest: serial console (logged to the pool), the
+    guest agent's channel, a VNC screen listening on ``graphics_listen``, the cloud-init seed."""
+
+    guest_agent: bool = False
+    graphics: str = "vnc"
+    graphics_listen: str = "127.0.0.1"
+    seed: bool = False
+    storage_pool: str = STORAGE_POOL
+
+
+@dataclass
+class GuestInfo:
+    """What a running guest shows of itself, read in one round of calls."""
+
+    addresses: list[str] = field(default_factory=list)
+    log_size: int | None = None
+    log_tail: bytes | None = None  # None: unchanged since the size the caller knew
+    graphics_port: int | None = None
+    graphics_listen: str = ""
+
+
+def seed_volume(uuid: str) -> str:
+    return f"{uuid}-seed.iso"
+
+
+def log_volume(uuid: str) -> str:
+    return f"{uuid}.log"
+
+
+def _pool(conn: libvirt.virConnect, name: str) -> libvirt.virStoragePool | None:
+    try:
+        pool = conn.storagePoolLookupByName(name)
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() in (libvirt.VIR_ERR_NO_STORAGE_POOL, libvirt.VIR_ERR_NO_SUPPORT):
+            return None
+        raise
+    return pool if pool.isActive() else None
+
+
+def devices_xml(conn: libvirt.virConnect, uuid: str, devices: GuestDevices) -> str:
+    """The ``<devices>`` children for ``devices``, paths resolved in the host's pool."""
+    pool = _pool(conn, devices.storage_pool)
+    folder = storage_pool_path(pool) if pool is not None else ""
+    parts = []
+    if folder and devices.seed:
+        parts.append(
+            # Optional: a guest whose seed was never written boots without one. Not in
+            # snapshots: it is rewritten whenever the VM changes hands.
+            "<disk type='file' device='cdrom' snapshot='no'><driver name='qemu' type='raw'/>"
+            f"<source file={quoteattr(f'{folder}/{seed_volume(uuid)}')} startupPolicy='optional'/>"
+            "<target dev='hdc' bus='ide'/><readonly/></disk>"
+        )
+    log = f"<log file={quoteattr(f'{folder}/{log_volume(uuid)}')} append='on'/>" if folder else ""
+    parts.append(f"<serial type='pty'>{log}<target port='0'/></serial>")
+    parts.append("<console type='pty'><target type='serial' port='0'/></console>")
+    if devices.guest_agent:
+        parts.append(
+            f"<channel type='unix'><target type='virtio' name='{AGENT_CHANNEL}'/></channel>"
+        )
+    if devices.graphics == "vnc":
+        parts.append(
+            f"<graphics type='vnc' autoport='yes' listen={quoteattr(devices.graphics_listen)}/>"
+        )
+    return "".join(parts)
+
+
+def with_devices(xml: str, conn: libvirt.virConnect, uuid: str, devices: GuestDevices) -> str:
+    """``xml`` (a domain definition) with the guest devices added inside ``<devices>``."""
+    head, sep, tail = xml.rpartition("</devices>")
+    if not sep:
+        return xml
+    return f"{head}{devices_xml(conn, uuid, devices)}{sep}{tail}"
+
+
+def write_seed(uri: str, uuid: str, data: bytes, pool_name: str = STORAGE_POOL) -> bool:
+    """Put ``data`` (a NoCloud ISO) in the host's pool as the guest's seed volume, replacing it.
+
+    False when the host has no such pool (nothing written). A running guest keeps reading the
+    seed it booted with; its next boot reads this one.
+    """
+
+    def run(conn: libvirt.virConnect) -> bool:
+        pool = _pool(conn, pool_name)
+        if pool is None:
+            return False
+        name = seed_volume(uuid)
+        pool.refresh(0)
+        try:
+            pool.storageVolLookupByName(name).delete(0)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_VOL:
+                raise
+        volume = pool.createXML(
+            f"<volume><name>{name}</name><capacity unit='bytes'>{len(data)}</capacity>"
+            "<target><format type='raw'/></target></volume>",
+            0,
+        )
+        stream = conn.newStream(0)
+        volume.upload(stream, 0, len(data), 0)
+        sent = {"offset": 0}
+
+        def source(_stream, size, state):
+            chunk = data[state["offset"] : state["offset"] + size]
+            state["offset"] += len(chunk)
+            return chunk
+
+        stream.sendAll(source, sent)
+        stream.finish()
+        return True
+
+    return call(uri, "write the VM's cloud-init seed", run)
+
+
+def read_volume(uri: str, name: str, pool_name: str = STORAGE_POOL) -> bytes | None:
+    """A whole (small) volume of the pool, or None when there is none."""
+
+    def run(conn):
+        pool = _pool(conn, pool_name)
+        if pool is None:
+            return None
+        pool.refresh(0)
+        try:
+            volume = pool.storageVolLookupByName(name)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
+                return None
+            raise
+        return _download(conn, volume, 0, volume.info()[1])
+
+    return call(uri, "read a volume", run, retry=True)
+
+
+def remove_guest_files(uri: str, uuid: str, pool_name: str = STORAGE_POOL) -> None:
+    """Delete the guest's seed and serial log from the pool; missing ones are fine."""
+
+    def run(conn):
+        pool = _pool(conn, pool_name)
+        if pool is None:
+            return
+        pool.refresh(0)
+        for name in (seed_volume(uuid), log_volume(uuid)):
+            try:
+                pool.storageVolLookupByName(name).delete(0)
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_VOL:
+                    raise
+
+    call(uri, "remove the VM's seed and console log", run)
+
+
+def _download(conn, volume, offset: int, length: int) -> bytes:
+    if length <= 0:
+        return b""
+    stream = conn.newStream(0)
+    volume.download(stream, offset, length, 0)
+    received: list[bytes] = []
+
+    def sink(_stream, chunk, acc):
+        acc.append(chunk)
+        return len(chunk)
+
+    stream.recvAll(sink, received)
+    stream.finish()
+    return b"".join(received)
+
+
+def _addresses(dom: libvirt.virDomain, agent: bool) -> list[str]:
+    """The guest's addresses: from its agent when it has one, else libvirt networks' leases."""
+    sources = [libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT] if agent else []
+    sources.append(libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE)
+    for source in sources:
+        try:
+            interfaces = dom.interfaceAddresses(source, 0)
+        except libvirt.libvirtError:
+            continue  # agent not up yet, no channel, or no such source on this host
+        found = [
+            address["addr"]
+            for name, info in sorted(interfaces.items())
+            if name not in LOOPBACK_NAMES
+            for address in info.get("addrs") or []
+            if address.get("addr") and not address["addr"].startswith(("127.", "::1", "fe80:"))
+        ]
+        if found:
+            return found
+    return []
+
+
+def _graphics(dom: libvirt.virDomain) -> tuple[int | None, str]:
+    graphics = ElementTree.fromstring(dom.XMLDesc(0)).find("devices/graphics[@type='vnc']")
+    if graphics is None:
+        return None, ""
+    port = int(graphics.get("port") or -1)
+    return (port if port > 0 else None), graphics.get("listen") or ""
+
+
+def guest_info(
+    uri: str, wanted: dict[str, tuple[bool, int]], pool_name: str = STORAGE_POOL
+) -> dict[str, GuestInfo]:
+    """For each running domain in ``wanted`` (uuid -> (has an agent, log size known)): its
+    addresses, graphics port, and its serial log's tail when the log grew or shrank."""
+
+    def run(conn: libvirt.virConnect) -> dict[str, GuestInfo]:
+        pool = _pool(conn, pool_name)
+        if pool is not None:
+            pool.refresh(0)
+        found: dict[str, GuestInfo] = {}
+        for uuid, (agent, known_size) in wanted.items():
+            try:
+                dom = conn.lookupByUUIDString(uuid)
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                    continue
+                raise
+            info = GuestInfo()
+            if dom.isActive():
+                info.addresses = _addresses(dom, agent)
+                info.graphics_port, info.graphics_listen = _graphics(dom)
+            if pool is not None:
+                _read_log(conn, pool, uuid, known_size, info)
+            found[uuid] = info
+        return found
+
+    return call(uri, "read what the guests show", run, retry=True)
+
+
+def _read_log(conn, pool, uuid: str, known_size: int, info: GuestInfo) -> None:
+    try:
+        volume = pool.storageVolLookupByName(log_volume(uuid))
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
+            return
+        raise
+    size = volume.info()[1]
+    info.log_size = size
+    if size != known_size:
+        start = max(0, size - LOG_TAIL_BYTES)
+        info.log_tail = _download(conn, volume, start, size - start)

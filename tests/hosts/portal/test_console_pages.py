@@ -1,0 +1,94 @@
+"""The portal's ways to reach a guest: the Console button (noVNC on a one-time ticket), the
+serial console's tail and the guest's addresses on the VM page. The relay itself and the log's
+content on real QEMU: tests/hosts/test_guest_access.py."""
+
+import pytest
+from django.test import Client
+
+from hosts.models import ConsoleLog, ConsoleTicket, VirtualMachine
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def shown_vm(make_vm, make_host, make_user, grant):
+    """A running VM whose screen and addresses the guest-info loop has read, and its user."""
+    host = make_host(uri="qemu+unix:///session?socket=/tmp/cq-x/run/libvirt/libvirt-sock")
+    vm = make_vm(cluster=host.cluster, host=host, status="up")
+    VirtualMachine.objects.filter(pk=vm.pk).update(
+        graphics_port=5901, ip_addresses=["10.0.2.15", "fec0::1"]
+    )
+    ConsoleLog.objects.create(vm=vm, text="corral-guest: booted\n", size=21)
+    user = make_user()
+    grant(user, "UserRole", vm)
+    return vm, user
+
+
+def test_the_vm_page_shows_addresses_a_console_button_and_the_serial_console(shown_vm):
+    vm, user = shown_vm
+    client = _client(user)
+
+    page = client.get(f"/vms/{vm.pk}/").content.decode()
+    log = client.get(f"/vms/{vm.pk}/console-log/").content.decode()
+
+    assert "10.0.2.15, fec0::1" in page
+    assert f'action="/vms/{vm.pk}/console/"' in page
+    assert "corral-guest: booted" in log
+
+
+def test_the_console_button_opens_novnc_on_a_fresh_ticket_for_its_user(shown_vm):
+    vm, user = shown_vm
+
+    response = _client(user).post(f"/vms/{vm.pk}/console/")
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-url="ws://testserver/ws/console/' in page
+    assert "corral/console.js" in page
+    assert response["Cache-Control"] == "no-store"
+    ticket = ConsoleTicket.objects.get()
+    assert (ticket.user_id, ticket.vm_id, ticket.used_at) == (user.pk, vm.pk, None)
+
+
+def test_who_may_only_view_the_vm_gets_no_console_and_no_log(shown_vm, make_user, make_role, grant):
+    vm, _ = shown_vm
+    viewer = make_user()
+    grant(viewer, make_role("Viewer", ["hosts.view_virtualmachine"]).name, vm)
+    client = _client(viewer)
+
+    page = client.get(f"/vms/{vm.pk}/").content.decode()
+
+    assert "/console/" not in page and "console-log" not in page
+    assert client.post(f"/vms/{vm.pk}/console/").status_code == 404
+    assert client.get(f"/vms/{vm.pk}/console-log/").status_code == 404
+    assert not ConsoleTicket.objects.exists()
+
+
+def test_a_stopped_vm_has_no_console_and_asking_says_why(shown_vm, client_for):
+    vm, user = shown_vm
+    VirtualMachine.objects.filter(pk=vm.pk).update(status="down")
+
+    response = _client(user).post(f"/vms/{vm.pk}/console/", follow=True)
+    api = client_for(user).post(f"/api/vms/{vm.pk}/console/")
+
+    assert "opens while it runs" in response.content.decode()
+    assert api.status_code == 409 and "opens while it runs" in api.json()["detail"]
+    assert not ConsoleTicket.objects.exists()
+
+
+def test_the_api_hands_out_a_ticket_valid_for_at_most_a_minute(shown_vm, client_for):
+    vm, user = shown_vm
+
+    response = client_for(user).post(f"/api/vms/{vm.pk}/console/")
+
+    assert response.status_code == 201
+    ticket = ConsoleTicket.objects.get()
+    assert 0 < (ticket.expires_at - ticket.created_at).total_seconds() <= 60
+    assert response.json()["url"].startswith("ws://testserver/ws/console/")
+    assert ticket.digest not in response.json()["url"]  # only the digest is stored

@@ -1,0 +1,54 @@
+"""The guest-info loop on simulated hosts (libvirt's test driver over a real daemon): what the
+host answers for a guest's addresses is stored, a stopped guest's are cleared, and a round that
+finds nothing new writes nothing. On real QEMU: tests/hosts/test_guest_access.py."""
+
+import pytest
+
+from hosts import driver, guestinfo, sync
+from hosts.models import Host, VirtualMachine
+from hosts.operations import spec_for
+from project import loops
+
+
+@pytest.fixture
+def placed(make_vm, make_template, sim_cluster):
+    """placed(host) -> a VM running on ``host`` with a NIC on its network "default"."""
+    template = make_template(memory_mb=128, vcpus=1, disk_gb=1, networks=["default"])
+
+    def make(host: Host) -> VirtualMachine:
+        vm = make_vm(cluster=sim_cluster, template=template)
+        VirtualMachine.objects.filter(pk=vm.pk).update(host=host)
+        vm.refresh_from_db()
+        driver.define(host.uri, spec_for(vm))
+        driver.start(host.uri, str(vm.uuid))
+        return sync.reconcile_vm(vm.pk)
+
+    return make
+
+
+def test_the_loop_runs_once_per_up_host(sim_hosts):
+    loop = loops.get("guest-info")
+
+    assert sorted(loop.keys()) == sorted(host.pk for host in sim_hosts)
+
+
+def test_a_guests_addresses_are_stored_and_cleared_when_it_stops(
+    sim_hosts, placed, django_assert_max_num_queries
+):
+    host = sim_hosts[0]
+    vms = [placed(host) for _ in range(3)]
+    guestinfo.refresh_host(host.pk)
+    reported = {
+        str(vm.uuid): driver.guests.guest_info(host.uri, {str(vm.uuid): (True, -1)}) for vm in vms
+    }
+
+    with django_assert_max_num_queries(4):
+        assert guestinfo.refresh_host(host.pk) == 0  # nothing new: nothing written
+    driver.power_off(host.uri, str(vms[0].uuid))
+    guestinfo.refresh_host(host.pk)
+
+    stored = {vm.pk: VirtualMachine.objects.get(pk=vm.pk).ip_addresses for vm in vms}
+    assert all(stored[vm.pk] for vm in vms[1:])
+    for vm in vms[1:]:
+        assert stored[vm.pk] == reported[str(vm.uuid)][str(vm.uuid)].addresses
+    assert stored[vms[0].pk] == []

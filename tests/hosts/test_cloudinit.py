@@ -1,0 +1,79 @@
+"""cloud-init seeds on a real QEMU host: the ISO Corral uploads to the VM's host names the VM
+and carries its current user's SSH keys; handing the VM to another user rewrites it."""
+
+import pytest
+from django_q.models import OrmQ
+
+from hosts import cloudinit
+from hosts.driver import guests
+from hosts.models import Host
+from pools.services import allocate_vm, return_vm
+from project import sshkeys
+from tests.project.sshkeys_data import ECDSA, ED25519, RSA
+
+
+@pytest.fixture
+def qemu_host(qemu_daemons, make_cluster):
+    daemon = qemu_daemons[0]
+    return Host.objects.create(name="qemu-seed", cluster=make_cluster(), uri=daemon.uri)
+
+
+def run_queued_seed_tasks() -> int:
+    """Run the seed rewrites the allocation queued, as a task worker would; how many ran."""
+    queued = [task for task in OrmQ.objects.all() if task.func() == cloudinit.TASK]
+    for task in queued:
+        cloudinit.refresh_seed(*task.args())
+        task.delete()
+    return len(queued)
+
+
+def seed_on_host(vm) -> dict[str, str]:
+    data = guests.read_volume(vm.host.uri, guests.seed_volume(str(vm.uuid)))
+    assert data is not None, "no seed on the host"
+    assert data[32808 : 32808 + 6] == b"cidata"  # the volume label NoCloud looks for
+    return cloudinit.read_seed(data)
+
+
+def test_the_seed_follows_the_vm_from_one_user_to_the_next(
+    qemu_host, make_user, make_pool, make_vm, make_template, django_capture_on_commit_callbacks
+):
+    template = make_template(user_data="#cloud-config\npackages: [htop]\n")
+    pool = make_pool(cluster=qemu_host.cluster, template=template, stateless=False)
+    vm = make_vm(
+        cluster=qemu_host.cluster, template=template, pool=pool, host=qemu_host, status="up"
+    )
+    alice, bob = make_user("alice"), make_user("bob")
+    sshkeys.add_key(alice, "laptop", ED25519)
+    sshkeys.add_key(alice, "desktop", RSA)
+    sshkeys.add_key(bob, "work", ECDSA)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            allocate_vm(pool, alice)
+        assert run_queued_seed_tasks() == 1
+        first = seed_on_host(vm)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            return_vm(vm, requested_by=alice)
+            allocate_vm(pool, bob)
+        run_queued_seed_tasks()
+        second = seed_on_host(vm)
+    finally:
+        guests.remove_guest_files(qemu_host.uri, str(vm.uuid))
+
+    assert first["meta-data"] == f'instance-id: {vm.uuid}\nlocal-hostname: "{vm.name}"\n'
+    assert first["user-data"].startswith("#cloud-config\n")
+    assert "packages:\n- htop\n" in first["user-data"]
+    assert ED25519 in first["user-data"] and RSA in first["user-data"]
+    assert ECDSA not in first["user-data"]
+    assert ECDSA in second["user-data"]
+    assert ED25519 not in second["user-data"] and RSA not in second["user-data"]
+    assert "htop" in second["user-data"]
+
+
+def test_a_template_whose_user_data_is_not_a_cloud_config_mapping_is_refused(make_template):
+    from django.core.exceptions import ValidationError
+
+    for text in ("packages: [htop]", "#cloud-config\n- a list\n", "#cloud-config\nkey: [unclosed"):
+        with pytest.raises(ValidationError) as refused:
+            make_template(user_data=text).full_clean()
+        assert "user_data" in refused.value.message_dict
