@@ -43,6 +43,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    # First: `manage.py runserver` is then Daphne's, serving project.asgi as `make serve` does.
+    "daphne",
     "project.apps.CorralAdminConfig",  # django.contrib.admin with the dashboard
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -57,6 +59,7 @@ INSTALLED_APPS = [
     "guardian",
     "django_q",
     "csp",
+    "channels",
     "project",
     "hosts",
     "scheduling",
@@ -66,6 +69,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the web process (WhiteNoise; collected to STATIC_ROOT by `make serve`).
+    "project.static_files.StaticFilesMiddleware",
     "project.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -82,6 +87,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
+ASGI_APPLICATION = "project.asgi.application"
 
 TEMPLATES = [
     {
