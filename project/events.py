@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from project.event_scopes import event_keys
 from project.models import Event, EventKind
 from project.permissions import grant_condition
 
@@ -57,6 +58,7 @@ def emit(
         object_id=object_id,
         message=message[:500],
         data=data or {},
+        scope_keys=event_keys(scope),
         **scope,
     )
     if connection.vendor == "postgresql":
@@ -67,7 +69,8 @@ def emit(
 def emit_many(rows: list[dict]) -> list[Event]:
     """Append several events in one insert (each row: emit()'s arguments by name)."""
     made = Event.objects.bulk_create(
-        Event(**{**row, "message": row["message"][:500]}) for row in rows
+        Event(**{**row, "message": row["message"][:500], "scope_keys": event_keys(row)})
+        for row in rows
     )
     if made and connection.vendor == "postgresql":
         transaction.on_commit(_notify)
@@ -113,6 +116,15 @@ def latest_token() -> int:
     """Where a reader starts to get what happens from now on (never past an event to come)."""
     latest = _below_horizon(Event.objects.order_by("-id")).values_list("id", flat=True).first()
     return latest or 0
+
+
+def older_than_the_feed(since: int) -> bool:
+    """Whether events after ``since`` may have been pruned: a reader resuming there must reload
+    what it shows. 0 asks for everything retained and never is."""
+    if since <= 0:
+        return False
+    first = Event.objects.order_by("id").values_list("id", flat=True).first()
+    return first is not None and since < first - 1
 
 
 def read_since(user, since: int, timeout: float, limit: int = 500) -> list[Event]:

@@ -108,7 +108,13 @@ TEMPLATES = [
 # in WAL mode with immediate transactions so the web server and the task cluster can share it.
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # No persistent connections by default: under ASGI each request has a connection of its
+    # own, which a persistent setting would leave open after it (CONN_MAX_AGE under WSGI).
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0"))
+        )
+    }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

@@ -1,12 +1,11 @@
 """Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from hosts import jobs, services
 from hosts.api.filtersets import (
@@ -19,8 +18,6 @@ from hosts.api.filtersets import (
 )
 from hosts.api.serializers import (
     ClusterSerializer,
-    EventFeedSerializer,
-    EventSerializer,
     ExternalDomainSerializer,
     HostSerializer,
     JobSerializer,
@@ -38,7 +35,6 @@ from hosts.models import (
     Template,
     VirtualMachine,
 )
-from project import events
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
@@ -201,27 +197,3 @@ class ExternalDomainViewSet(ScopedReadOnlyViewSet):
     serializer_class = ExternalDomainSerializer
     filterset_class = ExternalDomainFilterSet
     ordering_fields = ["name", "host", "id"]
-
-
-class EventFeedView(APIView):
-    """What changed since a token, waiting up to ``timeout`` seconds when nothing has."""
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("since", int, description="Token from the last answer (0: start)."),
-            OpenApiParameter("timeout", float, description="Seconds to wait, at most 60."),
-        ],
-        responses=EventFeedSerializer,
-    )
-    def get(self, request):
-        try:
-            # An empty value means "not given", as for every other query parameter.
-            since = int(request.query_params.get("since") or 0)
-            timeout = float(request.query_params.get("timeout") or 0)
-        except ValueError:
-            raise ValidationError({"since": "since and timeout must be numbers."}) from None
-        if since < 0 or not 0 <= timeout <= 60:
-            raise ValidationError({"timeout": "since must be >= 0 and timeout 0 to 60 seconds."})
-        found = events.read_since(request.user, since, timeout)
-        token = found[-1].pk if found else max(since, 0)
-        return Response({"token": token, "events": EventSerializer(found, many=True).data})
