@@ -2,6 +2,7 @@
 
     make bench                      # SQLite
     DATABASE_URL=postgres://... make bench
+    .venv/bin/python bench/run.py open_streams   # only the scenarios named
 
 Figures are wall-clock on this machine plus query counts; goals come from the issues.
 """
@@ -56,8 +57,10 @@ def main() -> None:
     old_config = setup_databases(verbosity=0, interactive=False)
     rows = []
     try:
+        only = set(sys.argv[1:])
         for scenario in scenarios.ALL:
-            rows.extend(scenario(measure))
+            if not only or scenario.__name__ in only:
+                rows.extend(scenario(measure))
     finally:
         from project.events import stop_listener
 

@@ -233,3 +233,4 @@ ALL.extend([power_state_sync, job_overhead, event_latency])
 import bench.pool_scenarios  # noqa: E402, F401  (adds the VM pool scenarios to ALL)
 from bench.lease_scenarios import lease_capacity_check  # noqa: E402,F401
 from bench.scheduling_scenarios import balancer_cycle, placement_decision  # noqa: E402,F401
+from bench.web_scenarios import open_streams  # noqa: E402,F401  (adds the web tier scenario)
