@@ -7,6 +7,8 @@ a static file at once; anything else goes on down the stack as it came (sync or 
 
 from __future__ import annotations
 
+import warnings
+
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from whitenoise.middleware import WhiteNoiseMiddleware
@@ -18,7 +20,11 @@ class StaticFilesMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.whitenoise = WhiteNoiseMiddleware(get_response)
+        with warnings.catch_warnings():
+            # STATIC_ROOT exists once collectstatic ran (make serve); before (development,
+            # tests) the files are found in the apps or not needed.
+            warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
+            self.whitenoise = WhiteNoiseMiddleware(get_response)
         self.prefix = "/" + settings.STATIC_URL.lstrip("/")
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:
