@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from project import event_scopes, events
 from project.models import Event
@@ -38,18 +38,22 @@ KEYS_TTL_S = 30.0
 def _read_after(after: int, upto: int | None, limit: int) -> tuple[int | None, list[Event]]:
     """The horizon (None on SQLite) and up to ``limit`` events after ``after``, below it and
     below ``upto``."""
-    close_old_connections()
-    horizon = events._horizon()
-    found = Event.objects.filter(id__gt=after)
-    for bound in (horizon, upto):
-        if bound is not None:
-            found = found.filter(id__lte=bound)
-    return horizon, list(found.order_by("id")[:limit])
+    try:
+        horizon = events.horizon()
+        found = Event.objects.filter(id__gt=after)
+        for bound in (horizon, upto):
+            if bound is not None:
+                found = found.filter(id__lte=bound)
+        return horizon, list(found.order_by("id")[:limit])
+    finally:
+        connection.close()  # back to the pool: waiting readers hold no connection
 
 
 def _keys_of(user) -> event_scopes.ReaderKeys:
-    close_old_connections()
-    return event_scopes.reader_keys(user, events.VIEW_ACTIONS)
+    try:
+        return event_scopes.reader_keys(user, events.VIEW_ACTIONS)
+    finally:
+        connection.close()
 
 
 @dataclass(eq=False)
@@ -128,19 +132,23 @@ class Hub:
         self.last = 0  # every event up to here is read (or was before this process started)
         self.floor = 0  # memory holds every event after this, up to ``last``
         self._keys: dict[int, tuple[float, event_scopes.ReaderKeys]] = {}
-        self._started: asyncio.Future | None = None
+        self._started: asyncio.Task | None = None
 
     async def start(self) -> None:
+        """Begin following the feed (once; again after a start that failed)."""
         if self._started is None:
-            self._started = self.loop.create_future()
-            try:
-                self.last = self.floor = await sync_to_async(
-                    events.latest_token, thread_sensitive=False
-                )()
-            finally:
-                self._started.set_result(None)
-            self._task = self.loop.create_task(self._follow(), name="corral-event-hub")
-        await self._started
+            self._started = self.loop.create_task(self._begin())
+        starting = self._started
+        try:
+            await asyncio.shield(starting)
+        except Exception:
+            if self._started is starting:
+                self._started = None
+            raise
+
+    async def _begin(self) -> None:
+        self.last = self.floor = await sync_to_async(events.latest_token, thread_sensitive=False)()
+        self._task = self.loop.create_task(self._follow(), name="corral-event-hub")
 
     async def open(self, user, position: int) -> Reader:
         """A reader for ``user`` from ``position`` on (close it when done)."""
@@ -156,6 +164,8 @@ class Hub:
         if cached is not None and cached[0] > now:
             return cached[1]
         keys = await sync_to_async(_keys_of, thread_sensitive=False)(user)
+        if len(self._keys) > 10_000:
+            self._keys = {pk: entry for pk, entry in self._keys.items() if entry[0] > now}
         self._keys[user.pk] = (now + KEYS_TTL_S, keys)
         return keys
 

@@ -97,7 +97,7 @@ def visible_events(user) -> QuerySet:
     return Event.objects.filter(condition)
 
 
-def _horizon() -> int | None:
+def horizon() -> int | None:
     """The highest event id a reader may pass (None: any). Read before the events themselves:
     an event committed after this read is above it or was already counted."""
     if connection.vendor != "postgresql":
@@ -108,8 +108,8 @@ def _horizon() -> int | None:
 
 
 def _below_horizon(queryset: QuerySet) -> QuerySet:
-    horizon = _horizon()
-    return queryset if horizon is None else queryset.filter(id__lte=horizon)
+    bound = horizon()
+    return queryset if bound is None else queryset.filter(id__lte=bound)
 
 
 def latest_token() -> int:

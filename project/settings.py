@@ -115,6 +115,16 @@ if DATABASE_URL:
             DATABASE_URL, conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0"))
         )
     }
+    # A pool of at most this many connections per process (psycopg_pool; 0: none). Under ASGI
+    # nothing else bounds how many requests use the database at once: `make serve` sets it.
+    CORRAL_DB_POOL_SIZE = int(os.environ.get("CORRAL_DB_POOL_SIZE", "0"))
+    if CORRAL_DB_POOL_SIZE > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": CORRAL_DB_POOL_SIZE,
+            "timeout": 30,
+        }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

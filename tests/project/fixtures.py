@@ -57,6 +57,7 @@ class AsgiServer:
             DJANGO_SETTINGS_MODULE="project.test_settings",
             ALLOWED_HOSTS="127.0.0.1",
             DEBUG="0",
+            CORRAL_DB_POOL_SIZE="10",  # as `make serve` (a pool on PostgreSQL)
             **_database_env(),
         )
         self.env.update({k: str(v) for k, v in env.items()})

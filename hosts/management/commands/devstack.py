@@ -32,7 +32,9 @@ class Command(BaseCommand):
             # The ASGI server of `make serve`, with one process.
             subprocess.Popen(
                 [
-                    os.path.join(os.path.dirname(sys.executable), "gunicorn"),
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
                     "project.asgi:application",
                     "--worker-class",
                     "uvicorn_worker.UvicornWorker",
