@@ -147,23 +147,35 @@ class Streams:
         self.cookie_of: dict[socket.socket, str] = {}
         self.last_id: dict[socket.socket, bytes] = {}
         self.reconnections = 0
-        for n in range(STREAMS):
-            sock = socket.create_connection((self.host, int(self.port)), timeout=60)
-            self.cookie_of[sock] = cookies[n % len(cookies)]
-            self._ask(sock)
-            self.socks.append(sock)
-        for sock in self.socks:
-            head = sock.recv(65536)
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(f"a stream was refused: {head[:200]!r}")
-            self._note_ids(sock, head)
-            sock.setblocking(False)
         self.marker = b""
         self.arrived: dict[socket.socket, float] = {}
         self.tails: dict[socket.socket, bytes] = {}
         self.stopping = False
+        self.selector = selectors.DefaultSelector()
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
+        # Opened over one stream's length, as pages are opened over time: their reconnections
+        # then come evenly (STREAMS / CORRAL_EVENT_STREAM_SECONDS a second), not all at once.
+        batches = 25
+        for batch in range(batches):
+            opened = []
+            for n in range(batch, STREAMS, batches):
+                sock = socket.create_connection((self.host, int(self.port)), timeout=60)
+                self.cookie_of[sock] = cookies[n % len(cookies)]
+                self._ask(sock)
+                opened.append(sock)
+            for sock in opened:
+                head = sock.recv(65536)
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(f"a stream was refused: {head[:200]!r}")
+                self._note_ids(sock, head)
+                sock.setblocking(False)
+                with self.lock:
+                    self.selector.register(sock, selectors.EVENT_READ)
+                self.socks.append(sock)
+            time.sleep(settings.CORRAL_EVENT_STREAM_SECONDS / batches)
+        self.reconnections = 0
 
     def _ask(self, sock: socket.socket) -> None:
         resume = self.last_id.get(sock)
@@ -180,11 +192,13 @@ class Streams:
             self.last_id[sock] = ids[-1]
 
     def _drain(self) -> None:
-        selector = selectors.DefaultSelector()
-        for sock in self.socks:
-            selector.register(sock, selectors.EVENT_READ)
         while not self.stopping:
-            for key, _ in selector.select(0.2):
+            with self.lock:
+                ready = self.selector.select(0) if self.selector.get_map() else []
+            if not ready:
+                time.sleep(0.01)
+                continue
+            for key, _ in ready:
                 sock = key.fileobj
                 try:
                     chunk = sock.recv(65536)
