@@ -1,8 +1,10 @@
-"""Static files served by the web process itself (WhiteNoise), without a thread per request.
+"""Static files served by the web process itself (WhiteNoise), under WSGI and ASGI alike.
 
-WhiteNoise's middleware is synchronous: in the middle of an async stack Django would run every
-request through a thread for it. This one looks the path up in WhiteNoise's index and answers
-a static file at once; anything else goes on down the stack as it came (sync or async).
+Under ASGI Django would read a file response's synchronous iterator whole in a thread before
+sending it ("must consume synchronous iterators"); here the file is handed over as an
+asynchronous iterator instead, sent chunk by chunk from the event loop. Both modes of the
+middleware stack are supported (it runs synchronously while a sync-only middleware sits below
+it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import warnings
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 
@@ -39,7 +42,12 @@ class StaticFilesMiddleware:
             if whitenoise.autorefresh
             else whitenoise.files.get(request.path_info)
         )
-        return None if found is None else whitenoise.serve(found, request)
+        if found is None:
+            return None
+        response = whitenoise.serve(found, request)
+        if isinstance(request, ASGIRequest) and response.streaming and not response.is_async:
+            response.streaming_content = _chunks(response.streaming_content)
+        return response
 
     def __call__(self, request):
         if self.is_async:
@@ -47,13 +55,7 @@ class StaticFilesMiddleware:
         return self._static_response(request) or self.get_response(request)
 
     async def _acall(self, request):
-        response = self._static_response(request)
-        if response is None:
-            return await self.get_response(request)
-        if response.streaming and not response.is_async:
-            # A file on local disk is read chunk by chunk on the loop, not in a thread.
-            response.streaming_content = _chunks(response.streaming_content)
-        return response
+        return self._static_response(request) or await self.get_response(request)
 
 
 async def _chunks(iterator):
