@@ -108,11 +108,12 @@ TEMPLATES = [
 # in WAL mode with immediate transactions so the web server and the task cluster can share it.
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
-    # No persistent connections by default: under ASGI each request has a connection of its
-    # own, which a persistent setting would leave open after it (CONN_MAX_AGE under WSGI).
+    # Kept open for reuse by the thread that opened it (task clusters, WSGI). Under ASGI each
+    # request has a connection of its own, which this would leave open after it: the ASGI
+    # server takes its connections from a pool instead (below) or sets CONN_MAX_AGE=0.
     DATABASES = {
         "default": dj_database_url.parse(
-            DATABASE_URL, conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0"))
+            DATABASE_URL, conn_max_age=int(os.environ.get("CONN_MAX_AGE", "60"))
         )
     }
     # A pool of at most this many connections per process (psycopg_pool; 0: none). Under ASGI

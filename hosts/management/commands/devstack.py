@@ -29,7 +29,8 @@ class Command(BaseCommand):
         # Each child leads its own process group, so stopping it stops its workers too.
         children = [
             subprocess.Popen([*manage, "qcluster"], start_new_session=True),
-            # The ASGI server of `make serve`, with one process.
+            # The ASGI server of `make serve`, with one process; its connections are not kept
+            # after a request (under ASGI each request has its own).
             subprocess.Popen(
                 [
                     sys.executable,
@@ -43,6 +44,7 @@ class Command(BaseCommand):
                     "--bind",
                     addr,
                 ],
+                env={**os.environ, "CONN_MAX_AGE": "0"},
                 start_new_session=True,
             ),
         ]
