@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Web processes of `make serve` (each serves thousands of open pages; see docs/production.md).
+WEB_WORKERS ?= 2
 # libvirt-python compiles against libvirt-dev; libvirtd serves the simulated hosts; the QEMU
 # driver, QEMU (TCG) and qemu-img run real guests (hosts/qemuhosts.py, hosts/tinyguest.py);
 # curl and jq run the README's API walkthrough (tests/project/test_readme_walkthrough.py).
@@ -19,11 +21,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OPENSTACK_VENV := var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help vendor-novnc
+.PHONY: run serve test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help vendor-novnc
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
 	@echo "           and the web server on $(HOST):$(PORT) with a demo; Ctrl-C stops it all"
+	@echo "make serve  the production web tier in the foreground: migrate, collect static files and"
+	@echo "           serve project.asgi on $$HOST:$$PORT with $$WEB_WORKERS processes (DEBUG off unless set)"
 	@echo "make test   lint and the whole test suite (DATABASE_URL selects PostgreSQL)"
 	@echo "make lint   ruff check, ruff format --check and the layers contract (lint-imports)"
 	@echo "make bench  benchmarks, printed as one table"
@@ -83,6 +87,15 @@ demo: migrate
 
 run: demo
 	DEBUG=$${DEBUG:-1} $(PY) manage.py devstack --addr $(HOST):$(PORT)
+
+# gunicorn supervises WEB_WORKERS uvicorn workers (restarts a dead one, graceful reloads on HUP);
+# each worker runs Django's ASGI application on an event loop.
+serve: migrate
+	DEBUG=$${DEBUG:-0} $(PY) manage.py collectstatic --noinput -v 0
+	DEBUG=$${DEBUG:-0} CORRAL_DB_POOL_SIZE=$${CORRAL_DB_POOL_SIZE:-20} CONN_MAX_AGE=0 \
+		$(VENV)/bin/gunicorn project.asgi:application \
+		--worker-class uvicorn_worker.UvicornWorker --workers $(WEB_WORKERS) \
+		--bind $(HOST):$(PORT) --graceful-timeout 10 --access-logfile -
 
 lint: deps
 	$(VENV)/bin/ruff check .

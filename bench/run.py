@@ -3,6 +3,7 @@
     make bench                      # SQLite
     DATABASE_URL=postgres://... make bench
     BENCH_ONLY=sharded_sync make bench   # only the scenarios whose name holds this
+    .venv/bin/python bench/run.py open_streams   # only the scenarios named
 
 Figures are wall-clock on this machine plus query counts; goals come from the issues.
 """
@@ -57,9 +58,10 @@ def main() -> None:
     old_config = setup_databases(verbosity=0, interactive=False)
     rows = []
     try:
-        only = os.environ.get("BENCH_ONLY", "")
+        only = set(sys.argv[1:])
+        part = os.environ.get("BENCH_ONLY", "")
         for scenario in scenarios.ALL:
-            if only in scenario.__name__:
+            if (not only or scenario.__name__ in only) and part in scenario.__name__:
                 rows.extend(scenario(measure))
     finally:
         from project.events import stop_listener

@@ -235,3 +235,4 @@ import bench.serve_scenarios  # noqa: E402, F401  (adds allocation through a web
 import bench.sync_scenarios  # noqa: E402, F401  (adds the sharded sync scenario to ALL)
 from bench.lease_scenarios import lease_capacity_check  # noqa: E402,F401
 from bench.scheduling_scenarios import balancer_cycle, placement_decision  # noqa: E402,F401
+from bench.web_scenarios import open_streams  # noqa: E402,F401  (adds the web tier scenario)

@@ -50,7 +50,7 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
-        websockets.register("ws/console/<str:ticket>/", ConsoleRelay.as_asgi())
+        websockets.register("ws/console/<str:ticket>/", ConsoleRelay)
         loops.register(
             "guest-info",
             guestinfo.refresh_host,

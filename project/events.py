@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from project.event_scopes import event_keys
 from project.models import Event, EventKind
 from project.permissions import grant_condition
 
@@ -57,6 +58,7 @@ def emit(
         object_id=object_id,
         message=message[:500],
         data=data or {},
+        scope_keys=event_keys(scope),
         **scope,
     )
     if connection.vendor == "postgresql":
@@ -67,7 +69,8 @@ def emit(
 def emit_many(rows: list[dict]) -> list[Event]:
     """Append several events in one insert (each row: emit()'s arguments by name)."""
     made = Event.objects.bulk_create(
-        Event(**{**row, "message": row["message"][:500]}) for row in rows
+        Event(**{**row, "message": row["message"][:500], "scope_keys": event_keys(row)})
+        for row in rows
     )
     if made and connection.vendor == "postgresql":
         transaction.on_commit(_notify)
@@ -94,7 +97,7 @@ def visible_events(user) -> QuerySet:
     return Event.objects.filter(condition)
 
 
-def _horizon() -> int | None:
+def horizon() -> int | None:
     """The highest event id a reader may pass (None: any). Read before the events themselves:
     an event committed after this read is above it or was already counted."""
     if connection.vendor != "postgresql":
@@ -105,14 +108,23 @@ def _horizon() -> int | None:
 
 
 def _below_horizon(queryset: QuerySet) -> QuerySet:
-    horizon = _horizon()
-    return queryset if horizon is None else queryset.filter(id__lte=horizon)
+    bound = horizon()
+    return queryset if bound is None else queryset.filter(id__lte=bound)
 
 
 def latest_token() -> int:
     """Where a reader starts to get what happens from now on (never past an event to come)."""
     latest = _below_horizon(Event.objects.order_by("-id")).values_list("id", flat=True).first()
     return latest or 0
+
+
+def older_than_the_feed(since: int) -> bool:
+    """Whether events after ``since`` may have been pruned: a reader resuming there must reload
+    what it shows. 0 asks for everything retained and never is."""
+    if since <= 0:
+        return False
+    first = Event.objects.order_by("id").values_list("id", flat=True).first()
+    return first is not None and since < first - 1
 
 
 def read_since(user, since: int, timeout: float, limit: int = 500) -> list[Event]:
@@ -143,7 +155,7 @@ def prune(older_than: timedelta | None = None) -> int:
     """Delete events older than the retention (settings.CORRAL_EVENT_RETENTION_HOURS); how many.
 
     What goes is always a prefix of the feed (every id below the first one kept), so the
-    oldest id retained says exactly who may have missed something (``missed_pruned``). Kept
+    oldest id retained says exactly who may have missed something (``older_than_the_feed``). Kept
     whatever their age: the newest event (a reader at the head never has to resync) and
     anything above the horizon (a transaction still open may yet commit below it).
     """
@@ -154,9 +166,9 @@ def prune(older_than: timedelta | None = None) -> int:
     if newest is None:
         return 0
     first_kept = min(first_kept or newest, newest)
-    horizon = _horizon()
-    if horizon is not None:
-        first_kept = min(first_kept, horizon + 1)
+    bound = horizon()
+    if bound is not None:
+        first_kept = min(first_kept, bound + 1)
     deleted = 0
     start = Event.objects.order_by("id").values_list("id", flat=True).first()
     while start is not None and start < first_kept:
@@ -165,24 +177,6 @@ def prune(older_than: timedelta | None = None) -> int:
         deleted += gone
         start = upto
     return deleted
-
-
-def oldest_retained_event_id() -> int | None:
-    """The id of the oldest event the feed still holds (None: it holds none yet). Pruning
-    deletes only below it, never above (see ``prune``)."""
-    return Event.objects.order_by("id").values_list("id", flat=True).first()
-
-
-def missed_pruned(since: int) -> bool:
-    """Whether a reader whose point (token, ``Last-Event-ID``) is ``since`` may have missed
-    events that were pruned: then it must resync (reload what it shows), not resume.
-
-    False for a reader at or past the event before the oldest one kept. An id that was never
-    committed (a rolled back insert) right below the oldest kept answers True: a resync too
-    many, never an event missed.
-    """
-    oldest = oldest_retained_event_id()
-    return oldest is not None and since < oldest - 1
 
 
 class _Listener:

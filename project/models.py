@@ -115,6 +115,9 @@ class Event(models.Model):
     user_id = models.BigIntegerField(
         null=True, blank=True, help_text="The user the event concerns (e.g. who asked for a job)."
     )
+    # The scope fields as keys ("system", "cluster:3", "vm:12", "user:5"), set when the event is
+    # written: a live reader matches them against the keys its grants cover, without a query.
+    scope_keys = models.JSONField(default=list, blank=True)
 
     grant_scopes = {
         "vm": "vm_id",

@@ -43,6 +43,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    # First: `manage.py runserver` is then Daphne's, serving project.asgi as `make serve` does.
+    "daphne",
     "project.apps.CorralAdminConfig",  # django.contrib.admin with the dashboard
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -57,6 +59,7 @@ INSTALLED_APPS = [
     "guardian",
     "django_q",
     "csp",
+    "channels",
     "project",
     "hosts",
     "scheduling",
@@ -66,6 +69,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the web process (WhiteNoise; collected to STATIC_ROOT by `make serve`).
+    "project.static_files.StaticFilesMiddleware",
     "project.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -82,6 +87,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
+ASGI_APPLICATION = "project.asgi.application"
 
 TEMPLATES = [
     {
@@ -102,7 +108,24 @@ TEMPLATES = [
 # in WAL mode with immediate transactions so the web server and the task cluster can share it.
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # Kept open for reuse by the thread that opened it (task clusters, WSGI). Under ASGI each
+    # request has a connection of its own, which this would leave open after it: the ASGI
+    # server takes its connections from a pool instead (below) or sets CONN_MAX_AGE=0.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=int(os.environ.get("CONN_MAX_AGE", "60"))
+        )
+    }
+    # A pool of at most this many connections per process (psycopg_pool; 0: none). Under ASGI
+    # nothing else bounds how many requests use the database at once: `make serve` sets it.
+    CORRAL_DB_POOL_SIZE = int(os.environ.get("CORRAL_DB_POOL_SIZE", "0"))
+    if CORRAL_DB_POOL_SIZE > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": CORRAL_DB_POOL_SIZE,
+            "timeout": 30,
+        }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

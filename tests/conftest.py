@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.pools.fixtures",
     "tests.leases.fixtures",
     "tests.project.admin.fixtures",
+    "tests.project.fixtures",
 ]
 
 User = get_user_model()

@@ -311,3 +311,8 @@ class EventSerializer(serializers.ModelSerializer):
 class EventFeedSerializer(serializers.Serializer):
     token = serializers.IntegerField(help_text="Pass as ?since= to get what comes next.")
     events = EventSerializer(many=True)
+    resync = serializers.BooleanField(
+        required=False,
+        help_text="Present (true) when some events after ``since`` were pruned: what is left "
+        "is in ``events``; reload what you show, then go on from ``token``.",
+    )

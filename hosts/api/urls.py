@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from hosts.api import images, views
+from hosts.api import event_feed, images, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet)
@@ -13,5 +13,5 @@ router.register("jobs", views.JobViewSet)
 router.register("externaldomains", views.ExternalDomainViewSet)
 urlpatterns = [
     *router.urls,
-    path("events/", views.EventFeedView.as_view(), name="events"),
+    path("events/", event_feed.event_feed, name="events"),
 ]

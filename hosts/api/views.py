@@ -3,12 +3,11 @@
 from django.db import transaction
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from hosts import consoles, jobs, services
 from hosts.api.filtersets import (
@@ -22,8 +21,6 @@ from hosts.api.filtersets import (
 from hosts.api.serializers import (
     ClusterSerializer,
     ConsoleTicketSerializer,
-    EventFeedSerializer,
-    EventSerializer,
     ExternalDomainSerializer,
     HostSerializer,
     JobSerializer,
@@ -42,7 +39,6 @@ from hosts.models import (
     Template,
     VirtualMachine,
 )
-from project import events
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
@@ -244,27 +240,3 @@ class ExternalDomainViewSet(ScopedReadOnlyViewSet):
     serializer_class = ExternalDomainSerializer
     filterset_class = ExternalDomainFilterSet
     ordering_fields = ["name", "host", "id"]
-
-
-class EventFeedView(APIView):
-    """What changed since a token, waiting up to ``timeout`` seconds when nothing has."""
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("since", int, description="Token from the last answer (0: start)."),
-            OpenApiParameter("timeout", float, description="Seconds to wait, at most 60."),
-        ],
-        responses=EventFeedSerializer,
-    )
-    def get(self, request):
-        try:
-            # An empty value means "not given", as for every other query parameter.
-            since = int(request.query_params.get("since") or 0)
-            timeout = float(request.query_params.get("timeout") or 0)
-        except ValueError:
-            raise ValidationError({"since": "since and timeout must be numbers."}) from None
-        if since < 0 or not 0 <= timeout <= 60:
-            raise ValidationError({"timeout": "since must be >= 0 and timeout 0 to 60 seconds."})
-        found = events.read_since(request.user, since, timeout)
-        token = found[-1].pk if found else max(since, 0)
-        return Response({"token": token, "events": EventSerializer(found, many=True).data})

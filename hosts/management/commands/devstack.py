@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Start simulated hosts, a qcluster and runserver; Ctrl-C stops them all."
+    help = "Start simulated hosts, a qcluster and the ASGI web server; Ctrl-C stops them all."
 
     def add_arguments(self, parser):
         parser.add_argument("--hosts", type=int, default=3)
@@ -29,7 +29,24 @@ class Command(BaseCommand):
         # Each child leads its own process group, so stopping it stops its workers too.
         children = [
             subprocess.Popen([*manage, "qcluster"], start_new_session=True),
-            subprocess.Popen([*manage, "runserver", "--noreload", addr], start_new_session=True),
+            # The ASGI server of `make serve`, with one process; its connections are not kept
+            # after a request (under ASGI each request has its own).
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "project.asgi:application",
+                    "--worker-class",
+                    "uvicorn_worker.UvicornWorker",
+                    "--workers",
+                    "1",
+                    "--bind",
+                    addr,
+                ],
+                env={**os.environ, "CONN_MAX_AGE": "0"},
+                start_new_session=True,
+            ),
         ]
         self.stdout.write(
             f"Corral runs: http://{addr}/admin/ (console), http://{addr}/api/docs/ (API). "

@@ -1,5 +1,5 @@
-// Keeps the admin dashboard current: it follows the event feed (server-sent events) and fetches
-// the figures again shortly after each change, and every 15 seconds in any case.
+// Keeps the admin dashboard current: it follows the event feed (live.js) and fetches the
+// figures again shortly after each change, and every 15 seconds in any case.
 (function () {
   "use strict";
   const block = document.getElementById("corral-dashboard");
@@ -25,11 +25,11 @@
       timer = window.setTimeout(refresh, delay);
     }
   }
-  if (window.EventSource && block.dataset.eventStream) {
-    const source = new EventSource(block.dataset.eventStream);
-    source.addEventListener("change", function () { soon(300); });
-    source.addEventListener("open", function () { soon(0); });
-    window.addEventListener("beforeunload", function () { source.close(); });
+  if (window.CorralLive && block.dataset.eventStream) {
+    window.CorralLive.follow(block.dataset.eventStream, {
+      change: function () { soon(300); },
+      refresh: function () { soon(0); },
+    });
   }
   window.setInterval(function () { soon(0); }, 15000);
 })();

@@ -1,9 +1,8 @@
-// Live updates for the portal: follow the server's event stream and tell the page.
+// Live updates for the portal: follow the server's event stream (live.js) and tell the page.
 //
-// Every event the signed-in user may see arrives on /events/stream/ (server-sent events built on
-// the event feed). Each one fires "corral:changed" on <body>; fragments that show live state
-// reload on it (hx-trigger="corral:changed from:body"), throttled by htmx. The browser's
-// EventSource reconnects by itself and resumes from the last event id.
+// Every event the signed-in user may see fires "corral:changed" on <body>; fragments that show
+// live state reload on it (hx-trigger="corral:changed from:body"), throttled by htmx. So does
+// every moment the page must be read again (first connection, a resync from the server).
 (function () {
   "use strict";
   var body = document.body;
@@ -27,33 +26,19 @@
     });
   });
   var url = body.dataset.eventStream;
-  if (!url || !window.EventSource) {
+  if (!url || !window.CorralLive) {
     return;
   }
-  var source = new EventSource(url);
-  source.addEventListener("change", function (message) {
-    var detail = {};
-    try {
-      detail = JSON.parse(message.data);
-    } catch (error) {
-      detail = {};
-    }
+  function changed(detail) {
     body.dispatchEvent(new CustomEvent("corral:changed", { detail: detail }));
-  });
-  var connected = false;
-  source.addEventListener("open", function () {
-    body.classList.add("live");
-    if (!connected) {
-      // What changed between rendering the page and opening the stream came with no event:
-      // refresh once now. Reconnections resume from the last event id and miss nothing.
-      connected = true;
-      body.dispatchEvent(new CustomEvent("corral:changed", { detail: {} }));
-    }
-  });
-  source.addEventListener("error", function () {
-    body.classList.remove("live");
-  });
-  window.addEventListener("beforeunload", function () {
-    source.close();
+  }
+  window.CorralLive.follow(url, {
+    change: changed,
+    refresh: function () {
+      changed({});
+    },
+    status: function (live) {
+      body.classList.toggle("live", live);
+    },
   });
 })();

@@ -2,8 +2,8 @@
 (python-openstackclient with python-blazarclient) and blazarclient's Python API, installed
 from the package index into var/openstack-venv by ``make openstack-clients``.
 
-A gunicorn web server serves the test database; the CLI reads a clouds.yaml pointing at it,
-as a user's would. Each command is a process of its own (the CLI's start-up is most of its
+The production web tier (gunicorn with uvicorn workers, as `make serve` runs it) serves the
+test database; the CLI reads a clouds.yaml pointing at it, as a user's would. Each command is a process of its own (the CLI's start-up is most of its
 time), so the commands are few and each checks several things.
 """
 
@@ -20,7 +20,6 @@ from hosts.models import Host
 from leases.models import HostProperty, Lease
 from tests.leases.blazar.conftest import PASSWORD, cli_time
 from tests.leases.fixtures import at, whole_hosts
-from tests.reliability.conftest import web_server  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -40,10 +39,10 @@ def openstack_clients():
 
 
 @pytest.fixture
-def cloud(openstack_clients, web_server, tmp_path):  # noqa: F811
+def cloud(openstack_clients, asgi_server, tmp_path):
     """cloud(username) -> run(*args, ok=True): `openstack --os-cloud <username> ...` against a
     running Corral, through a clouds.yaml such as a user would write."""
-    server = web_server()
+    server = asgi_server()
     clouds_yaml = tmp_path / "clouds.yaml"
     env = {
         "PATH": f"{openstack_clients}:/usr/bin:/bin",

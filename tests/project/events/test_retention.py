@@ -31,10 +31,10 @@ def test_the_loop_prunes_events_past_the_retention_and_readers_behind_it_must_re
     loops.get("prune-events").run()
 
     assert list(Event.objects.values_list("message", flat=True)) == ["third", "fourth"]
-    assert events.oldest_retained_event_id() == third.pk
-    assert events.missed_pruned(first.pk)  # "second" is gone: resync
-    assert not events.missed_pruned(second.pk)  # next is "third": nothing missed
-    assert not events.missed_pruned(fourth.pk)
+    assert Event.objects.order_by("id").first().pk == third.pk
+    assert events.older_than_the_feed(first.pk)  # "second" is gone: resync
+    assert not events.older_than_the_feed(second.pk)  # next is "third": nothing missed
+    assert not events.older_than_the_feed(fourth.pk)
 
 
 def test_the_newest_event_is_kept_however_old_so_a_reader_at_the_head_resumes(
@@ -49,15 +49,16 @@ def test_the_newest_event_is_kept_however_old_so_a_reader_at_the_head_resumes(
     assert events.prune() == 1
 
     assert list(Event.objects.values_list("pk", flat=True)) == [last.pk]
-    assert not events.missed_pruned(last.pk)
+    assert not events.older_than_the_feed(last.pk)
     newer = _vm_event(vm, "newer")
-    assert not events.missed_pruned(last.pk)
-    assert events.oldest_retained_event_id() == last.pk < newer.pk
+    assert not events.older_than_the_feed(last.pk)
+    assert Event.objects.order_by("id").first().pk == last.pk < newer.pk
 
 
 def test_an_old_event_after_a_recent_one_is_not_pruned_out_of_order(settings, clock, make_vm):
     settings.CORRAL_EVENT_RETENTION_HOURS = 2
     vm = make_vm()
+    before = _vm_event(vm, "before")
     old = _vm_event(vm, "old")
     clock.shift(timedelta(hours=3))
     recent = _vm_event(vm, "recent")
@@ -65,14 +66,14 @@ def test_an_old_event_after_a_recent_one_is_not_pruned_out_of_order(settings, cl
     # Committed after "recent" but stamped as old (a long transaction): pruning keeps a prefix.
     Event.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(hours=5))
 
-    assert events.prune() == 1
+    assert events.prune() == 2
 
     assert list(Event.objects.values_list("pk", flat=True)) == [recent.pk, late.pk]
-    assert events.missed_pruned(old.pk - 1)
-    assert not events.missed_pruned(old.pk)
+    assert events.older_than_the_feed(before.pk)  # "old" is gone: resync
+    assert not events.older_than_the_feed(old.pk)
 
 
 def test_an_empty_feed_asks_no_one_to_resync():
-    assert events.oldest_retained_event_id() is None
+    assert not Event.objects.exists()
     assert events.prune() == 0
-    assert not events.missed_pruned(0)
+    assert not events.older_than_the_feed(0)
