@@ -54,7 +54,10 @@ def seed(options: dict) -> str:
     cluster, _ = Cluster.objects.get_or_create(
         name=lab, defaults={"description": "Real QEMU hosts"}
     )
-    guest = tinyguest.build()
+    try:
+        guest = tinyguest.build()
+    except tinyguest.TinyGuestError as exc:  # e.g. no network to fetch its Debian packages
+        return f"Demo: no template in cluster {cluster.name}: the tiny guest was not built ({exc})."
     kernel = register_image(guest.kernel, "tiny-kernel", "kernel")
     initrd = register_image(guest.initrd, "tiny-initrd", "initrd")
     disk = register_image(guest.disk, "tiny-disk", "disk")
