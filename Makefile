@@ -24,7 +24,7 @@ OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 .PHONY: run serve test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help vendor-novnc
 
 help:
-	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a task cluster"
+	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
 	@echo "           and the web server on $(HOST):$(PORT) with a demo; Ctrl-C stops it all"
 	@echo "make serve  the production web tier in the foreground: migrate, collect static files and"
 	@echo "           serve project.asgi on $$HOST:$$PORT with $$WEB_WORKERS processes (DEBUG off unless set)"

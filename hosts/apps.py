@@ -23,6 +23,7 @@ class HostsConfig(AppConfig):
             demo,
             guestinfo,
             jobs,
+            labdemo,
             metrics,
             operations,
             roles,
@@ -61,6 +62,7 @@ class HostsConfig(AppConfig):
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )
         demo.register()
+        labdemo.register()
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
         post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")

@@ -1,8 +1,11 @@
-"""The pools' part of the demo: a pool of four lab VMs, two kept running for instant use."""
+"""The pools' part of the demo: a pool of four lab VMs, two kept running for instant use; with
+a lab cluster, a pool of one tiny guest kept running on its real QEMU host."""
 
 from pools.models import VmPool
 from pools.services import create_pool
 from project import demo
+
+LAB_POOL = "lab-pool"
 
 
 def seed(options: dict) -> str:
@@ -18,7 +21,22 @@ def seed(options: dict) -> str:
                 name_pattern="lab-??",
             )
         )
-    return f"Demo: the pool demo-pool (4 VMs, 2 kept running) in cluster {options['cluster']}."
+    made = f"Demo: the pool demo-pool (4 VMs, 2 kept running) in cluster {options['cluster']}."
+    if options.get("lab_template") is None:
+        return made
+    if not VmPool.objects.filter(name=LAB_POOL).exists():
+        create_pool(
+            VmPool(
+                name=LAB_POOL,
+                description="The tiny guest on a real QEMU host, one kept running: take it",
+                cluster=options["lab_obj"],
+                template=options["lab_template"],
+                size=1,
+                prestarted_vms=1,
+                name_pattern="tiny-??",
+            )
+        )
+    return f"{made} The pool {LAB_POOL} (1 VM, kept running) in cluster {options['lab']}."
 
 
 def register() -> None:

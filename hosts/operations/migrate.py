@@ -8,7 +8,7 @@ import time
 from django.db import transaction
 
 from hosts import cloudinit, driver
-from hosts.driver import migration
+from hosts.driver import guests, migration
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -113,8 +113,8 @@ def _destinations(vm: VirtualMachine, params: dict, exclude: set[int]):
 
 def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
     """Move the running VM; when both hosts keep disks in pools of their own, its disk too
-    (the destination's images and overlay prepared first, the source's overlay removed
-    after)."""
+    (the destination's images and overlay prepared first, the source's overlay, seed and
+    console log removed after)."""
     # Read-only CD-ROMs are not copied by a migration: the seed must be there first.
     host_call(cloudinit.write_seed_on, destination, vm)
     if disks.real_storage(source) and disks.real_storage(destination):
@@ -124,6 +124,8 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
             lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
         )
         disks.remove_disk(ctx, vm, source)
+        # Its seed and console log were the source's: the destination writes its own.
+        host_call(guests.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
     else:
         ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
         host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))

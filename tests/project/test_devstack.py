@@ -1,6 +1,7 @@
-"""`make run`'s last step, `manage.py devstack`: three simulated hosts, a task cluster and the
-web server with the demo; the demo pool's VMs come up on the hosts; Ctrl-C stops all of it and
-leaves no daemon, task cluster or web server behind."""
+"""`make run`'s last step, `manage.py devstack`: three simulated hosts, a real QEMU host, a task
+cluster and the web server with the demo; the demo pool's VMs come up on the hosts and the lab
+pool's tiny guest on the QEMU host; Ctrl-C stops all of it and leaves no daemon, guest, task
+cluster or web server behind."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from hosts import driver
+from hosts import driver, qemuhosts
 from hosts.models import Host, HostStatus, VirtualMachine, VmStatus
 from pools.models import VmPool
 from tests.conftest import wait_until
@@ -92,6 +93,8 @@ def devstack(transactional_db, tmp_path):
         capture_output=True,
         check=False,
     )
+    for host in qemuhosts.discover(simhosts_dir):  # their short folders live beside it
+        shutil.rmtree(host.directory, ignore_errors=True)
     shutil.rmtree(simhosts_dir, ignore_errors=True)
 
 
@@ -102,7 +105,7 @@ def _answers(url: str) -> bool:
         return False
 
 
-def test_devstack_serves_the_demo_on_simulated_hosts_and_ctrl_c_stops_everything(devstack):
+def test_devstack_serves_the_demo_and_a_real_guest_and_ctrl_c_stops_everything(devstack):
     wait_until(
         lambda: _answers(f"{devstack.url}/api/docs/") and _answers(f"{devstack.url}/login/"),
         timeout=UP_S,
@@ -129,19 +132,36 @@ def test_devstack_serves_the_demo_on_simulated_hosts_and_ctrl_c_stops_everything
     for vm in VirtualMachine.objects.filter(pool=pool, status=VmStatus.UP):
         assert driver.domain_power_state(vm.host.uri, str(vm.uuid)) == "running"
 
+    # The lab: a real QEMU host whose pool keeps one tiny guest running, booted from images.
+    lab_pool = VmPool.objects.get(name="lab-pool")
+    assert lab_pool.cluster.name == "lab" and lab_pool.template.name == "tiny-qemu"
+    assert lab_pool.template.disk_image.format == "qcow2"
+    lab_vm = wait_until(
+        lambda: VirtualMachine.objects.filter(pool=lab_pool, status=VmStatus.UP).first(),
+        timeout=UP_S,
+        message=lambda: f"the lab's VM never came up: {devstack.log()[-3000:]}",
+    )
+    assert driver.domain_power_state(lab_vm.host.uri, str(lab_vm.uuid)) == "running"
+    assert lab_vm.host.domain_type in ("qemu", "kvm")
+
     started = _descendants(devstack.pid)
     daemon_pids = [
         int(pid_file.read_text())
         for pid_file in devstack.simhosts_dir.glob("*/corral-libvirtd.pid")
     ]
-    assert len(daemon_pids) == 3 and all(_alive(pid) for pid in daemon_pids)
+    assert len(daemon_pids) == 4 and all(_alive(pid) for pid in daemon_pids)  # 3 sim, 1 QEMU
     assert len(started) >= 3  # the task cluster, its workers and the web server
+    # The QEMU host's libvirtd, its guest's QEMU and virtlogd.
+    guest_pids = [
+        p for h in qemuhosts.discover(devstack.simhosts_dir) for p in qemuhosts.leftover_pids(h)
+    ]
+    assert len(guest_pids) >= 2
 
     devstack.send_signal(signal.SIGINT)
     devstack.wait(STOP_S)
 
     assert devstack.returncode == 0, devstack.log()[-3000:]
     assert "Stopped." in devstack.log()
-    left = [pid for pid in [*started, *daemon_pids] if _alive(pid)]
+    left = [pid for pid in [*started, *daemon_pids, *guest_pids] if _alive(pid)]
     assert left == [], f"still running after Ctrl-C: {left}"
     assert not _answers(f"{devstack.url}/login/")

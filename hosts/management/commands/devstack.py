@@ -1,17 +1,19 @@
-"""Run Corral for development: simulated hosts, a task cluster and the web server.
+"""Run Corral for development: simulated hosts, a real QEMU host (cluster ``lab``, a pool of
+one tiny guest kept running), a task cluster and the web server.
 
 Ctrl-C stops all of it: the web server, the task cluster, and the daemons it started.
 """
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -21,10 +23,29 @@ class Command(BaseCommand):
         parser.add_argument("--hosts", type=int, default=3)
         parser.add_argument("--cluster", default="demo")
         parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--lab", default="lab", help="cluster of the real QEMU host ('' for none)"
+        )
 
-    def handle(self, *args, hosts: int, cluster: str, addr: str, **options):
+    def start_lab(self, lab: str) -> str:
+        """Start the lab's real QEMU host; '' (and why, in words) when QEMU cannot run here."""
+        if shutil.which("qemu-system-x86_64") is None:
+            self.stdout.write(
+                "No qemu-system-x86_64 here: no lab cluster, no real QEMU host "
+                "(make system-packages installs QEMU)."
+            )
+            return ""
+        try:
+            call_command("simhosts", "start", "1", "--qemu", "--cluster", lab, "--prefix", "qemu")
+        except CommandError as exc:
+            self.stdout.write(f"The real QEMU host did not start ({exc}): no lab cluster.")
+            return ""
+        return lab
+
+    def handle(self, *args, hosts: int, cluster: str, addr: str, lab: str, **options):
         call_command("simhosts", "start", str(hosts), "--cluster", cluster)
-        call_command("seed_demo", "--cluster", cluster)
+        lab = self.start_lab(lab) if lab else ""
+        call_command("seed_demo", "--cluster", cluster, "--lab", lab)
         manage = [sys.executable, "manage.py"]
         # Each child leads its own process group, so stopping it stops its workers too.
         children = [

@@ -11,7 +11,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--cluster", default="demo")
         parser.add_argument("--vms", type=int, default=4)
+        parser.add_argument("--lab", default="", help="the cluster of real QEMU hosts, if any")
 
-    def handle(self, *args, cluster: str, vms: int, **options):
-        for line in demo.seed(cluster=cluster, vms=vms):
+    def handle(self, *args, cluster: str, vms: int, lab: str, **options):
+        for line in demo.seed(cluster=cluster, vms=vms, lab=lab):
             self.stdout.write(line)

@@ -1,0 +1,251 @@
+"""Real guests on real QEMU hosts (two session daemons started for the scenario): the tiny
+guest's cold start through Corral's start job, a prestarted VM's allocate-to-console time, and
+how fast images reach a host. Skipped, with a row saying so, where QEMU cannot run.
+
+- cold start: from submitting the start job to the first ``corral-guest:`` line in the VM's
+  serial log volume (read through libvirt, as the console log is); the images are on the host
+  already, so this is Corral's job plus QEMU's boot;
+- allocate-to-console: ``POST /api/vmpools/{id}/allocatevm/``, ``POST /api/vms/{id}/console/``
+  and the console websocket's first bytes (``RFB 003.008``), for a VM the pool kept running;
+- image distribution: the tiny guest's kernel, initrd and disk copied to a host by the copy
+  job (``hosts/operations/disks.py``: libvirt upload streams, checksum verified), in MB/s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.test import APIClient
+
+from bench import scenarios
+from hosts import driver, guestinfo, jobs, labdemo, qemuhosts, sync, tinyguest
+from hosts.driver import guests
+from hosts.models import (
+    Cluster,
+    CopyState,
+    Host,
+    ImageCopy,
+    Job,
+    JobKind,
+    JobState,
+    Template,
+    VirtualMachine,
+    VmStatus,
+)
+from pools import monitor
+from pools.models import VmPool
+from pools.services import create_pool
+from project.grants import grant_role
+from project.models import Role
+
+User = get_user_model()
+FIRST_LINE = b"corral-guest:"
+COLD_STARTS = 3
+COPIES = 3
+TIMEOUT_S = 120
+
+
+def _run_pending() -> None:
+    while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
+        jobs.run(job.pk)
+        job.refresh_from_db()
+        if job.state != JobState.SUCCEEDED:
+            raise RuntimeError(f"job {job.kind} failed: {job.error_message}")
+
+
+def _wait(check, what: str):
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def _template(tiny) -> Template:
+    return Template.objects.create(
+        name="bench-tiny",
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+        kernel_image=labdemo.register_image(tiny.kernel, "bench-kernel", "kernel"),
+        initrd_image=labdemo.register_image(tiny.initrd, "bench-initrd", "initrd"),
+        disk_image=labdemo.register_image(tiny.disk, "bench-disk", "disk"),
+        kernel_cmdline="console=ttyS0",
+        graphics="vnc",
+        guest_agent=True,
+    )
+
+
+def _distribution(template: Template, host: Host) -> float:
+    """Median MB/s of copying the template's images to ``host`` (removed between runs)."""
+    images = [template.kernel_image, template.initrd_image, template.disk_image]
+    total = sum(image.size_bytes for image in images)
+    rates = []
+    for _ in range(COPIES):
+        for image in images:
+            driver.volumes.delete(host.uri, host.storage_pool, image.volume_name)
+        ImageCopy.objects.filter(host=host).delete()
+        start = time.perf_counter()
+        for image in images:
+            jobs.run(jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk}).pk)
+        rates.append(total / 1e6 / (time.perf_counter() - start))
+        assert ImageCopy.objects.filter(host=host, state=CopyState.READY).count() == 3
+    return statistics.median(rates)
+
+
+def _serial_log(host: Host, vm: VirtualMachine) -> bytes:
+    try:
+        return guests.read_volume(host.uri, guests.log_volume(str(vm.uuid))) or b""
+    except driver.DriverError:  # the pool is busy making the VM's disk
+        return b""
+
+
+def _cold_start(template: Template, cluster: Cluster, host: Host) -> float:
+    """Seconds from submitting a start job to the guest's first line in its serial log."""
+    vm = VirtualMachine.objects.create(
+        name=f"cold-{time.monotonic_ns()}",
+        cluster=cluster,
+        template=template,
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+        pinned_host=host,
+    )
+    start = time.perf_counter()
+    job = jobs.submit(JobKind.START, vm=vm)
+    runner = threading.Thread(target=jobs.run, args=(job.pk,))
+    runner.start()
+    try:
+        _wait(lambda: FIRST_LINE in _serial_log(host, vm), "the first serial line")
+        seconds = time.perf_counter() - start
+    finally:
+        runner.join(TIMEOUT_S)
+    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk)
+    jobs.run(jobs.submit(JobKind.DELETE, vm=vm).pk)
+    return seconds
+
+
+async def _greeting(path: str, cookie: str) -> bytes:
+    from project.asgi import application
+
+    headers = [(b"origin", b"http://testserver"), (b"cookie", cookie.encode())]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect(timeout=30)
+    if not connected:
+        return b""
+    greeting = b""
+    while len(greeting) < 12:
+        greeting += await communicator.receive_from(timeout=30)
+    await communicator.disconnect()
+    return greeting
+
+
+def _allocate_to_console(template: Template, cluster: Cluster) -> float:
+    """Seconds from asking for a VM of a pool (one kept running) to its screen's greeting."""
+    pool = create_pool(
+        VmPool(name="bench-tiny", cluster=cluster, template=template, size=1, prestarted_vms=1)
+    )
+    _run_pending()
+    monitor.monitor_pool(pool.pk)
+    _run_pending()
+    vm = VirtualMachine.objects.get(pool=pool)
+
+    def shown():
+        guestinfo.refresh_host(vm.host_id)
+        fresh = VirtualMachine.objects.get(pk=vm.pk)
+        return fresh.status == VmStatus.UP and fresh.graphics_port
+
+    _wait(shown, "the prestarted VM's screen")
+    user, _ = User.objects.get_or_create(username="bench-console")
+    grant_role(Role.objects.get(name="UserRole"), pool, user=user)
+    api = APIClient()
+    api.force_authenticate(user)
+    browser = Client()
+    browser.force_login(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    start = time.perf_counter()
+    taken = api.post(f"/api/vmpools/{pool.pk}/allocatevm/").json()
+    url = api.post(f"/api/vms/{taken['vm']['id']}/console/").json()["url"]
+    greeting = async_to_sync(_greeting)(url.removeprefix("ws://testserver"), cookie)
+    seconds = time.perf_counter() - start
+    if not greeting.startswith(b"RFB 003.008"):
+        raise RuntimeError(f"the console answered {greeting!r}")
+    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk)
+    return seconds
+
+
+def real_guests(measure):
+    if shutil.which("qemu-system-x86_64") is None:
+        return [("real QEMU guests", "skipped: no qemu-system-x86_64 here", "", "")]
+    store = Path(tempfile.mkdtemp(prefix="bench-images-"))
+    settings.CORRAL_IMAGE_STORE = store
+    daemons = [
+        qemuhosts.QemuHost(name=f"bench-{i}", directory=qemuhosts.new_directory()) for i in (1, 2)
+    ]
+    try:
+        for daemon in daemons:
+            qemuhosts.start(daemon)
+        cluster = Cluster.objects.create(name="bench-qemu")
+        hosts = [
+            Host.objects.create(name=daemon.name, cluster=cluster, uri=daemon.uri)
+            for daemon in daemons
+        ]
+        for host in hosts:
+            sync.sync_host(host.pk)
+        template = _template(tinyguest.build())
+        mb_per_s = _distribution(template, hosts[1])
+        _distribution(template, hosts[0])  # the images on the first host before its boots
+        cold = [_cold_start(template, cluster, hosts[0]) for _ in range(COLD_STARTS)]
+        console = _allocate_to_console(template, cluster)
+        size_mb = (
+            sum(
+                image.size_bytes
+                for image in (template.kernel_image, template.initrd_image, template.disk_image)
+            )
+            / 1e6
+        )
+        return [
+            (
+                f"tiny guest: start job submitted to first serial line (median of {COLD_STARTS})",
+                f"{statistics.median(cold):.2f} s (min {min(cold):.2f}, max {max(cold):.2f})",
+                "≤ 10 s",
+                "yes" if statistics.median(cold) <= 10 else "NO",
+            ),
+            (
+                "prestarted VM: allocate, console ticket, websocket RFB greeting",
+                f"{console * 1000:.0f} ms",
+                "≤ 1 s",
+                "yes" if console <= 1 else "NO",
+            ),
+            (
+                f"image distribution: tiny guest's images ({size_mb:.1f} MB) to a host",
+                f"{mb_per_s:.0f} MB/s",
+                "≥ 50 MB/s",
+                "yes" if mb_per_s >= 50 else "NO",
+            ),
+        ]
+    finally:
+        for vm in VirtualMachine.objects.filter(cluster__name="bench-qemu"):
+            for daemon in daemons:
+                with contextlib.suppress(Exception):
+                    driver.undefine(daemon.uri, str(vm.uuid))
+        for daemon in daemons:
+            qemuhosts.stop(daemon)
+            qemuhosts.kill_leftovers(daemon)
+            shutil.rmtree(daemon.directory, ignore_errors=True)
+        shutil.rmtree(store, ignore_errors=True)
+
+
+scenarios.ALL.append(real_guests)

@@ -1,0 +1,206 @@
+"""A real VM's whole life on real QEMU hosts, as its admin and its user see it through the API.
+
+The admin uploads the tiny guest's kernel, initrd and disk, makes a template of them and a pool
+of one VM kept running; a user takes the VM, reads its boot in the console log, opens its screen
+through the console websocket and sees its address; the return reverts its disk; the admin
+moves it to the other host and deletes it, leaving no volume behind. One guest boots (twice:
+again after the revert). Jobs and the pool's monitor run in this process, as a task worker
+would run them.
+"""
+
+import libvirt
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from hosts import driver, guestinfo, jobs, sync
+from hosts.models import ConsoleLog, Host, Job, JobKind, JobState, VirtualMachine
+from pools import monitor
+from pools.models import VmPool
+from tests.conftest import unique, wait_until
+from tests.hosts.test_guest_access import _first_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BOOTED = "corral-guest: booted"
+MIB = 1024 * 1024
+
+
+def _upload(client, path, kind) -> int:
+    with open(path, "rb") as fh:
+        body = {
+            "name": unique(kind),
+            "kind": kind,
+            "file": SimpleUploadedFile(path.name, fh.read()),
+        }
+    response = client.post("/api/images/", body, format="multipart")
+    assert response.status_code == 201, response.content
+    assert response.json()["sha256"] and response.json()["size_bytes"] == path.stat().st_size
+    return response.json()["id"]
+
+
+def _run_pending() -> list[Job]:
+    """Run every queued job, oldest first, until none is left; those that ran."""
+    ran = []
+    while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
+        jobs.run(job.pk)
+        job.refresh_from_db()
+        assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
+        ran.append(job)
+    return ran
+
+
+def _volumes(host: Host) -> set[str]:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        pool.refresh(0)
+        return set(pool.listVolumes())
+    finally:
+        conn.close()
+
+
+def _allocation(host: Host, name: str) -> int:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        pool.refresh(0)
+        return pool.storageVolLookupByName(name).info()[2]
+    finally:
+        conn.close()
+
+
+def _shown(vm_id: int, ready):
+    """Run the guest-info loop on the VM's host until ``ready(vm)``; the VM as stored."""
+
+    def check():
+        vm = VirtualMachine.objects.get(pk=vm_id)
+        guestinfo.refresh_host(vm.host_id)
+        vm = VirtualMachine.objects.get(pk=vm_id)
+        return vm if ready(vm) else None
+
+    return wait_until(check, timeout=90, interval=0.5, message="the guest never showed it")
+
+
+@pytest.fixture
+def real_hosts(qemu_daemons, make_cluster):
+    """Both QEMU hosts in a cluster of their own, synced; what the test leaves is removed."""
+    cluster = make_cluster()
+    hosts = [
+        Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri)
+        for daemon in qemu_daemons
+    ]
+    for host in hosts:
+        sync.sync_host(host.pk)
+    yield cluster, hosts
+    for vm in VirtualMachine.objects.filter(cluster=cluster):
+        for host in hosts:
+            driver.undefine(host.uri, str(vm.uuid))
+            driver.volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_moves_and_deletes_it(
+    real_hosts, tiny_guest, image_store, admin_user, make_user, grant, client_for
+):
+    cluster, hosts = real_hosts
+    admin = client_for(admin_user)
+    before = {host.pk: _volumes(host) for host in hosts}
+
+    # The admin: images, a template booting them, a pool of one VM kept running.
+    template = admin.post(
+        "/api/templates/",
+        {
+            "name": unique("tiny"),
+            "vcpus": 1,
+            "memory_mb": 128,
+            "disk_gb": 1,
+            "kernel_image": _upload(admin, tiny_guest.kernel, "kernel"),
+            "initrd_image": _upload(admin, tiny_guest.initrd, "initrd"),
+            "disk_image": _upload(admin, tiny_guest.disk, "disk"),
+            "kernel_cmdline": "console=ttyS0",
+            "graphics": "vnc",
+            "guest_agent": True,
+        },
+        format="json",
+    )
+    assert template.status_code == 201, template.content
+    pool = admin.post(
+        "/api/vmpools/",
+        {
+            "name": unique("pool"),
+            "cluster": cluster.pk,
+            "template": template.json()["id"],
+            "size": 1,
+            "prestarted_vms": 1,
+        },
+        format="json",
+    )
+    assert pool.status_code == 201, pool.content
+    pool_id = pool.json()["id"]
+    ran = _run_pending()  # the VM defined on a host; the images copied to both, ahead of need
+    assert [job.kind for job in ran].count(JobKind.COPY_IMAGE) == 6
+    assert monitor.monitor_pool(pool_id) == 1
+    (started,) = _run_pending()
+    assert started.kind == JobKind.START
+
+    # The user takes it: it runs already.
+    user = make_user()
+    grant(user, "UserRole", VmPool.objects.get(pk=pool_id))
+    taken = client_for(user).post(f"/api/vmpools/{pool_id}/allocatevm/")
+    assert taken.status_code == 200, taken.content
+    assert taken.json()["instant"] is True
+    vm_id = taken.json()["vm"]["id"]
+    vm = VirtualMachine.objects.get(pk=vm_id)
+    first, second = sorted(hosts, key=lambda host: host.pk != vm.host_id)
+    assert driver.domain_power_state(first.uri, str(vm.uuid)) == "running"
+
+    def console_text(shown) -> str:
+        return ConsoleLog.objects.filter(vm=shown).values_list("text", flat=True).first() or ""
+
+    _shown(vm_id, lambda shown: BOOTED in console_text(shown))
+    log = client_for(user).get(f"/api/vms/{vm_id}/console-log/")
+    assert log.status_code == 200
+    assert "Linux version" in log.content.decode() and BOOTED in log.content.decode()
+
+    _shown(vm_id, lambda shown: shown.graphics_port)
+    ticket = client_for(user).post(f"/api/vms/{vm_id}/console/")
+    assert ticket.status_code == 201, ticket.content
+    browser = Client()
+    browser.force_login(user)
+    path = ticket.json()["url"].removeprefix("ws://testserver")
+    greeting = async_to_sync(_first_bytes)(path, f"sessionid={browser.cookies['sessionid'].value}")
+    assert greeting.startswith(b"RFB 003.008")
+
+    _shown(vm_id, lambda shown: shown.ip_addresses)
+    assert client_for(user).get(f"/api/vms/{vm_id}/").json()["ip_addresses"][0] == "10.0.2.15"
+
+    # The guest formatted its blank disk: its overlay holds that; the return throws it away.
+    overlay = f"{vm.uuid}.qcow2"
+    wait_until(lambda: _allocation(first, overlay) > MIB, timeout=60, message="no disk write")
+    returned = client_for(user).post(f"/api/vms/{vm_id}/return/")
+    assert returned.status_code == 202, returned.content
+    assert [job.kind for job in _run_pending()] == [JobKind.POWEROFF, JobKind.REVERT]
+    assert _allocation(first, overlay) < MIB
+    assert client_for(user).get(f"/api/vms/{vm_id}/").status_code == 404  # no longer theirs
+
+    # The pool starts it again; the admin moves it to the other host.
+    assert monitor.monitor_pool(pool_id) == 1
+    _run_pending()
+    moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
+    assert moved.status_code == 202, moved.content
+    _run_pending()
+    vm.refresh_from_db()
+    assert vm.host_id == second.pk
+    assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
+    assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
+    assert {name for name in _volumes(first) if str(vm.uuid) in name} == set()  # disk, seed, log
+
+    # Deleting the pool deletes its VM: nothing of it stays on either host.
+    gone = admin.delete(f"/api/vmpools/{pool_id}/")
+    assert gone.status_code in (202, 204), gone.content
+    _run_pending()
+    assert not VirtualMachine.objects.filter(pk=vm_id).exists()
+    for host in hosts:
+        assert driver.domain_power_state(host.uri, str(vm.uuid)) is None
+        left = {name for name in _volumes(host) - before[host.pk] if str(vm.uuid) in name}
+        assert left == set(), f"{host.name} keeps {left}"
