@@ -13,15 +13,13 @@ import logging
 
 import pycdlib
 import yaml
-from django.db import transaction
+from django.utils import timezone
 
-from hosts import driver
 from hosts.driver import guests
 from hosts.models import VirtualMachine
 from project.sshkeys import authorized_keys
 
 logger = logging.getLogger(__name__)
-TASK = "hosts.cloudinit.refresh_seed"
 
 
 def user_data(vm: VirtualMachine) -> str:
@@ -88,27 +86,17 @@ def write_seed(vm: VirtualMachine) -> bool:
 
 
 def write_seed_on(host, vm: VirtualMachine) -> bool:
-    """Upload the VM's seed to ``host`` (its destination, when it migrates)."""
-    return guests.write_seed(host.uri, str(vm.uuid), seed_iso(vm), host.storage_pool)
-
-
-def refresh_seed(vm_id: int) -> bool:
-    """Task: rewrite the seed of one VM (queued when it changes hands). A VM gone, or not on a
-    host yet, needs none: its start writes it."""
-    vm = VirtualMachine.objects.select_related("host", "template", "owner").filter(pk=vm_id)
-    vm = vm.first()
-    if vm is None:
+    """Upload the VM's seed to ``host`` (its destination, when it migrates), and note whose
+    keys it holds."""
+    if not guests.write_seed(host.uri, str(vm.uuid), seed_iso(vm), host.storage_pool):
         return False
-    try:
-        return write_seed(vm)
-    except driver.DriverError as exc:
-        logger.warning("Could not rewrite the seed of VM %s: %s", vm.name, exc.message)
-        return False
+    VirtualMachine.objects.filter(pk=vm.pk).update(
+        seed_written_at=timezone.now(), seed_keys_of=vm.owner_id
+    )
+    return True
 
 
-def queue_refresh(vm_id: int) -> None:
-    """Rewrite the VM's seed once the current transaction commits (by a task: no libvirt call
-    in a request)."""
-    from django_q.tasks import async_task
-
-    transaction.on_commit(lambda: async_task(TASK, vm_id, task_name=f"seed-{vm_id}"))
+def seed_is_stale(vm: VirtualMachine) -> bool:
+    """The seed on the VM's host holds another user's keys than its owner's (it changed
+    hands since): the guest-info loop rewrites it. A seed never written is the start's."""
+    return vm.seed_written_at is not None and vm.seed_keys_of != vm.owner_id

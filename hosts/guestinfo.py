@@ -16,7 +16,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from hosts import driver
+from hosts import cloudinit, driver
 from hosts.driver import guests
 from hosts.models import ConsoleLog, Host, HostStatus, VirtualMachine
 
@@ -44,6 +44,9 @@ def refresh_host(host_id: int) -> int:
     )
     if not vms:
         return 0
+    for vm in vms:
+        if cloudinit.seed_is_stale(vm):
+            _rewrite_seed(vm, host)
     known = dict(
         ConsoleLog.objects.filter(vm__in=vms).values_list("vm_id", "size"),
     )
@@ -59,6 +62,15 @@ def refresh_host(host_id: int) -> int:
         if info is not None and store(vm, info, known.get(vm.pk)):
             changed += 1
     return changed
+
+
+def _rewrite_seed(vm: VirtualMachine, host: Host) -> None:
+    """The VM changed hands: its seed gets its new user's keys (read at its next boot)."""
+    vm.host = host
+    try:
+        cloudinit.write_seed(vm)
+    except driver.DriverError as exc:
+        logger.info("Seed of VM %s not rewritten: %s", vm.name, exc.message)
 
 
 def store(vm: VirtualMachine, info: driver.GuestInfo, known_size: int | None) -> bool:

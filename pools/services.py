@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Max, When
 
-from hosts import cloudinit, images, jobs
+from hosts import images, jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
@@ -278,7 +278,6 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             # the prestarted count as it was, and the monitor with nothing new to do.
             pool_id = pool.pk
             transaction.on_commit(lambda: nudge_monitor(pool_id, coalesce=True))
-        cloudinit.queue_refresh(vm.pk)  # its next boot gets the new user's SSH keys
     return Allocation(vm=vm, job=job, instant=vm.preference == UP)
 
 
@@ -297,7 +296,6 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
-            cloudinit.queue_refresh(vm.pk)  # the former user's keys leave the seed
         queued = []
         if vm.pool.stateless:
             if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):

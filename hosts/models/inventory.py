@@ -431,6 +431,10 @@ class VirtualMachine(models.Model):
     graphics_port = models.PositiveIntegerField(
         null=True, blank=True, editable=False, help_text="The VNC port on its host, when running."
     )
+    # The cloud-init seed on its host: when it was last written, and whose SSH keys it holds
+    # (None: nobody's). A seed of someone other than the owner is rewritten (hosts/guestinfo.py).
+    seed_written_at = models.DateTimeField(null=True, blank=True, editable=False)
+    seed_keys_of = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

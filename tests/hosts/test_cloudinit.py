@@ -1,10 +1,10 @@
 """cloud-init seeds on a real QEMU host: the ISO Corral uploads to the VM's host names the VM
-and carries its current user's SSH keys; handing the VM to another user rewrites it."""
+and carries its current user's SSH keys; once the VM changes hands, the guest-info loop
+rewrites it."""
 
 import pytest
-from django_q.models import OrmQ
 
-from hosts import cloudinit
+from hosts import cloudinit, guestinfo
 from hosts.driver import guests
 from hosts.models import Host
 from pools.services import allocate_vm, return_vm
@@ -16,15 +16,6 @@ from tests.project.sshkeys_data import ECDSA, ED25519, RSA
 def qemu_host(qemu_daemons, make_cluster):
     daemon = qemu_daemons[0]
     return Host.objects.create(name="qemu-seed", cluster=make_cluster(), uri=daemon.uri)
-
-
-def run_queued_seed_tasks() -> int:
-    """Run the seed rewrites the allocation queued, as a task worker would; how many ran."""
-    queued = [task for task in OrmQ.objects.all() if task.func() == cloudinit.TASK]
-    for task in queued:
-        cloudinit.refresh_seed(*task.args())
-        task.delete()
-    return len(queued)
 
 
 def seed_on_host(vm) -> dict[str, str]:
@@ -47,19 +38,22 @@ def test_the_seed_follows_the_vm_from_one_user_to_the_next(
     sshkeys.add_key(alice, "desktop", RSA)
     sshkeys.add_key(bob, "work", ECDSA)
     try:
+        assert cloudinit.write_seed(vm)  # as the VM's start wrote it: nobody's keys
+        unclaimed = seed_on_host(vm)
         with django_capture_on_commit_callbacks(execute=True):
             allocate_vm(pool, alice)
-        assert run_queued_seed_tasks() == 1
+        guestinfo.refresh_host(qemu_host.pk)
         first = seed_on_host(vm)
 
         with django_capture_on_commit_callbacks(execute=True):
             return_vm(vm, requested_by=alice)
             allocate_vm(pool, bob)
-        run_queued_seed_tasks()
+        guestinfo.refresh_host(qemu_host.pk)
         second = seed_on_host(vm)
     finally:
         guests.remove_guest_files(qemu_host.uri, str(vm.uuid))
 
+    assert "ssh_authorized_keys: []" in unclaimed["user-data"]
     assert first["meta-data"] == f'instance-id: {vm.uuid}\nlocal-hostname: "{vm.name}"\n'
     assert first["user-data"].startswith("#cloud-config\n")
     assert "packages:\n- htop\n" in first["user-data"]
