@@ -8,6 +8,7 @@ Simulated hosts (libvirt's test driver) keep no volumes: these steps do nothing 
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from datetime import timedelta
@@ -24,6 +25,7 @@ from hosts.models import CopyState, Host, Image, ImageCopy, VirtualMachine
 from hosts.operations.common import POLL_S, host_call
 
 GIB = 1024**3
+IMAGE_VOLUME = re.compile(r"corral-image-\d+-[0-9a-f]{12}\.(qcow2|raw)")
 
 
 def disk_name(vm: VirtualMachine) -> str:
@@ -92,6 +94,22 @@ def copy_image(ctx: JobContext) -> dict:
     return {"image": image.name, "host": host.name, "path": ensure_copy(ctx, image, host)}
 
 
+def delete_image_copy(ctx: JobContext) -> dict:
+    """The job that deletes a deleted image's volume from a host's pool (queued by
+    ``images.delete_image`` for each host that had a copy)."""
+    host = ctx.job.host
+    volume = ctx.job.params.get("volume", "")
+    if host is None:
+        raise JobFailed("gone", "The host is gone.")
+    if not IMAGE_VOLUME.fullmatch(volume):
+        raise JobFailed("bad_volume", f"{volume!r} is not the name of an image's volume.")
+    if not real_storage(host):
+        return {"simulated": True}
+    deleted = host_call(volumes.delete, host.uri, host.storage_pool, volume)
+    ctx.log(f"{'Deleted' if deleted else 'No'} volume {volume} on {host.name}")
+    return {"host": host.name, "volume": volume, "deleted": deleted}
+
+
 def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
     """The path of ``image``'s volume on ``host``, copying it there first when needed.
 
@@ -147,6 +165,12 @@ def _claim(image: Image, host: Host) -> uuid.UUID | None:
 def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
     ctx.step(f"Copying image {image.name} to {host.name}", 0.35)
     mine = ImageCopy.objects.filter(image=image, host=host, claimed_by=token)
+    if not image_path(image).is_file():
+        message = (
+            f"The file of image {image.name} is missing from the image store; upload it again."
+        )
+        mine.update(state=CopyState.FAILED, error=message)
+        raise JobFailed("image_missing", message)
     try:
         path = volumes.upload(
             host.uri,
