@@ -3,11 +3,15 @@
 The destination's overlay (backed by its own copy of the base image) and boot images are made
 first; ``migrate3`` then copies only what the overlay holds (``VIR_MIGRATE_NON_SHARED_INC``),
 with the domain's paths rewritten to the destination's pool in both its live and persistent
-definitions. The caller removes the source's overlay after success.
+definitions. The guest's other files in the pool (the serial ``<log file>`` and the cloud-init
+seed's cdrom) are renamed to the same directory as the destination's overlay: the caller uploads
+the seed there first (read-only cdroms are not copied) and removes the source's overlay, seed
+and log after success.
 """
 
 from __future__ import annotations
 
+import posixpath
 from xml.etree import ElementTree
 
 import libvirt
@@ -33,6 +37,18 @@ def boot_paths(xml: str) -> dict[str, str]:
     return paths
 
 
+def guest_file_paths(xml: str) -> list[str]:
+    """The domain's other files in its pool: cdrom sources (the seed) and serial logs."""
+    root = ElementTree.fromstring(xml)
+    found = [
+        disk.find("source").get("file") or ""
+        for disk in root.iterfind("devices/disk[@device='cdrom']")
+        if disk.find("source") is not None
+    ]
+    found += [log.get("file") or "" for log in root.iterfind("devices/serial/log")]
+    return [path for path in found if path]
+
+
 def rewrite(xml: str, moves: dict[str, str]) -> str:
     """``xml`` with each source path replaced by its destination path (as XML text)."""
     for old, new in moves.items():
@@ -54,6 +70,10 @@ def migrate_with_storage(
         inactive = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_INACTIVE)
         current = boot_paths(live)
         moves = {current[k]: destination_boot.get(k, "") for k in current}
+        pool_dir = posixpath.dirname(destination_boot.get("disk_path", ""))
+        if pool_dir:
+            for path in guest_file_paths(live) + guest_file_paths(inactive):
+                moves[path] = posixpath.join(pool_dir, posixpath.basename(path))
         params = {
             libvirt.VIR_MIGRATE_PARAM_DEST_XML: rewrite(live, moves),
             libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: rewrite(inactive, moves),

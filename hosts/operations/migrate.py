@@ -8,7 +8,7 @@ import time
 from django.db import transaction
 
 from hosts import cloudinit, driver
-from hosts.driver import migration
+from hosts.driver import guests, migration
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -124,6 +124,7 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
             lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
         )
         disks.remove_disk(ctx, vm, source)
+        host_call(guests.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
     else:
         ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
         host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))

@@ -10,8 +10,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import close_old_connections
 
-from hosts import driver, jobs, sync
+from hosts import driver, guestinfo, jobs, sync
 from hosts.models import (
+    ConsoleLog,
     CopyState,
     Host,
     ImageCopy,
@@ -106,6 +107,42 @@ def _volume(host: Host, name: str):
             "allocation": volume.info()[2],
             "backing": xml.findtext("backingStore/path"),
         }
+    finally:
+        conn.close()
+
+
+def _inactive_xml(host: Host, vm) -> str:
+    conn = libvirt.open(host.uri)
+    try:
+        dom = conn.lookupByUUIDString(str(vm.uuid))
+        return dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    finally:
+        conn.close()
+
+
+def _files_named(xml: str) -> list[str]:
+    root = ElementTree.fromstring(xml)
+    named = [root.findtext("os/kernel"), root.findtext("os/initrd")]
+    named += [source.get("file") for source in root.iterfind("devices/disk/source")]
+    named += [log.get("file") for log in root.iterfind("devices/serial/log")]
+    return [path for path in named if path]
+
+
+def _pool_dir(host: Host) -> str:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        return ElementTree.fromstring(pool.XMLDesc(0)).findtext("target/path")
+    finally:
+        conn.close()
+
+
+def _vm_volumes(host: Host, vm) -> set[str]:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        pool.refresh(0)
+        return {name for name in pool.listVolumes() if name.startswith(str(vm.uuid))}
     finally:
         conn.close()
 
@@ -229,6 +266,25 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     moved = _volume(second, f"{vm.uuid}.qcow2")
     base = ImageCopy.objects.get(host=second, image=vm.template.disk_image)
     assert moved["backing"] == base.path
+    # Every file the running domain names (disk, kernel, initrd, seed, serial log) is in the
+    # destination's pool, and the source's pool keeps nothing of the VM.
+    for xml in (_domain_xml(second, vm), _inactive_xml(second, vm)):
+        named = _files_named(xml)
+        assert {path.rsplit("/", 1)[-1] for path in named} >= {
+            f"{vm.uuid}.qcow2",
+            f"{vm.uuid}-seed.iso",
+            f"{vm.uuid}.log",
+        }
+        assert all(path.startswith(_pool_dir(second) + "/") for path in named), named
+    assert _vm_volumes(first, vm) == set()
+    wait_until(
+        lambda: (
+            guestinfo.refresh_host(second.pk) >= 0
+            and ConsoleLog.objects.filter(vm=vm, size__gt=0).exists()
+        ),
+        timeout=60,
+        message="No console log read from the destination.",
+    )
     try:
         _run(JobKind.POWEROFF, vm)
         _run(JobKind.DELETE, vm)
