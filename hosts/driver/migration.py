@@ -11,6 +11,7 @@ and log after success.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from xml.etree import ElementTree
 
@@ -65,21 +66,48 @@ def migrate_with_storage(
     source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
     destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
     try:
-        dom = source.lookupByUUIDString(uuid)
-        live = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
-        inactive = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_INACTIVE)
-        current = boot_paths(live)
-        moves = {current[k]: destination_boot.get(k, "") for k in current}
-        pool_dir = posixpath.dirname(destination_boot.get("disk_path", ""))
-        if pool_dir:
-            for path in guest_file_paths(live) + guest_file_paths(inactive):
-                moves[path] = posixpath.join(pool_dir, posixpath.basename(path))
-        params = {
-            libvirt.VIR_MIGRATE_PARAM_DEST_XML: rewrite(live, moves),
-            libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: rewrite(inactive, moves),
-            libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: ["vda"],
-        }
-        dom.migrate3(destination, params, FLAGS)
+        return _migrate(source.lookupByUUIDString(uuid), destination, destination_boot)
     except libvirt.libvirtError as exc:
         raise translate(source_uri, exc, "migrate the VM with its disk") from exc
+
+
+def move_stopped_with_storage(
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+) -> str:
+    """Move a stopped domain and its disk: started paused on the source (its CPUs never run,
+    so the guest writes nothing), migrated as a running one would be, then stopped on the
+    destination, where it stays defined. Returns the source overlay's path. On failure the
+    domain is stopped and still defined on the source."""
+    source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
+    destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
+    try:
+        dom = source.lookupByUUIDString(uuid)
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        try:
+            path = _migrate(dom, destination, destination_boot)
+        except libvirt.libvirtError:
+            with contextlib.suppress(libvirt.libvirtError):
+                dom.destroy()
+            raise
+        destination.lookupByUUIDString(uuid).destroy()
+    except libvirt.libvirtError as exc:
+        raise translate(source_uri, exc, "move the stopped VM with its disk") from exc
+    return path
+
+
+def _migrate(dom: libvirt.virDomain, destination: libvirt.virConnect, destination_boot: dict):
+    live = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+    inactive = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_INACTIVE)
+    current = boot_paths(live)
+    moves = {current[k]: destination_boot.get(k, "") for k in current}
+    pool_dir = posixpath.dirname(destination_boot.get("disk_path", ""))
+    if pool_dir:
+        for path in guest_file_paths(live) + guest_file_paths(inactive):
+            moves[path] = posixpath.join(pool_dir, posixpath.basename(path))
+    params = {
+        libvirt.VIR_MIGRATE_PARAM_DEST_XML: rewrite(live, moves),
+        libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: rewrite(inactive, moves),
+        libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: ["vda"],
+    }
+    dom.migrate3(destination, params, FLAGS)
     return current.get("disk_path", "")

@@ -293,6 +293,54 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
         driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
 
 
+def test_a_stopped_vm_started_on_another_host_takes_its_disk_along(
+    qemu_cluster, qemu_daemons, tiny_template, make_vm
+):
+    first = Host.objects.get(cluster=qemu_cluster)
+    second = Host.objects.create(name=unique("qemu"), cluster=qemu_cluster, uri=qemu_daemons[1].uri)
+    sync.sync_host(second.pk)
+    vm = make_vm(
+        cluster=qemu_cluster,
+        template_id=tiny_template,
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+        pinned_host=first,
+    )
+    _run(JobKind.START, vm)
+    wait_until(
+        lambda: _volume(first, f"{vm.uuid}.qcow2")["allocation"] > 1024 * 1024,
+        timeout=90,
+        message="The guest never wrote to its disk.",
+    )
+    _run(JobKind.POWEROFF, vm)
+    VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=second)
+
+    try:
+        _run(JobKind.START, vm)
+
+        vm.refresh_from_db()
+        assert vm.host_id == second.pk
+        assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
+        assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
+        assert _vm_volumes(first, vm) == set()
+        moved = _volume(second, f"{vm.uuid}.qcow2")
+        assert moved["allocation"] > 1024 * 1024  # what the guest wrote on the first host
+        assert (
+            moved["backing"]
+            == ImageCopy.objects.get(host=second, image=vm.template.disk_image).path
+        )
+        assert all(
+            path.startswith(_pool_dir(second) + "/")
+            for path in _files_named(_domain_xml(second, vm))
+        )
+        _run(JobKind.POWEROFF, vm)
+        _run(JobKind.DELETE, vm)
+    finally:
+        driver.undefine(second.uri, str(vm.uuid))
+        driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
+
+
 def test_a_new_pool_copies_its_images_to_the_clusters_real_hosts_ahead_of_need(
     qemu_cluster, tiny_template, admin_user, client_for
 ):
