@@ -18,7 +18,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from hosts import driver
-from hosts.driver import volumes
+from hosts.driver import guests, volumes
 from hosts.images import image_path
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import CopyState, Host, Image, ImageCopy, VirtualMachine
@@ -77,6 +77,18 @@ def reset_disk(ctx: JobContext, vm: VirtualMachine) -> dict:
 def remove_disk(ctx: JobContext, vm: VirtualMachine, host: Host) -> None:
     if real_storage(host) and host_call(volumes.delete, host.uri, host.storage_pool, disk_name(vm)):
         ctx.log(f"Deleted the disk {disk_name(vm)} on {host.name}")
+
+
+def carry_log(vm: VirtualMachine, source: Host, destination: Host) -> None:
+    """The tail of the VM's console log copied to ``destination`` before a migration."""
+    host_call(
+        guests.carry_log,
+        source.uri,
+        destination.uri,
+        str(vm.uuid),
+        source.storage_pool,
+        destination.storage_pool,
+    )
 
 
 def copy_image(ctx: JobContext) -> dict:

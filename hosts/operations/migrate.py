@@ -119,6 +119,7 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
     host_call(cloudinit.write_seed_on, destination, vm)
     if disks.real_storage(source) and disks.real_storage(destination):
         boot = disks.boot_for(ctx, vm, destination, reset=True)
+        disks.carry_log(vm, source, destination)
         ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
         host_call(
             lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)

@@ -139,6 +139,7 @@ def _move_disk(ctx: JobContext, vm: VirtualMachine, source: Host, destination: H
     if has_disk and not _needs_base_snapshot(vm):
         host_call(cloudinit.write_seed_on, destination, vm)
         boot = disks.boot_for(ctx, vm, destination, reset=True)
+        disks.carry_log(vm, source, destination)
         ctx.step(f"Copying the VM's disk from {source.name} to {destination.name}", 0.27)
         host_call(
             lambda: migration.move_stopped_with_storage(source.uri, destination.uri, uuid, boot)

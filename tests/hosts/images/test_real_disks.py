@@ -252,6 +252,15 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     )
     _run(JobKind.START, vm)
     VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=None)
+    wait_until(
+        lambda: (
+            guestinfo.refresh_host(first.pk) >= 0
+            and ConsoleLog.objects.filter(vm=vm, size__gt=0).exists()
+        ),
+        timeout=60,
+        message="No console log read from the source.",
+    )
+    printed = ConsoleLog.objects.get(vm=vm).text
 
     job = jobs.submit(JobKind.MIGRATE, vm=vm, params={"host": second.pk})
     jobs.run(job.pk)
@@ -277,14 +286,12 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
         }
         assert all(path.startswith(_pool_dir(second) + "/") for path in named), named
     assert _vm_volumes(first, vm) == set()
-    wait_until(
-        lambda: (
-            guestinfo.refresh_host(second.pk) >= 0
-            and ConsoleLog.objects.filter(vm=vm, size__gt=0).exists()
-        ),
-        timeout=60,
-        message="No console log read from the destination.",
-    )
+    # The log goes on in the destination's pool, after what the guest printed before.
+    on_second = driver.guests.read_volume(second.uri, f"{vm.uuid}.log")
+    assert on_second.decode(errors="replace").replace("\0", "").startswith(printed)
+    ConsoleLog.objects.filter(vm=vm).delete()
+    guestinfo.refresh_host(second.pk)
+    assert ConsoleLog.objects.get(vm=vm).text.startswith(printed)
     try:
         _run(JobKind.POWEROFF, vm)
         _run(JobKind.DELETE, vm)
