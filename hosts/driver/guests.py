@@ -14,6 +14,7 @@ from xml.sax.saxutils import quoteattr
 
 import libvirt
 
+from hosts.driver import storage
 from hosts.driver.connection import call
 from hosts.driver.storage import STORAGE_POOL, storage_pool_path
 
@@ -133,7 +134,7 @@ def _log_tail(conn: libvirt.virConnect, pool_name: str, uuid: str) -> bytes:
     pool = _pool(conn, pool_name)
     if pool is None:
         return b""
-    pool.refresh(0)
+    storage.refresh(pool)
     try:
         volume = pool.storageVolLookupByName(log_volume(uuid))
     except libvirt.libvirtError as exc:
@@ -151,7 +152,7 @@ def _write_volume(conn: libvirt.virConnect, pool_name: str, name: str, data: byt
     pool = _pool(conn, pool_name)
     if pool is None:
         return False
-    pool.refresh(0)
+    storage.refresh(pool)
     try:
         pool.storageVolLookupByName(name).delete(0)
     except libvirt.libvirtError as exc:
@@ -183,7 +184,7 @@ def read_volume(uri: str, name: str, pool_name: str = STORAGE_POOL) -> bytes | N
         pool = _pool(conn, pool_name)
         if pool is None:
             return None
-        pool.refresh(0)
+        storage.refresh(pool)
         try:
             volume = pool.storageVolLookupByName(name)
         except libvirt.libvirtError as exc:
@@ -202,7 +203,7 @@ def remove_guest_files(uri: str, uuid: str, pool_name: str = STORAGE_POOL) -> No
         pool = _pool(conn, pool_name)
         if pool is None:
             return
-        pool.refresh(0)
+        storage.refresh(pool)
         for name in (seed_volume(uuid), log_volume(uuid)):
             try:
                 pool.storageVolLookupByName(name).delete(0)
@@ -267,7 +268,7 @@ def guest_info(
     def run(conn: libvirt.virConnect) -> dict[str, GuestInfo]:
         pool = _pool(conn, pool_name)
         if pool is not None:
-            pool.refresh(0)
+            storage.refresh(pool)
         found: dict[str, GuestInfo] = {}
         for uuid, (agent, known_size) in wanted.items():
             try:
