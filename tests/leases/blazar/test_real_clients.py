@@ -3,8 +3,9 @@
 from the package index into var/openstack-venv by ``make openstack-clients``.
 
 The production web tier (gunicorn with uvicorn workers, as `make serve` runs it) serves the
-test database; the CLI reads a clouds.yaml pointing at it, as a user's would. Each command is a process of its own (the CLI's start-up is most of its
-time), so the commands are few and each checks several things.
+test database; the CLI reads a clouds.yaml pointing at it, as a user's would. Each command is
+a process of its own (the CLI's start-up is most of its time), so the commands are few and
+each checks several things.
 """
 
 from __future__ import annotations
