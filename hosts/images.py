@@ -276,9 +276,9 @@ def image_path(image: Image) -> Path:
     return image_store() / image.file
 
 
-def delete_image(image: Image) -> None:
-    """Delete an image no template uses (its file too); copies on hosts stay until the hosts'
-    pools are cleaned."""
+def delete_image(image: Image, *, requested_by=None) -> list:
+    """Delete an image no template uses: its row and file, and a job per host that holds a
+    copy (or is copying one) to delete that volume from the host's pool. Returns the jobs."""
     using = (
         Template.objects.filter(disk_image=image)
         | Template.objects.filter(kernel_image=image)
@@ -290,9 +290,21 @@ def delete_image(image: Image) -> None:
             "image_in_use", f"Templates use this image: {', '.join(names)}; change them first."
         )
     path = image_path(image)
+    volume = image.volume_name
     with transaction.atomic():
+        hosts = list(Host.objects.filter(image_copies__image=image).distinct().order_by("pk"))
         image.delete()
+        queued = [
+            jobs.submit(
+                JobKind.DELETE_IMAGE,
+                host=host,
+                params={"volume": volume},
+                requested_by=requested_by,
+            )
+            for host in hosts
+        ]
         transaction.on_commit(lambda: path.unlink(missing_ok=True))
+    return queued
 
 
 def limit_text() -> str:

@@ -57,7 +57,7 @@ class ImageAdmin(ScopedAdmin):
 
     def delete_model(self, request, obj):
         try:
-            images.delete_image(obj)
+            images.delete_image(obj, requested_by=request.user)
         except Refused as refused:
             self.message_user(request, refused.message, messages.ERROR)
 

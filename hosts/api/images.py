@@ -142,4 +142,4 @@ class ImageViewSet(ScopedModelViewSet):
         return Response(ImageDetailSerializer(image).data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance) -> None:
-        images.delete_image(instance)
+        images.delete_image(instance, requested_by=self.request.user)

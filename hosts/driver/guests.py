@@ -14,6 +14,7 @@ from xml.sax.saxutils import quoteattr
 
 import libvirt
 
+from hosts.driver import storage
 from hosts.driver.connection import call
 from hosts.driver.storage import STORAGE_POOL, storage_pool_path
 
@@ -104,37 +105,76 @@ def write_seed(uri: str, uuid: str, data: bytes, pool_name: str = STORAGE_POOL) 
     False when the host has no such pool (nothing written). A running guest keeps reading the
     seed it booted with; its next boot reads this one.
     """
+    return call(
+        uri,
+        "write the VM's cloud-init seed",
+        lambda conn: _write_volume(conn, pool_name, seed_volume(uuid), data),
+    )
 
-    def run(conn: libvirt.virConnect) -> bool:
-        pool = _pool(conn, pool_name)
-        if pool is None:
-            return False
-        name = seed_volume(uuid)
-        pool.refresh(0)
-        try:
-            pool.storageVolLookupByName(name).delete(0)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_VOL:
-                raise
-        volume = pool.createXML(
-            f"<volume><name>{name}</name><capacity unit='bytes'>{len(data)}</capacity>"
-            "<target><format type='raw'/></target></volume>",
-            0,
-        )
-        stream = conn.newStream(0)
-        volume.upload(stream, 0, len(data), 0)
-        sent = {"offset": 0}
 
-        def source(_stream, size, state):
-            chunk = data[state["offset"] : state["offset"] + size]
-            state["offset"] += len(chunk)
-            return chunk
+def carry_log(
+    source_uri: str, destination_uri: str, uuid: str, source_pool: str, destination_pool: str
+) -> int:
+    """Copy the tail of the guest's serial log (``LOG_TAIL_BYTES``) to the destination's pool
+    ahead of a migration, where the guest's log goes on (appended); the bytes copied."""
+    data = call(
+        source_uri, "read the VM's console log", lambda conn: _log_tail(conn, source_pool, uuid)
+    )
+    if not data:
+        return 0
+    call(
+        destination_uri,
+        "copy the VM's console log",
+        lambda conn: _write_volume(conn, destination_pool, log_volume(uuid), data),
+    )
+    return len(data)
 
-        stream.sendAll(source, sent)
-        stream.finish()
-        return True
 
-    return call(uri, "write the VM's cloud-init seed", run)
+def _log_tail(conn: libvirt.virConnect, pool_name: str, uuid: str) -> bytes:
+    pool = _pool(conn, pool_name)
+    if pool is None:
+        return b""
+    storage.refresh(pool)
+    try:
+        volume = pool.storageVolLookupByName(log_volume(uuid))
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
+            return b""
+        raise
+    size = volume.info()[1]
+    start = max(0, size - LOG_TAIL_BYTES)
+    return _download(conn, volume, start, size - start) if size else b""
+
+
+def _write_volume(conn: libvirt.virConnect, pool_name: str, name: str, data: bytes) -> bool:
+    """A raw volume ``name`` holding ``data``, replacing one of that name; False without the
+    pool."""
+    pool = _pool(conn, pool_name)
+    if pool is None:
+        return False
+    storage.refresh(pool)
+    try:
+        pool.storageVolLookupByName(name).delete(0)
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_VOL:
+            raise
+    volume = pool.createXML(
+        f"<volume><name>{name}</name><capacity unit='bytes'>{len(data)}</capacity>"
+        "<target><format type='raw'/></target></volume>",
+        0,
+    )
+    stream = conn.newStream(0)
+    volume.upload(stream, 0, len(data), 0)
+    sent = {"offset": 0}
+
+    def source(_stream, size, state):
+        chunk = data[state["offset"] : state["offset"] + size]
+        state["offset"] += len(chunk)
+        return chunk
+
+    stream.sendAll(source, sent)
+    stream.finish()
+    return True
 
 
 def read_volume(uri: str, name: str, pool_name: str = STORAGE_POOL) -> bytes | None:
@@ -144,7 +184,7 @@ def read_volume(uri: str, name: str, pool_name: str = STORAGE_POOL) -> bytes | N
         pool = _pool(conn, pool_name)
         if pool is None:
             return None
-        pool.refresh(0)
+        storage.refresh(pool)
         try:
             volume = pool.storageVolLookupByName(name)
         except libvirt.libvirtError as exc:
@@ -163,7 +203,7 @@ def remove_guest_files(uri: str, uuid: str, pool_name: str = STORAGE_POOL) -> No
         pool = _pool(conn, pool_name)
         if pool is None:
             return
-        pool.refresh(0)
+        storage.refresh(pool)
         for name in (seed_volume(uuid), log_volume(uuid)):
             try:
                 pool.storageVolLookupByName(name).delete(0)
@@ -228,7 +268,7 @@ def guest_info(
     def run(conn: libvirt.virConnect) -> dict[str, GuestInfo]:
         pool = _pool(conn, pool_name)
         if pool is not None:
-            pool.refresh(0)
+            storage.refresh(pool)
         found: dict[str, GuestInfo] = {}
         for uuid, (agent, known_size) in wanted.items():
             try:

@@ -6,6 +6,7 @@ never through its file system, so the same code works for a local and a remote h
 
 from __future__ import annotations
 
+import time
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
@@ -14,6 +15,23 @@ import libvirt
 from hosts.driver.connection import call
 
 STORAGE_POOL = "corral"
+REFRESH_TRIES = 10
+REFRESH_PAUSE_S = 0.2
+
+
+def refresh(pool: libvirt.virStoragePool) -> None:
+    """Rescan the pool's directory for files written outside libvirt (a serial log). While
+    a volume of the pool is being uploaded libvirt refuses ("asynchronous jobs running"):
+    tried again a few times, then left as it was (the volumes libvirt made itself are known
+    to it without a rescan)."""
+    for _ in range(REFRESH_TRIES):
+        try:
+            pool.refresh(0)
+            return
+        except libvirt.libvirtError as exc:
+            if "asynchronous jobs" not in (exc.get_error_message() or ""):
+                raise
+        time.sleep(REFRESH_PAUSE_S)
 
 
 def storage_pool_xml(path: str, name: str = STORAGE_POOL) -> str:

@@ -14,6 +14,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
+from hosts.driver import storage
 from hosts.driver.connection import DriverError, call
 from hosts.driver.storage import storage_pool_xml
 
@@ -65,7 +66,7 @@ def ensure_pool(uri: str, name: str, path: str = "") -> PoolSpace:
 
     def run(conn):
         pool = running_pool(conn, name, path)
-        pool.refresh(0)
+        storage.refresh(pool)
         _state, capacity, _allocation, available = pool.info()
         return PoolSpace(capacity, available)
 
@@ -98,7 +99,7 @@ def volume_path(uri: str, pool_name: str, name: str) -> str | None:
 
     def read(conn):
         pool = running_pool(conn, pool_name)
-        pool.refresh(0)
+        storage.refresh(pool)
         volume = _volume(pool, name)
         return volume.path() if volume is not None else None
 
@@ -114,7 +115,7 @@ def upload(
 
     def run(conn):
         pool = running_pool(conn, pool_name, pool_path)
-        pool.refresh(0)
+        storage.refresh(pool)
         old = _volume(pool, name)
         if old is not None:
             old.delete(0)
@@ -189,7 +190,7 @@ def create_disk(
 
     def run(conn):
         pool = running_pool(conn, pool_name)
-        pool.refresh(0)
+        storage.refresh(pool)
         existing = _volume(pool, name)
         if existing is not None:
             if not replace:
@@ -212,7 +213,7 @@ def delete(uri: str, pool_name: str, name: str) -> bool:
             raise
         if not pool.isActive():
             return False
-        pool.refresh(0)
+        storage.refresh(pool)
         volume = _volume(pool, name)
         if volume is None:
             return False

@@ -16,6 +16,7 @@ class JobKind(models.TextChoices):
     REVERT = "revert", "Revert to the base snapshot"
     NOOP = "noop", "No-op (steps only)"
     COPY_IMAGE = "copy_image", "Copy an image to a host"
+    DELETE_IMAGE = "delete_image", "Delete an image's copy on a host"
     FAILOVER = "failover", "Restart a lost host's VMs elsewhere"
 
 

@@ -32,6 +32,7 @@ OPERATIONS = {
     JobKind.REVERT: revert,
     JobKind.NOOP: noop,
     JobKind.COPY_IMAGE: disks.copy_image,
+    JobKind.DELETE_IMAGE: disks.delete_image_copy,
     JobKind.FAILOVER: failover,
 }
 for kind, operation in OPERATIONS.items():

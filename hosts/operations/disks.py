@@ -8,6 +8,7 @@ Simulated hosts (libvirt's test driver) keep no volumes: these steps do nothing 
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from datetime import timedelta
@@ -17,13 +18,14 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from hosts import driver
-from hosts.driver import volumes
+from hosts.driver import guests, volumes
 from hosts.images import image_path
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import CopyState, Host, Image, ImageCopy, VirtualMachine
 from hosts.operations.common import POLL_S, host_call
 
 GIB = 1024**3
+IMAGE_VOLUME = re.compile(r"corral-image-\d+-[0-9a-f]{12}\.(qcow2|raw)")
 
 
 def disk_name(vm: VirtualMachine) -> str:
@@ -77,6 +79,18 @@ def remove_disk(ctx: JobContext, vm: VirtualMachine, host: Host) -> None:
         ctx.log(f"Deleted the disk {disk_name(vm)} on {host.name}")
 
 
+def carry_log(vm: VirtualMachine, source: Host, destination: Host) -> None:
+    """The tail of the VM's console log copied to ``destination`` before a migration."""
+    host_call(
+        guests.carry_log,
+        source.uri,
+        destination.uri,
+        str(vm.uuid),
+        source.storage_pool,
+        destination.storage_pool,
+    )
+
+
 def copy_image(ctx: JobContext) -> dict:
     """The job that copies an image to a host ahead of need (a pool's hosts)."""
     host = ctx.job.host
@@ -90,6 +104,22 @@ def copy_image(ctx: JobContext) -> dict:
     except driver.DriverError as exc:
         raise JobFailed(exc.code, f"{host.name}: {exc.message}") from exc
     return {"image": image.name, "host": host.name, "path": ensure_copy(ctx, image, host)}
+
+
+def delete_image_copy(ctx: JobContext) -> dict:
+    """The job that deletes a deleted image's volume from a host's pool (queued by
+    ``images.delete_image`` for each host that had a copy)."""
+    host = ctx.job.host
+    volume = ctx.job.params.get("volume", "")
+    if host is None:
+        raise JobFailed("gone", "The host is gone.")
+    if not IMAGE_VOLUME.fullmatch(volume):
+        raise JobFailed("bad_volume", f"{volume!r} is not the name of an image's volume.")
+    if not real_storage(host):
+        return {"simulated": True}
+    deleted = host_call(volumes.delete, host.uri, host.storage_pool, volume)
+    ctx.log(f"{'Deleted' if deleted else 'No'} volume {volume} on {host.name}")
+    return {"host": host.name, "volume": volume, "deleted": deleted}
 
 
 def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
@@ -147,6 +177,12 @@ def _claim(image: Image, host: Host) -> uuid.UUID | None:
 def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
     ctx.step(f"Copying image {image.name} to {host.name}", 0.35)
     mine = ImageCopy.objects.filter(image=image, host=host, claimed_by=token)
+    if not image_path(image).is_file():
+        message = (
+            f"The file of image {image.name} is missing from the image store; upload it again."
+        )
+        mine.update(state=CopyState.FAILED, error=message)
+        raise JobFailed("image_missing", message)
     try:
         path = volumes.upload(
             host.uri,

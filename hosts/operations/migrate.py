@@ -119,12 +119,12 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
     host_call(cloudinit.write_seed_on, destination, vm)
     if disks.real_storage(source) and disks.real_storage(destination):
         boot = disks.boot_for(ctx, vm, destination, reset=True)
+        disks.carry_log(vm, source, destination)
         ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
         host_call(
             lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
         )
         disks.remove_disk(ctx, vm, source)
-        # Its seed and console log were the source's: the destination writes its own.
         host_call(guests.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
     else:
         ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from hosts import cloudinit, driver
+from hosts.driver import guests, migration, volumes
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -114,14 +115,41 @@ def _needs_base_snapshot(vm: VirtualMachine) -> bool:
 
 
 def _move_stopped(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
-    """A stopped VM defined on an unusable host: move its definition (and snapshots) over."""
+    """A stopped VM defined on an unusable host: move its definition (and snapshots) over;
+    between hosts keeping disks in pools of their own, its disk too (see ``_move_disk``)."""
     try:
         exists = driver.domain_power_state(source.uri, str(vm.uuid)) is not None
     except driver.DriverError:
         ctx.log(f"{source.name} is unreachable; defining the VM afresh on {destination.name}")
         return
-    if exists:
+    if not exists:
+        return
+    if disks.real_storage(source) and disks.real_storage(destination):
+        _move_disk(ctx, vm, source, destination)
+    else:
         host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
+
+
+def _move_disk(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
+    """A stateless pool's VM (or one that never wrote a disk) gets a new overlay over the
+    base on the destination; any other VM's overlay is copied there with the domain (a paused
+    migration). Then nothing of the VM is left on the source."""
+    uuid = str(vm.uuid)
+    has_disk = host_call(volumes.volume_path, source.uri, source.storage_pool, disks.disk_name(vm))
+    if has_disk and not _needs_base_snapshot(vm):
+        host_call(cloudinit.write_seed_on, destination, vm)
+        boot = disks.boot_for(ctx, vm, destination, reset=True)
+        disks.carry_log(vm, source, destination)
+        ctx.step(f"Copying the VM's disk from {source.name} to {destination.name}", 0.27)
+        host_call(
+            lambda: migration.move_stopped_with_storage(source.uri, destination.uri, uuid, boot)
+        )
+        ctx.log(f"Moved the VM's disk from {source.name} to {destination.name}")
+    else:
+        host_call(driver.undefine, source.uri, uuid)
+        ctx.log(f"The VM's disk is made afresh from its base on {destination.name}")
+    disks.remove_disk(ctx, vm, source)
+    host_call(guests.remove_guest_files, source.uri, uuid, source.storage_pool)
 
 
 def _stop(ctx: JobContext, how: str) -> dict:

@@ -10,8 +10,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import close_old_connections
 
-from hosts import driver, jobs, sync
+from hosts import driver, guestinfo, jobs, sync
 from hosts.models import (
+    ConsoleLog,
     CopyState,
     Host,
     ImageCopy,
@@ -106,6 +107,42 @@ def _volume(host: Host, name: str):
             "allocation": volume.info()[2],
             "backing": xml.findtext("backingStore/path"),
         }
+    finally:
+        conn.close()
+
+
+def _inactive_xml(host: Host, vm) -> str:
+    conn = libvirt.open(host.uri)
+    try:
+        dom = conn.lookupByUUIDString(str(vm.uuid))
+        return dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    finally:
+        conn.close()
+
+
+def _files_named(xml: str) -> list[str]:
+    root = ElementTree.fromstring(xml)
+    named = [root.findtext("os/kernel"), root.findtext("os/initrd")]
+    named += [source.get("file") for source in root.iterfind("devices/disk/source")]
+    named += [log.get("file") for log in root.iterfind("devices/serial/log")]
+    return [path for path in named if path]
+
+
+def _pool_dir(host: Host) -> str:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        return ElementTree.fromstring(pool.XMLDesc(0)).findtext("target/path")
+    finally:
+        conn.close()
+
+
+def _vm_volumes(host: Host, vm) -> set[str]:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        pool.refresh(0)
+        return {name for name in pool.listVolumes() if name.startswith(str(vm.uuid))}
     finally:
         conn.close()
 
@@ -215,6 +252,15 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     )
     _run(JobKind.START, vm)
     VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=None)
+    wait_until(
+        lambda: (
+            guestinfo.refresh_host(first.pk) >= 0
+            and ConsoleLog.objects.filter(vm=vm, size__gt=0).exists()
+        ),
+        timeout=60,
+        message="No console log read from the source.",
+    )
+    printed = ConsoleLog.objects.get(vm=vm).text
 
     job = jobs.submit(JobKind.MIGRATE, vm=vm, params={"host": second.pk})
     jobs.run(job.pk)
@@ -229,7 +275,72 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     moved = _volume(second, f"{vm.uuid}.qcow2")
     base = ImageCopy.objects.get(host=second, image=vm.template.disk_image)
     assert moved["backing"] == base.path
+    # Every file the running domain names (disk, kernel, initrd, seed, serial log) is in the
+    # destination's pool, and the source's pool keeps nothing of the VM.
+    for xml in (_domain_xml(second, vm), _inactive_xml(second, vm)):
+        named = _files_named(xml)
+        assert {path.rsplit("/", 1)[-1] for path in named} >= {
+            f"{vm.uuid}.qcow2",
+            f"{vm.uuid}-seed.iso",
+            f"{vm.uuid}.log",
+        }
+        assert all(path.startswith(_pool_dir(second) + "/") for path in named), named
+    assert _vm_volumes(first, vm) == set()
+    # The log goes on in the destination's pool, after what the guest printed before.
+    on_second = driver.guests.read_volume(second.uri, f"{vm.uuid}.log")
+    assert on_second.decode(errors="replace").replace("\0", "").startswith(printed)
+    ConsoleLog.objects.filter(vm=vm).delete()
+    guestinfo.refresh_host(second.pk)
+    assert ConsoleLog.objects.get(vm=vm).text.startswith(printed)
     try:
+        _run(JobKind.POWEROFF, vm)
+        _run(JobKind.DELETE, vm)
+    finally:
+        driver.undefine(second.uri, str(vm.uuid))
+        driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+def test_a_stopped_vm_started_on_another_host_takes_its_disk_along(
+    qemu_cluster, qemu_daemons, tiny_template, make_vm
+):
+    first = Host.objects.get(cluster=qemu_cluster)
+    second = Host.objects.create(name=unique("qemu"), cluster=qemu_cluster, uri=qemu_daemons[1].uri)
+    sync.sync_host(second.pk)
+    vm = make_vm(
+        cluster=qemu_cluster,
+        template_id=tiny_template,
+        vcpus=1,
+        memory_mb=128,
+        disk_gb=1,
+        pinned_host=first,
+    )
+    _run(JobKind.START, vm)
+    wait_until(
+        lambda: _volume(first, f"{vm.uuid}.qcow2")["allocation"] > 1024 * 1024,
+        timeout=90,
+        message="The guest never wrote to its disk.",
+    )
+    _run(JobKind.POWEROFF, vm)
+    VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=second)
+
+    try:
+        _run(JobKind.START, vm)
+
+        vm.refresh_from_db()
+        assert vm.host_id == second.pk
+        assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
+        assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
+        assert _vm_volumes(first, vm) == set()
+        moved = _volume(second, f"{vm.uuid}.qcow2")
+        assert moved["allocation"] > 1024 * 1024  # what the guest wrote on the first host
+        assert (
+            moved["backing"]
+            == ImageCopy.objects.get(host=second, image=vm.template.disk_image).path
+        )
+        assert all(
+            path.startswith(_pool_dir(second) + "/")
+            for path in _files_named(_domain_xml(second, vm))
+        )
         _run(JobKind.POWEROFF, vm)
         _run(JobKind.DELETE, vm)
     finally:

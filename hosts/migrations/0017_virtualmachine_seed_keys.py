@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('hosts', '0015_guest_access'),
+        ('hosts', '0016_image_delete_jobs'),
     ]
 
     operations = [
