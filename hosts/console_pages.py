@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from hosts import consoles
 from hosts.models import ConsoleLog, VirtualMachine
+from hosts.views import vm_out_of_reach
 from project.errors import Refused
 from project.permissions import restrict
 
@@ -40,7 +42,11 @@ def vm_console(request, vm_id: int):
 @require_GET
 @login_required
 def vm_console_log(request, vm_id: int):
-    """The serial console's tail as last copied from the host (for the VM page)."""
-    vm = _operable(request.user, vm_id)
+    """The serial console's tail as last copied from the host (for the VM page); a VM gone
+    out of reach sends the page on, as its other refreshes do."""
+    try:
+        vm = _operable(request.user, vm_id)
+    except Http404:
+        return vm_out_of_reach(request)
     log = ConsoleLog.objects.filter(vm=vm).first()
     return render(request, "portal/_console_log.html", {"vm": vm, "log": log})

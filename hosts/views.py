@@ -154,12 +154,18 @@ def vm_panel(request, vm_id: int):
     try:
         context = _vm_context(request.user, vm_id)
     except Http404:
-        if request.headers.get("HX-Request") != "true":
-            raise
-        response = HttpResponseNotFound()
-        response["HX-Redirect"] = f"{reverse('portal:vms')}?gone=1"
-        return response
+        return vm_out_of_reach(request)
     return render(request, "portal/_vm_panel.html", context)
+
+
+def vm_out_of_reach(request):
+    """The 404 of a VM page's refresh once the VM went out of the user's reach: an htmx
+    refresh is sent on to My VMs (``?gone=1``), where the page says why."""
+    if request.headers.get("HX-Request") != "true":
+        raise Http404
+    response = HttpResponseNotFound()
+    response["HX-Redirect"] = f"{reverse('portal:vms')}?gone=1"
+    return response
 
 
 @require_POST
