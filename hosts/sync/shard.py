@@ -18,7 +18,8 @@ import math
 import random
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from hosts.models import Host, HostStatus
@@ -26,6 +27,23 @@ from project import loops
 from project.models import LoopLock
 
 MEMBER = "syncer-"
+
+
+def _update_unheld(hosts: QuerySet, **values) -> int:
+    """UPDATE the rows of ``hosts`` that no one holds now; how many.
+
+    The rows are locked first in id order, skipping those a lease planner or a host's sync
+    holds (they are seen to in a later round): a many-row UPDATE that waited on them would
+    lock in its own order and could deadlock against a planner locking the reservable hosts
+    in id order.
+    """
+    with transaction.atomic():
+        ids = list(
+            hosts.order_by("pk")
+            .select_for_update(skip_locked=True, no_key=True)
+            .values_list("pk", flat=True)
+        )
+        return hosts.filter(pk__in=ids).update(**values) if ids else 0
 
 
 def announce(member: str, holder: str, ttl: float) -> bool:
@@ -37,7 +55,7 @@ def announce(member: str, holder: str, ttl: float) -> bool:
 def retire(member: str, holder: str) -> None:
     """Leave: the member's heartbeat row and its hosts, for the others to take at once."""
     loops.release(f"{MEMBER}{member}", holder)
-    Host.objects.filter(sync_owner=member).update(sync_owner="", sync_lease_until=None)
+    _update_unheld(Host.objects.filter(sync_owner=member), sync_owner="", sync_lease_until=None)
 
 
 def live_members() -> int:
@@ -60,26 +78,30 @@ def claim_share(member: str, lease: float) -> dict[int, str]:
     """
     now = timezone.now()
     until = now + timedelta(seconds=lease)
-    Host.objects.filter(
-        sync_owner=member, sync_lease_until__lt=now + timedelta(seconds=lease / 2)
-    ).update(sync_lease_until=until)
+    _update_unheld(
+        Host.objects.filter(
+            sync_owner=member, sync_lease_until__lt=now + timedelta(seconds=lease / 2)
+        ),
+        sync_lease_until=until,
+    )
     held = dict(_syncable().filter(sync_owner=member).order_by("pk").values_list("pk", "uri"))
     share = math.ceil(_syncable().count() / max(1, live_members()))
     if len(held) > share:
         extra = list(held)[share:]
-        Host.objects.filter(pk__in=extra, sync_owner=member).update(
-            sync_owner="", sync_lease_until=None
+        _update_unheld(
+            Host.objects.filter(pk__in=extra, sync_owner=member),
+            sync_owner="",
+            sync_lease_until=None,
         )
-        for pk in extra:
-            held.pop(pk)
+        held = dict(_syncable().filter(sync_owner=member).order_by("pk").values_list("pk", "uri"))
     elif len(held) < share:
         free = Q(sync_owner="") | Q(sync_lease_until__lt=now) | Q(sync_lease_until__isnull=True)
         candidates = list(_syncable().filter(free).values_list("pk", flat=True))
         wanted = random.sample(candidates, min(len(candidates), share - len(held)))
         if wanted:
             # Conditional: a host another member claimed since it was read is not taken.
-            Host.objects.filter(free, pk__in=wanted).update(
-                sync_owner=member, sync_lease_until=until
+            _update_unheld(
+                Host.objects.filter(free, pk__in=wanted), sync_owner=member, sync_lease_until=until
             )
             held = dict(
                 _syncable().filter(sync_owner=member).order_by("pk").values_list("pk", "uri")
@@ -93,6 +115,7 @@ def mark_seen(member: str, host_ids: list[int]) -> int:
     if not host_ids:
         return 0
     now = timezone.now()
-    return Host.objects.filter(pk__in=host_ids, sync_owner=member, status=HostStatus.UP).update(
-        last_seen_at=now
+    return _update_unheld(
+        Host.objects.filter(pk__in=host_ids, sync_owner=member, status=HostStatus.UP),
+        last_seen_at=now,
     )
