@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,31 +15,14 @@ from pathlib import Path
 import pytest
 import requests
 from django.conf import settings
-from django.db import connection
 from django.test import Client
 
 from tests.conftest import wait_until
+from tests.reliability.conftest import _free_port, database_env
 
 REPO = Path(__file__).resolve().parents[2]
 READY_S = 60
 STOP_S = 20
-
-
-def _database_env() -> dict[str, str]:
-    settings_dict = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return {"SQLITE_PATH": str(settings_dict["NAME"])}
-    user = settings_dict.get("USER") or ""
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or "5432"
-    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class AsgiServer:
@@ -58,7 +40,7 @@ class AsgiServer:
             ALLOWED_HOSTS="127.0.0.1",
             DEBUG="0",
             CORRAL_DB_POOL_SIZE="10",  # as `make serve` (a pool on PostgreSQL)
-            **_database_env(),
+            **database_env(),
         )
         self.env.update({k: str(v) for k, v in env.items()})
         self.process: subprocess.Popen | None = None
