@@ -11,8 +11,10 @@ vm_stopped = Signal()
 # A job ended. Sent after it is committed. kwargs: job (with its final state).
 job_finished = Signal()
 
-# A host's report was just written (inside the sync's transaction, the host row locked).
-# kwargs: host (as updated by the report).
+# A host's report was just applied: inside the sync's transaction, the host row locked, when
+# it changed anything; outside any transaction when it changed nothing (and wrote nothing).
+# kwargs: host (as updated by the report), committed_vcpus (the vCPUs of the VMs the host
+# holds or that are migrating to it).
 host_reported = Signal()
 
 # A host went out of use without being put in maintenance: NonResponsive, or Error (a URI

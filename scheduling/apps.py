@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_delete, post_migrate, post_save
 
 
 class SchedulingConfig(AppConfig):
@@ -11,9 +11,11 @@ class SchedulingConfig(AppConfig):
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured.
         from hosts import checks, placement
+        from hosts.models import Cluster
         from hosts.signals import host_reported
         from project import events
         from scheduling import balancer, roles, scheduler, services, tasks, unit_calls
+        from scheduling.models import Policy, PolicyFilter, PolicyUnit, PolicyWeight
         from scheduling.registry import sync
 
         roles.register()
@@ -23,5 +25,8 @@ class SchedulingConfig(AppConfig):
         events.register_object_type("policyunit", "scheduling.view_policyunit")
         checks.add_cluster_rule(services.check_cluster_policy)
         host_reported.connect(balancer.on_host_reported, dispatch_uid="balancer-track-load")
+        for model in (Cluster, Policy, PolicyUnit, PolicyFilter, PolicyWeight):
+            for signal in (post_save, post_delete):
+                signal.connect(balancer.forget_thresholds, sender=model, weak=False)
 
         post_migrate.connect(sync, sender=self, dispatch_uid="corral-scheduling-sync")

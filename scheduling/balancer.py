@@ -8,6 +8,9 @@ migrated within ``CORRAL_BALANCE_COOLDOWN`` seconds is not moved again.
 
 from __future__ import annotations
 
+import time
+
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
@@ -41,25 +44,49 @@ def _track_overload(hosts, states, high: float) -> None:
             host.overloaded_since = state.overloaded_since = None
 
 
-def on_host_reported(sender, host: Host, **kwargs) -> None:
+# Each cluster's HighUtilization as this process last read it: {cluster id: (value, when)}.
+_thresholds: dict[int, tuple[float, float]] = {}
+
+
+def forget_thresholds(sender=None, **kwargs) -> None:
+    """A cluster, policy or unit changed in this process: read the thresholds again."""
+    _thresholds.clear()
+
+
+def high_utilization(cluster_id: int) -> float:
+    """The cluster's HighUtilization, read at most once per sync interval in a process (a
+    change made in another process counts from the next interval at the latest)."""
+    known = _thresholds.get(cluster_id)
+    if known is not None and time.time() - known[1] < settings.CORRAL_SYNC_INTERVAL:
+        return known[0]
+    cluster = Cluster.objects.select_related("policy__balance").get(pk=cluster_id)
+    properties = effective_properties(policy_of(cluster), cluster)
+    high = properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
+    _thresholds[cluster_id] = (high, time.time())
+    return high
+
+
+def on_host_reported(sender, host: Host, committed_vcpus: int | None = None, **kwargs) -> None:
     """``hosts.signals.host_reported``: the duration rules count from when the host went over."""
-    track_host_load(host)
+    track_host_load(host, committed_vcpus)
 
 
-def track_host_load(host: Host) -> None:
+def track_host_load(host: Host, committed_vcpus: int | None = None) -> None:
     """Start or stop one host's over-utilization clock from its load now.
 
     Run after each report of the host, so the duration rules (the CPUOverloaded filter, the
     balancers' "over for long enough") count from when the host went over, whatever the
     policy's balancer and however seldom it runs. The load is the scheduler's: measured CPU use
-    where the host reports it, else the vCPUs its VMs hold (arriving ones included) per CPU.
+    where the host reports it, else the vCPUs its VMs hold (arriving ones included) per CPU
+    (``committed_vcpus`` when the caller counted them).
     """
-    cluster = Cluster.objects.select_related("policy__balance").get(pk=host.cluster_id)
-    properties = effective_properties(policy_of(cluster), cluster)
-    high = properties.get("HighUtilization") or DEFAULT_HIGH_UTILIZATION
-    held = VirtualMachine.objects.filter(
-        Q(host_id=host.pk, status__in=HOLDING_STATUSES) | Q(migrating_to_id=host.pk)
-    ).aggregate(vcpus=Sum("vcpus"))
+    if committed_vcpus is None:
+        committed_vcpus = (
+            VirtualMachine.objects.filter(
+                Q(host_id=host.pk, status__in=HOLDING_STATUSES) | Q(migrating_to_id=host.pk)
+            ).aggregate(vcpus=Sum("vcpus"))["vcpus"]
+            or 0
+        )
     state = HostState(
         id=host.pk,
         name=host.name,
@@ -68,13 +95,13 @@ def track_host_load(host: Host) -> None:
         cpus=host.cpus or 0,
         memory_capacity_mb=0,
         committed_memory_mb=0,
-        committed_vcpus=held["vcpus"] or 0,
+        committed_vcpus=committed_vcpus,
         vm_count=0,
         networks=set(),
         overloaded_since=host.overloaded_since,
         measured_cpu_percent=host.cpu_usage_percent,
     )
-    _track_overload([host], [state], high)
+    _track_overload([host], [state], high_utilization(host.cluster_id))
 
 
 def balance_cluster(cluster_id: int, *, dry_run: bool = False) -> dict:

@@ -55,4 +55,4 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
         return mark_refused(host_id, exc.message, owner)
     except driver.DriverError as exc:
         return mark_unreachable(host_id, exc.message, owner)
-    return apply_report(host_id, report, owner)
+    return apply_report(host_id, report, owner, host=host)

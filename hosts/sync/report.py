@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from hosts import driver
 from hosts.models import (
+    HOLDING_STATUSES,
     ExternalDomain,
     Host,
     HostStatus,
@@ -128,32 +129,45 @@ def _follow_host(vm: VirtualMachine, host: Host, state: str, busy: bool) -> tupl
         elif before in (VmStatus.UP, VmStatus.DOWN, VmStatus.PAUSED):
             verb = {VmStatus.DOWN: "stopped", VmStatus.UP: "started", VmStatus.PAUSED: "paused"}
             alert = alert or f"VM {vm.name} {verb.get(wanted, wanted)} outside Corral"
-        if wanted == VmStatus.DOWN and before in RUNNING_STATUSES:
-            announce_stop(vm.pk)
     return changed, alert
 
 
-@transaction.atomic
-def apply_report(host_id: int, report: driver.HostReport, owner: str | None = None) -> SyncResult:
-    """Write what a host report changes (the host row is locked: one sync per host at a time).
+@dataclass
+class _Plan:
+    """What one report changes, worked out from rows read before anything is written."""
 
-    The lock is FOR NO KEY UPDATE: it keeps syncs of one host apart, yet lets a job that holds
-    one of the host's VMs and points it at the host (a foreign-key check at commit) finish,
-    instead of deadlocking against this sync waiting for that VM's row.
-    """
-    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
-    if host.status == HostStatus.MAINTENANCE:
-        return SyncResult(host_status=host.status)  # put in maintenance while it was read
-    if not_held(host, owner):
-        return SyncResult(host_status=host.status, skipped=True)  # its lease moved on
-    now = timezone.now()
-    result = SyncResult(host_status=HostStatus.UP)
-    reported = {d.uuid: d for d in report.domains}
-    vms = list(
-        VirtualMachine.objects.filter(Q(host=host) | Q(uuid__in=list(reported))).select_related(
-            "host"
-        )
+    to_write: dict[int, tuple[VirtualMachine, set[str]]] = field(default_factory=dict)
+    alerts: list[tuple[VirtualMachine, str]] = field(default_factory=list)
+    changed: list[VirtualMachine] = field(default_factory=list)  # status moved, no alert
+    stopped: list[int] = field(default_factory=list)  # stopped while they ran
+    external: _ExternalChanges | None = None
+    host_values: dict = field(default_factory=dict)
+    came_back: bool = False
+    committed_vcpus: int = 0
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.to_write or self.external or self.host_values)
+
+
+def _vms_of(host: Host, reported: dict[str, driver.DomainReport]) -> list[VirtualMachine]:
+    """The VMs a report speaks of: the host's, those it runs, and those arriving on it."""
+    return list(
+        VirtualMachine.objects.filter(
+            Q(host=host) | Q(uuid__in=list(reported)) | Q(migrating_to=host)
+        ).select_related("host")
     )
+
+
+def _plan(
+    host: Host,
+    vms: list[VirtualMachine],
+    report: driver.HostReport,
+    cpu: load.Load,
+    now,
+) -> _Plan:
+    plan = _Plan()
+    reported = {d.uuid: d for d in report.domains}
     # A job that ended after the host was read may have changed its VM since: the report
     # shows the VM as it was before, so that VM waits for the next report.
     jobs_since = Job.objects.filter(vm__in=vms).filter(
@@ -163,10 +177,8 @@ def apply_report(host_id: int, report: driver.HostReport, owner: str | None = No
     for vm_id, state in jobs_since.values_list("vm_id", "state"):
         (busy if state in RUNNING_JOB_STATES else overtaken).add(vm_id)
     grace = now - timedelta(seconds=2 * settings.CORRAL_SYNC_INTERVAL)
-    to_write: dict[int, tuple[VirtualMachine, set[str]]] = {}
     managed = set()
     used_memory = 0
-    cpu = load.measure(host.pk, report, {str(vm.uuid): vm.vcpus for vm in vms})
     for vm in vms:
         domain = reported.get(str(vm.uuid))
         managed.add(str(vm.uuid))
@@ -175,7 +187,7 @@ def apply_report(host_id: int, report: driver.HostReport, owner: str | None = No
             used_memory += vm.memory_mb
         cpu_fields = _record_cpu(vm, cpu.domain_percent.get(str(vm.uuid)), active)
         if cpu_fields:
-            to_write[vm.pk] = (vm, cpu_fields)
+            plan.to_write[vm.pk] = (vm, cpu_fields)
         if vm.pk in overtaken:
             continue
         if (
@@ -191,29 +203,98 @@ def apply_report(host_id: int, report: driver.HostReport, owner: str | None = No
                 continue
             if vm.power_host_id == host.pk:
                 if vm.power_state_update_count > 0:
-                    to_write[vm.pk] = (vm, _note_missing(vm, now) | cpu_fields)
+                    plan.to_write[vm.pk] = (vm, _note_missing(vm, now) | cpu_fields)
                     continue
                 if vm.power_state_updated_at and vm.power_state_updated_at > grace:
                     continue  # missing for under two intervals: reports can miss a domain
             state = PowerState.REPORT_MISSING
         else:
             state = domain.power_state
+        status_before = vm.status
         fields = _record_power(vm, state, host, now) | cpu_fields
         moved, alert = _follow_host(vm, host, state, vm.pk in busy)
         fields |= moved
         if fields:
-            to_write[vm.pk] = (vm, fields)
+            plan.to_write[vm.pk] = (vm, fields)
         if alert:
-            result.alerts.append(alert)
-            events.alert("vm", vm.pk, alert, **vm_scope(vm))
+            plan.alerts.append((vm, alert))
         elif "status" in moved:
-            vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
-    _write(to_write)
-    result.vms_written = len(to_write)
-    _sync_external(host, [d for u, d in reported.items() if u not in managed])
-    _update_host(host, report, used_memory, cpu.host_percent, now)
+            plan.changed.append(vm)
+        if vm.status == VmStatus.DOWN and status_before in RUNNING_STATUSES:
+            plan.stopped.append(vm.pk)
+    plan.committed_vcpus = sum(
+        vm.vcpus
+        for vm in vms
+        if (vm.host_id == host.pk and vm.status in HOLDING_STATUSES)
+        or vm.migrating_to_id == host.pk
+    )
+    unmanaged = [d for u, d in reported.items() if u not in managed]
+    plan.external = _external_changes(host, unmanaged)
+    plan.came_back, plan.host_values = _host_changes(
+        host, report, used_memory, cpu.host_percent, now
+    )
+    return plan
+
+
+def apply_report(
+    host_id: int, report: driver.HostReport, owner: str | None = None, host: Host | None = None
+) -> SyncResult:
+    """Bring the DB in step with one host's report; ``host``: its row as read before the
+    report, if the caller has it.
+
+    The usual report is unchanged since the last: it is compared with the rows as they are,
+    without a transaction or a lock, and writes nothing. A report that changes anything is
+    worked out again and written under the host row's lock (one sync per host at a time),
+    from rows read under it.
+    """
+    if host is None:
+        host = Host.objects.get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)
+    if not_held(host, owner):
+        return SyncResult(host_status=host.status, skipped=True)
+    now = timezone.now()
+    reported = {d.uuid: d for d in report.domains}
+    vms = _vms_of(host, reported)
+    cpu = load.measure(host.pk, report, {str(vm.uuid): vm.vcpus for vm in vms})
+    plan = _plan(host, vms, report, cpu, now)
+    if plan.writes:
+        return _write_report(host_id, report, owner, cpu, now)
+    host_reported.send(sender=Host, host=host, committed_vcpus=plan.committed_vcpus)
+    return SyncResult(host_status=HostStatus.UP)
+
+
+@transaction.atomic
+def _write_report(
+    host_id: int, report: driver.HostReport, owner: str | None, cpu: load.Load, now
+) -> SyncResult:
+    """Write what a report changes, the host row locked.
+
+    The lock is FOR NO KEY UPDATE: it keeps syncs of one host apart, yet lets a job that holds
+    one of the host's VMs and points it at the host (a foreign-key check at commit) finish,
+    instead of deadlocking against this sync waiting for that VM's row.
+    """
+    host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
+    if host.status == HostStatus.MAINTENANCE:
+        return SyncResult(host_status=host.status)  # put in maintenance while it was read
+    if not_held(host, owner):
+        return SyncResult(host_status=host.status, skipped=True)  # its lease moved on
+    reported = {d.uuid: d for d in report.domains}
+    plan = _plan(host, _vms_of(host, reported), report, cpu, now)
+    result = SyncResult(host_status=HostStatus.UP, vms_written=len(plan.to_write))
+    _write(plan.to_write)
+    for vm, alert in plan.alerts:
+        result.alerts.append(alert)
+        events.alert("vm", vm.pk, alert, **vm_scope(vm))
+    for vm in plan.changed:
+        vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
+    for vm_id in plan.stopped:
+        announce_stop(vm_id)
+    if plan.external:
+        plan.external.write(host)
+    _write_host(host, plan, now)
     # The host's load is known now (the balancer starts or stops its overload clock).
-    host_reported.send(sender=Host, host=host)
+    host_reported.send(sender=Host, host=host, committed_vcpus=plan.committed_vcpus)
     return result
 
 
@@ -228,27 +309,52 @@ def _write(to_write: dict[int, tuple[VirtualMachine, set[str]]]) -> None:
         VirtualMachine.objects.bulk_update(vms, sorted(fields), batch_size=500)
 
 
-def _sync_external(host: Host, domains: list[driver.DomainReport]) -> None:
-    """Keep the list of domains Corral does not manage; write only differences."""
-    known = {str(e.uuid): e for e in ExternalDomain.objects.filter(host=host)}
-    seen = {d.uuid for d in domains}
-    gone = [e.pk for u, e in known.items() if u not in seen]
-    if gone:
-        ExternalDomain.objects.filter(pk__in=gone).delete()
-    for domain in domains:
-        current = known.get(domain.uuid)
-        if current is None:
+@dataclass
+class _ExternalChanges:
+    """How the host's list of domains Corral does not manage differs from its report."""
+
+    gone: list[int]
+    new: list[driver.DomainReport]
+    renamed: list[tuple[int, driver.DomainReport]]
+
+    def __bool__(self) -> bool:
+        return bool(self.gone or self.new or self.renamed)
+
+    def write(self, host: Host) -> None:
+        if self.gone:
+            ExternalDomain.objects.filter(pk__in=self.gone).delete()
+        for domain in self.new:
             ExternalDomain.objects.create(
                 host=host, uuid=domain.uuid, name=domain.name, power_state=domain.power_state
             )
-        elif (current.name, current.power_state) != (domain.name, domain.power_state):
-            current.name, current.power_state = domain.name, domain.power_state
-            current.save(update_fields=["name", "power_state", "updated_at"])
+        for pk, domain in self.renamed:
+            ExternalDomain.objects.filter(pk=pk).update(
+                name=domain.name, power_state=domain.power_state, updated_at=timezone.now()
+            )
 
 
-def _update_host(
+def _external_changes(host: Host, domains: list[driver.DomainReport]) -> _ExternalChanges:
+    known = {
+        str(uuid): (pk, name, power_state)
+        for pk, uuid, name, power_state in ExternalDomain.objects.filter(host=host).values_list(
+            "pk", "uuid", "name", "power_state"
+        )
+    }
+    seen = {d.uuid for d in domains}
+    changes = _ExternalChanges([pk for u, (pk, *_) in known.items() if u not in seen], [], [])
+    for domain in domains:
+        current = known.get(domain.uuid)
+        if current is None:
+            changes.new.append(domain)
+        elif current[1:] != (domain.name, domain.power_state):
+            changes.renamed.append((current[0], domain))
+    return changes
+
+
+def _host_changes(
     host: Host, report: driver.HostReport, used_memory: int, cpu_percent: float | None, now
-) -> None:
+) -> tuple[bool, dict]:
+    """Whether the host comes back (it was not Up), and the host fields the report changes."""
     came_back = host.status != HostStatus.UP
     values = {
         "status": HostStatus.UP,
@@ -273,10 +379,15 @@ def _update_host(
     stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
     if changed or stale:
         changed["last_seen_at"] = now
-        Host.objects.filter(pk=host.pk).update(**changed, updated_at=now)
-        for name, value in changed.items():
+    return came_back, changed
+
+
+def _write_host(host: Host, plan: _Plan, now) -> None:
+    if plan.host_values:
+        Host.objects.filter(pk=host.pk).update(**plan.host_values, updated_at=now)
+        for name, value in plan.host_values.items():
             setattr(host, name, value)
-    if came_back:
+    if plan.came_back:
         events.emit(
             EventKind.CHANGED,
             "host",

@@ -223,6 +223,40 @@ def test_the_sync_uses_the_clusters_high_utilization(guarded_cluster, vm_on):
     assert Host.objects.get(pk=h1.pk).overloaded_since is None
 
 
+def test_a_policy_edited_after_a_report_counts_from_the_next_report(guarded_cluster, vm_on):
+    cluster, (h1, _) = guarded_cluster
+    busy = vm_on(h1, vcpus=14)  # 87.5%
+    sync.apply_report(h1.pk, _report(busy))
+    assert Host.objects.get(pk=h1.pk).overloaded_since is not None
+
+    policy = cluster.policy
+    policy.properties = {**policy.properties, "HighUtilization": 95}
+    policy.save()
+    sync.apply_report(h1.pk, _report(busy))
+
+    assert Host.objects.get(pk=h1.pk).overloaded_since is None
+
+
+def test_a_threshold_changed_by_another_process_counts_within_one_sync_interval(
+    guarded_cluster, vm_on, settings, time_machine
+):
+    settings.CORRAL_SYNC_INTERVAL = 5
+    time_machine.move_to(timezone.now(), tick=False)
+    cluster, (h1, _) = guarded_cluster
+    busy = vm_on(h1, vcpus=14)  # 87.5%
+    sync.apply_report(h1.pk, _report(busy))
+    # As another process (the web tier) writes it: this process is not told.
+    Cluster.objects.filter(pk=cluster.pk).update(policy_properties={"HighUtilization": 95})
+
+    sync.apply_report(h1.pk, _report(busy))
+    still_over = Host.objects.get(pk=h1.pk).overloaded_since is not None
+    time_machine.shift(5.1)
+    sync.apply_report(h1.pk, _report(busy))
+
+    assert still_over
+    assert Host.objects.get(pk=h1.pk).overloaded_since is None
+
+
 # -- power saving ----------------------------------------------------------------------------
 
 

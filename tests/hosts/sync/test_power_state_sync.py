@@ -369,8 +369,10 @@ def test_syncing_a_host_with_many_vms_takes_a_fixed_number_of_queries(
     # Domains other tests left on the shared daemon were recorded when the host was set up;
     # this report has none, and forgetting them would cost a query that depends on test order.
     ExternalDomain.objects.filter(host=host).delete()
-    # Every VM row changes here; SQLite splits the bulk update at its parameter limit. The
-    # host's load takes six more: its cluster, policy and thresholds, the vCPUs held, the clock.
+    # Every VM row changes here, so the rows are read twice: once to see that the report
+    # changes anything, again under the host's lock to write; SQLite splits the bulk update at
+    # its parameter limit. The host's load takes up to five more: the cluster's threshold
+    # (its cluster, policy and units) and the clock.
     with django_assert_max_num_queries(18):
         result = sync.apply_report(host.pk, report)
 
