@@ -8,8 +8,11 @@ leaves a screenshot in var/browser-failures/ when its test fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -37,7 +40,8 @@ CHROMIUM_ARGS = [
 PASSWORD = "pw-Corral-1"  # what tests.conftest.make_user gives every user
 VM_START_MS = 30_000  # how long a VM may take to come up on a simulated host
 STREAM_SECONDS = 2.0  # how long one event-stream response lasts in these tests
-FAILURES_DIR = Path(__file__).resolve().parents[2] / "var" / "browser-failures"
+REPO = Path(__file__).resolve().parents[2]
+FAILURES_DIR = REPO / "var" / "browser-failures"
 
 # What Chromium logs for a request answered with an error status (see BrowserErrors).
 FAILED_LOAD = re.compile(r"^Failed to load resource: the server responded with a status of 4\d\d")
@@ -95,8 +99,12 @@ class BrowserErrors:
         self.failed_loads: list[tuple[str, str]] = []  # (resource URL, what the page logged)
         self.expected_failures: set[str] = set()
         self.csp_violations: list[dict] = []
+        self.pages: list = []  # every page watched, in the order they opened
 
-    def watch(self, page) -> None:
+    def watch_context(self, context) -> None:
+        """Watch every page of ``context``: those it opens later too (a form with
+        ``target="_blank"`` opens a tab), from before their own scripts run."""
+
         def on_csp_violation(source, violation):
             self.csp_violations.append(violation)
             self.found.append(
@@ -104,6 +112,16 @@ class BrowserErrors:
                 f"{violation['directive']} blocked {violation['blocked'] or 'inline'}"
                 f" ({violation['source']}:{violation['line']}) {violation['sample']!r}"
             )
+
+        context.expose_binding("corralCspViolation", on_csp_violation)
+        context.add_init_script(REPORT_CSP_VIOLATIONS)
+        context.on("page", self.watch)
+
+    def watch(self, page) -> None:
+        """Watch one page (once, however often it is asked)."""
+        if page in self.pages:
+            return
+        self.pages.append(page)
 
         def on_console(message):
             if message.type != "error":
@@ -123,8 +141,6 @@ class BrowserErrors:
             ):
                 self.expected_failures.add(response.url)
 
-        page.expose_binding("corralCspViolation", on_csp_violation)
-        page.add_init_script(REPORT_CSP_VIOLATIONS)
         page.on("pageerror", lambda exc: self.found.append(f"{page.url}: uncaught {exc}"))
         page.on("console", on_console)
         page.on("response", on_response)
@@ -174,6 +190,39 @@ def _wait_for_requests_to_end(timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def _pages_on(browser, base_url: str, request):
+    """open_page(same_session_as=None) on the server at ``base_url``; screenshots of every
+    page (tabs the pages opened too) when the test failed, and the contexts closed after."""
+    watcher = request.node.browser_errors = BrowserErrors()
+    contexts = []
+
+    def open_page(same_session_as=None):
+        if same_session_as is None:
+            context = browser.new_context(base_url=base_url)
+            context.set_default_timeout(10_000)
+            watcher.watch_context(context)
+            contexts.append(context)
+        else:
+            context = same_session_as.context
+        page = context.new_page()
+        watcher.watch(page)
+        return page
+
+    yield open_page
+    report = getattr(request.node, "report_call", None)
+    if report is None or report.failed:
+        name = re.sub(r"[^\w.-]+", "_", request.node.name)
+        pages = watcher.pages
+        for number, page in enumerate(pages, 1):
+            if not page.is_closed():
+                FAILURES_DIR.mkdir(parents=True, exist_ok=True)
+                suffix = f"-{number}" if len(pages) > 1 else ""
+                page.screenshot(path=FAILURES_DIR / f"{name}{suffix}.png", full_page=True)
+    for context in contexts:
+        context.close()
+
+
 @pytest.fixture
 def new_page(browser, live_server, settings, request):
     """new_page(same_session_as=None) -> a page on the live server, in a fresh browser context
@@ -185,33 +234,42 @@ def new_page(browser, live_server, settings, request):
     # Short event-stream responses (the browser resumes each from its last event), so that
     # none outlives the test by more than that.
     settings.CORRAL_EVENT_STREAM_SECONDS = STREAM_SECONDS
-    watcher = request.node.browser_errors = BrowserErrors()
-    contexts, pages = [], []
-
-    def open_page(same_session_as=None):
-        if same_session_as is None:
-            context = browser.new_context(base_url=live_server.url)
-            context.set_default_timeout(10_000)
-            contexts.append(context)
-        else:
-            context = same_session_as.context
-        page = context.new_page()
-        watcher.watch(page)
-        pages.append(page)
-        return page
-
-    yield open_page
-    report = getattr(request.node, "report_call", None)
-    if report is None or report.failed:
-        name = re.sub(r"[^\w.-]+", "_", request.node.name)
-        for number, page in enumerate(pages, 1):
-            if not page.is_closed():
-                FAILURES_DIR.mkdir(parents=True, exist_ok=True)
-                suffix = f"-{number}" if len(pages) > 1 else ""
-                page.screenshot(path=FAILURES_DIR / f"{name}{suffix}.png", full_page=True)
-    for context in contexts:
-        context.close()
+    with _pages_on(browser, live_server.url, request) as open_page:
+        yield open_page
     _wait_for_requests_to_end()
+
+
+@pytest.fixture
+def asgi_pages(browser, asgi_server, collected_static, request):
+    """asgi_pages(**env) -> (server, open_page): the production web tier (gunicorn with
+    uvicorn workers, DEBUG off, its static files collected) on the test database, and
+    ``open_page`` as ``new_page`` gives it, on that server. For pages that need what Django's
+    live server does not serve: websockets (the VM console)."""
+    with contextlib.ExitStack() as stack:
+
+        def start(**env):
+            env.setdefault("CORRAL_EVENT_STREAM_SECONDS", STREAM_SECONDS)
+            server = asgi_server(SECURE_COOKIES="0", STATIC_ROOT=collected_static, **env)
+            return server, stack.enter_context(_pages_on(browser, server.url, request))
+
+        yield start
+
+
+@pytest.fixture(scope="session")
+def collected_static(tmp_path_factory):
+    """A STATIC_ROOT as `make serve` collects it (links to the files), for the web servers the
+    tests start with DEBUG off."""
+    root = tmp_path_factory.mktemp("static")
+    environ = dict(os.environ, DJANGO_SETTINGS_MODULE="project.test_settings")
+    environ["STATIC_ROOT"] = str(root)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--link", "-v", "0"],
+        cwd=REPO,
+        env=environ,
+        check=True,
+        timeout=120,
+    )
+    return root
 
 
 @pytest.fixture

@@ -42,9 +42,9 @@ def test_an_inline_script_and_an_inline_style_are_refused_and_reported_as_failur
     # A page of its own, outside the new_page fixture: its violations are this test's subject.
     context = browser.new_context(base_url=live_server.url)
     try:
-        page = context.new_page()
         watcher = BrowserErrors()
-        watcher.watch(page)
+        watcher.watch_context(context)
+        page = context.new_page()
         page.goto("/login/")
 
         color = page.evaluate(INJECT_INLINE_SCRIPT_AND_STYLE)

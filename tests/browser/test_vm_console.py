@@ -1,0 +1,126 @@
+"""The VM console in a real browser: the user of a real guest opens its screen from the portal
+and noVNC draws it; someone who may not operate the VM gets no console and no ticket.
+
+The tiny guest runs on a real QEMU host, its VNC on the loopback. The production web tier
+(gunicorn with uvicorn workers, as `make serve` runs it) serves the portal and relays the
+screen through the console websocket, which Django's live server does not serve.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import libvirt
+import pytest
+from playwright.sync_api import expect
+
+from hosts import guestinfo
+from hosts.models import ConsoleTicket, Host, VirtualMachine
+from tests.browser.conftest import log_in
+from tests.conftest import unique, wait_until
+from tests.hosts.driver.guests import Guest
+
+# What a real guest needs here: QEMU, a session libvirtd to run it, apt to build the tiny guest.
+QEMU_MISSING = [
+    program
+    for program in ("qemu-system-x86_64", "libvirtd", "apt-get", "dpkg-deb")
+    if shutil.which(program) is None and shutil.which(program, path="/usr/sbin") is None
+]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        bool(QEMU_MISSING),
+        reason=f"a real QEMU guest needs {', '.join(QEMU_MISSING)} (make system-packages)",
+    ),
+]
+DRAWN_S = 30  # from the click to the guest's screen drawn (TCG, on a shared machine)
+
+# How many colours the console's canvas shows (up to a few), and its size.
+CANVAS_PIXELS = """
+() => {
+  const canvas = document.querySelector("#console-screen canvas");
+  if (!canvas || !canvas.width || !canvas.height) {
+    return { width: canvas ? canvas.width : 0, height: canvas ? canvas.height : 0, colours: 0 };
+  }
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  const colours = new Set();
+  for (let i = 0; i < data.length && colours.size < 8; i += 4) {
+    colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+  }
+  return { width: canvas.width, height: canvas.height, colours: colours.size };
+}
+"""
+
+
+@pytest.fixture
+def guest_vm(qemu_daemons, tiny_guest, make_cluster, make_template, make_vm, make_user, grant):
+    """A running tiny guest with a VNC screen as a Corral VM (Up, its screen's port read from
+    its host by the guest-info loop), and its user."""
+    daemon = qemu_daemons[0]
+    conn = libvirt.open(daemon.uri)
+    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
+    try:
+        guest.domain.create()
+        cluster = make_cluster()
+        host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri)
+        template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
+        owner = make_user()
+        vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=owner)
+        VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
+        grant(owner, "UserRole", vm)
+
+        def screen_port() -> int | None:
+            guestinfo.refresh_host(host.pk)
+            return VirtualMachine.objects.get(pk=vm.pk).graphics_port
+
+        wait_until(screen_port, timeout=20, interval=0.2, message="no VNC port read")
+        vm.refresh_from_db()
+        yield vm, owner
+    finally:
+        guest.remove()
+        conn.close()
+
+
+def test_the_console_draws_a_real_guests_screen_for_its_user_and_nothing_for_others(
+    guest_vm, asgi_pages, make_user, make_role, grant
+):
+    vm, owner = guest_vm
+    _, open_page = asgi_pages()
+    page = open_page()
+    log_in(page, owner)
+
+    page.goto(f"/vms/{vm.pk}/")
+    with page.expect_popup() as opened:
+        page.get_by_role("button", name="Console").click()
+    console = opened.value
+
+    expect(console.get_by_role("heading", name=f"Console of {vm.name}")).to_be_visible()
+    expect(console.locator("#console-status")).to_have_text("Connected", timeout=DRAWN_S * 1000)
+    shown: dict = {}
+
+    def drawn() -> bool:
+        shown.update(console.evaluate(CANVAS_PIXELS))
+        return shown["colours"] > 1
+
+    wait_until(drawn, timeout=DRAWN_S, interval=0.5, message=lambda: f"a blank screen: {shown}")
+    assert shown["width"] > 0 and shown["height"] > 0
+    assert ConsoleTicket.objects.get(vm=vm).used_at is not None  # redeemed by that websocket
+
+    # Someone who may see the VM but not operate it: no Console button, a 404 if they post
+    # the button's form anyway, and no ticket.
+    viewer = make_user()
+    grant(viewer, make_role(unique("Viewer"), ["hosts.view_virtualmachine"]).name, vm)
+    other = open_page()
+    log_in(other, viewer)
+    other.goto(f"/vms/{vm.pk}/")
+    expect(other.get_by_role("heading", name=f"VM {vm.name}")).to_be_visible()
+    expect(other.get_by_role("button", name="Console")).to_have_count(0)
+    csrf = next(c["value"] for c in other.context.cookies() if c["name"] == "csrftoken")
+
+    refused = other.request.post(f"/vms/{vm.pk}/console/", form={"csrfmiddlewaretoken": csrf})
+
+    assert refused.status == 404
+    assert "/ws/console/" not in refused.text()
+    assert not ConsoleTicket.objects.filter(user=viewer).exists()
+    assert ConsoleTicket.objects.count() == 1
