@@ -36,6 +36,7 @@ from rest_framework.test import APIClient
 
 from bench.pool_scenarios import _pool, _remove
 from hosts.models import VirtualMachine
+from project.childprocess import child_env, free_port
 from project.grants import grant_role
 from project.models import Role
 
@@ -173,36 +174,17 @@ def floor_rate(pool_id: int, user_ids: list[int], permission: tuple[int, int], t
 # -- the server ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _database_env() -> dict[str, str]:
-    settings_dict = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return {"SQLITE_PATH": str(settings_dict["NAME"])}
-    user = settings_dict.get("USER") or ""
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or "5432"
-    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
-
-
 @contextlib.contextmanager
 def web_server():
     """A web server on the bench's database (DEBUG off, as deployed); yields its base URL."""
-    port = _free_port()
+    port = free_port()
     command = os.environ.get("BENCH_SERVE_COMMAND", DEFAULT_SERVE).replace("{port}", str(port))
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
-    env.update(
+    env = child_env(
         DJANGO_SETTINGS_MODULE="project.test_settings",
         ALLOWED_HOSTS="127.0.0.1",
         DEBUG="0",
         HOST="127.0.0.1",
-        PORT=str(port),
-        **_database_env(),
+        PORT=port,
     )
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in the finally below)
     process = subprocess.Popen(

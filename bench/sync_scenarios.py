@@ -21,7 +21,6 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from bench import scenarios
@@ -29,6 +28,7 @@ from hosts import simhosts
 from hosts.driver import lightsim
 from hosts.lightsim import NAMESPACE
 from hosts.models import ExternalDomain, Host, HostStatus
+from project.childprocess import child_env
 
 HOSTS = int(os.environ.get("BENCH_SYNC_HOSTS", "200"))
 VMS = 20
@@ -40,25 +40,13 @@ LOGS = Path(os.environ.get("BENCH_LOGS", "/tmp"))
 
 
 def _cluster_env(interval: float) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
+    return child_env(
         DJANGO_SETTINGS_MODULE="project.test_settings",
         Q_WORKERS="2",
         Q_POLL="0.5",
-        CORRAL_SYNC_INTERVAL=str(interval),
+        CORRAL_SYNC_INTERVAL=interval,
         CORRAL_TICK_SECONDS="0.2",
     )
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["SQLITE_PATH"] = str(db["NAME"])
-        env.pop("DATABASE_URL", None)
-    else:
-        password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-        env["DATABASE_URL"] = (
-            f"postgres://{db.get('USER') or ''}{password}@{db.get('HOST') or '127.0.0.1'}:"
-            f"{db.get('PORT') or '5432'}/{db['NAME']}"
-        )
-    return env
 
 
 def _start_clusters(count: int, interval: float, logs: Path) -> list[subprocess.Popen]:

@@ -32,6 +32,7 @@ from bench.pool_scenarios import _pool, _remove
 from bench.scenarios import ALL
 from hosts.models import VirtualMachine
 from project import events
+from project.childprocess import child_env, free_port
 from project.grants import grant_role
 from project.models import EventKind, Role
 
@@ -44,28 +45,13 @@ ALLOCATIONS = 150
 CONCURRENCY = 4
 
 
-def _database_env() -> dict[str, str]:
-    settings_dict = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return {"SQLITE_PATH": str(settings_dict["NAME"])}
-    user = settings_dict.get("USER") or ""
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or "5432"
-    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
-
-
 def _start_server(workers: int) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k not in ("SQLITE_PATH", "DATABASE_URL")}
-    env.update(
+    port = free_port()
+    env = child_env(
         DJANGO_SETTINGS_MODULE="project.test_settings",
         DEBUG="0",
         ALLOWED_HOSTS="127.0.0.1",
         CORRAL_DB_POOL_SIZE="20",  # as `make serve`
-        **_database_env(),
     )
     command = [
         *(sys.executable, "-m", "gunicorn", "project.asgi:application"),

@@ -201,36 +201,22 @@ class TaskCluster:
     """A real ``manage.py qcluster`` in its own process group, on the test database."""
 
     def __init__(self, log_path, **env):
-        import os
         import sys
 
-        from django.db import connection
+        from project.childprocess import child_env
 
         self.log_path = log_path
-        self.env = dict(os.environ)
-        self.env.update(
-            DJANGO_SETTINGS_MODULE="project.test_settings",
-            Q_WORKERS="3",
-            Q_POLL="0.1",
-            CORRAL_SYNC_INTERVAL="1",
-            CORRAL_TICK_SECONDS="0.2",
-            CORRAL_JOB_HEARTBEAT_INTERVAL="0.5",
-            CORRAL_JOB_HEARTBEAT_TIMEOUT="3",
-            CORRAL_JOB_DISPATCH_RETRY="5",
-        )
-        settings_dict = connection.settings_dict
-        if connection.vendor == "sqlite":
-            self.env["SQLITE_PATH"] = str(settings_dict["NAME"])
-            self.env.pop("DATABASE_URL", None)
-        else:
-            user = settings_dict.get("USER") or ""
-            password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-            host = settings_dict.get("HOST") or "127.0.0.1"
-            port = settings_dict.get("PORT") or "5432"
-            self.env["DATABASE_URL"] = (
-                f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
-            )
-        self.env.update({k: str(v) for k, v in env.items()})
+        defaults = {
+            "DJANGO_SETTINGS_MODULE": "project.test_settings",
+            "Q_WORKERS": "3",
+            "Q_POLL": "0.1",
+            "CORRAL_SYNC_INTERVAL": "1",
+            "CORRAL_TICK_SECONDS": "0.2",
+            "CORRAL_JOB_HEARTBEAT_INTERVAL": "0.5",
+            "CORRAL_JOB_HEARTBEAT_TIMEOUT": "3",
+            "CORRAL_JOB_DISPATCH_RETRY": "5",
+        }
+        self.env = child_env(**{**defaults, **env})
         self.command = [sys.executable, "manage.py", "qcluster"]
         self.process = None
 

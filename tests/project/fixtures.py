@@ -17,8 +17,8 @@ import requests
 from django.conf import settings
 from django.test import Client
 
+from project.childprocess import database_env, free_port
 from tests.conftest import wait_until
-from tests.reliability.conftest import _free_port, database_env
 
 REPO = Path(__file__).resolve().parents[2]
 READY_S = 60
@@ -48,7 +48,7 @@ class AsgiServer:
 
     def start(self) -> AsgiServer:
         for _attempt in range(3):
-            port = _free_port()
+            port = free_port()
             self.url = f"http://127.0.0.1:{port}"
             log = open(self.log_path, "wb")  # noqa: SIM115
             self.process = subprocess.Popen(

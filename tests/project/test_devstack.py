@@ -19,8 +19,9 @@ import requests
 from hosts import driver, qemuhosts
 from hosts.models import Host, HostStatus, VirtualMachine, VmStatus
 from pools.models import VmPool
+from project.childprocess import database_env, free_port
 from tests.conftest import wait_until
-from tests.reliability.conftest import REPO, _free_port, database_env
+from tests.reliability.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,7 @@ def _descendants(pid: int) -> list[int]:
 @pytest.fixture
 def devstack(transactional_db, tmp_path):
     simhosts_dir = Path("/tmp") / f"corral-devstack-{os.getpid()}-{tmp_path.name[-8:]}"
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")},
         **database_env(),

@@ -6,39 +6,20 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import requests
-from django.db import connection
 from rest_framework.authtoken.models import Token
 
+from project.childprocess import database_env, free_port
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 READY_S = 60
 STOP_S = 30
-
-
-def database_env() -> dict[str, str]:
-    """What a child process needs to open the test database this test runs on."""
-    settings_dict = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return {"SQLITE_PATH": str(settings_dict["NAME"])}
-    user = settings_dict.get("USER") or ""
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or "5432"
-    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class WebServer:
@@ -64,7 +45,7 @@ class WebServer:
 
     def start(self) -> WebServer:
         for _attempt in range(3):
-            port = _free_port()
+            port = free_port()
             self.url = f"http://127.0.0.1:{port}"
             self._spawn(port)
             if wait_until(self._ready, timeout=READY_S, message=self._why_not_ready) == "up":

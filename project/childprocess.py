@@ -1,0 +1,37 @@
+"""Starting a child process (a web server, a task cluster) on the database this process uses,
+as the benchmarks and the tests do."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from django.db import connection
+
+
+def database_env() -> dict[str, str]:
+    """The environment a child process needs to open this process's database."""
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"SQLITE_PATH": str(settings_dict["NAME"])}
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or "5432"
+    return {"DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"}
+
+
+def child_env(**env: object) -> dict[str, str]:
+    """This process's environment on this process's database (whichever it named), with
+    ``env`` set over it."""
+    values = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
+    values.update(database_env())
+    values.update({k: str(v) for k, v in env.items()})
+    return values
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
