@@ -292,6 +292,11 @@ def delete_image(image: Image, *, requested_by=None) -> list:
     path = image_path(image)
     volume = image.volume_name
     with transaction.atomic():
+        # The image's row is locked first: a copy that claims a host's row after this waits and
+        # then finds the image gone, and one that ends meanwhile waits and removes its volume
+        # itself (operations.disks), so every copy is either listed here or cleans up after.
+        if not Image.objects.select_for_update().filter(pk=image.pk).exists():
+            return []
         hosts = list(Host.objects.filter(image_copies__image=image).distinct().order_by("pk"))
         image.delete()
         queued = [

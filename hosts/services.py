@@ -119,6 +119,34 @@ def emit_hold_changed(vm: VirtualMachine, by=None, why: str = "") -> None:
     )
 
 
+@transaction.atomic
+def set_highly_available(vm: VirtualMachine, on: bool, *, requested_by=None) -> VirtualMachine:
+    """Make a VM highly available (started on another host once its host is confirmed down)
+    or not. The VM's row is locked and read afresh; a change is said in the event feed."""
+    vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
+    if vm.highly_available != on:
+        VirtualMachine.objects.filter(pk=vm.pk).update(
+            highly_available=on, updated_at=timezone.now()
+        )
+        vm.highly_available = on
+        who = f" by {requested_by.get_username()}" if requested_by is not None else ""
+        events.emit(
+            EventKind.CHANGED,
+            "vm",
+            vm.pk,
+            f"VM {vm.name} was made highly available{who}: it is restarted on another host "
+            "if its host is confirmed down"
+            if on
+            else f"VM {vm.name} is no longer highly available{who}",
+            {"highly_available": on},
+            vm_id=vm.pk,
+            cluster_id=vm.cluster_id,
+            pool_id=vm.pool_id,
+            user_id=getattr(requested_by, "pk", None),
+        )
+    return vm
+
+
 # What a VM on a host going into maintenance must be for a migration to move it.
 MOVABLE = {VmStatus.UP, VmStatus.PAUSED}
 

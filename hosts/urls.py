@@ -10,6 +10,7 @@ urlpatterns = [
     path("vms/<int:vm_id>/", views.vm_detail, name="vm"),
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
+    path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
     path("vms/<int:vm_id>/console/", console_pages.vm_console, name="vm-console"),
     path("vms/<int:vm_id>/console-log/", console_pages.vm_console_log, name="vm-console-log"),
     re_path(

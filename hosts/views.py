@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from hosts import services
+from hosts.forms import VmSettingsForm
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
@@ -78,13 +79,10 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
             "pk", flat=True
         )
     )
-    in_pools = [vm.pk for vm in vms if vm.pool_id is not None]
     changeable = set(
-        restrict(VirtualMachine.objects.filter(pk__in=in_pools), user, CHANGE).values_list(
+        restrict(VirtualMachine.objects.filter(pk__in=ids), user, CHANGE).values_list(
             "pk", flat=True
         )
-        if in_pools
-        else ()
     )
     for vm in vms:
         busy = bool(vm.active_jobs)
@@ -94,7 +92,8 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
             if vm.pk in operable and (busy or vm.status in allowed)
         ]
         # Holding a pool's VM for the admins (or releasing it) is for those who may change it.
-        vm.can_hold = vm.pk in changeable
+        vm.can_change = vm.pk in changeable
+        vm.can_hold = vm.can_change and vm.pool_id is not None
         vm.can_console = vm.pk in operable
         vm.screen_shown = vm.status in SCREEN_STATUSES and bool(vm.graphics_port)
     for decorate in decorators:
@@ -133,11 +132,22 @@ def _vm_context(user, vm_id: int) -> dict:
     return {"vm": vm, "jobs": jobs}
 
 
+def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200):
+    """A VM's page: its live panel, and its settings form for those who may change it."""
+    context = _vm_context(request.user, vm_id)
+    vm = context["vm"]
+    if vm.can_change and settings_form is None:
+        on = "on" if vm.highly_available else "off"
+        settings_form = VmSettingsForm(initial={"highly_available": on})
+    context.update(section="vms", settings_form=settings_form if vm.can_change else None)
+    return render(request, "portal/vm.html", context, status=status)
+
+
 @require_GET
 @login_required
 def vm_detail(request, vm_id: int):
     """One VM: status, where it runs, what may be done with it and its recent jobs."""
-    return render(request, "portal/vm.html", {"section": "vms", **_vm_context(request.user, vm_id)})
+    return _vm_page(request, vm_id)
 
 
 @require_GET
@@ -212,6 +222,30 @@ def vm_hold(request, vm_id: int):
         done = f"VM {vm.name} is held for the admins: its pool hands it out no more."
     else:
         done = f"VM {vm.name} was released: its pool may hand it out again."
+    messages.success(request, done)
+    return redirect("portal:vm", vm_id=vm.pk)
+
+
+@require_POST
+@login_required
+def vm_settings(request, vm_id: int):
+    """Change a VM's settings (whether it is highly available), for those who may change it."""
+    vm = get_object_or_404(_visible(request.user), pk=vm_id)
+    if not restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, CHANGE).exists():
+        messages.error(request, f"You may look at VM {vm.name} but not change it.")
+        return redirect("portal:vm", vm_id=vm.pk)
+    form = VmSettingsForm(request.POST)
+    if not form.is_valid():
+        return _vm_page(request, vm.pk, settings_form=form, status=400)
+    on = form.cleaned_data["highly_available"]
+    vm = services.set_highly_available(vm, on, requested_by=request.user)
+    if on:
+        done = (
+            f"VM {vm.name} is highly available: it is restarted on another host if its host "
+            "is confirmed down."
+        )
+    else:
+        done = f"VM {vm.name} is no longer highly available."
     messages.success(request, done)
     return redirect("portal:vm", vm_id=vm.pk)
 

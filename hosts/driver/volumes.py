@@ -217,7 +217,14 @@ def delete(uri: str, pool_name: str, name: str) -> bool:
         volume = _volume(pool, name)
         if volume is None:
             return False
-        volume.delete(0)
+        try:
+            volume.delete(0)
+        except libvirt.libvirtError as exc:
+            # Deleted meanwhile by another job (a copy of a deleted image removing its volume
+            # while that image's delete job does too): gone all the same.
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
+                return False
+            raise
         return True
 
     return call(uri, f"delete the volume {name}", run)

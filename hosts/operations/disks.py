@@ -14,7 +14,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hosts import driver
@@ -134,7 +134,9 @@ def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
         token = _claim(image, host)
         if token is not None:
             return _copy(ctx, image, host, token)
-        copy = ImageCopy.objects.get(image=image, host=host)
+        copy = ImageCopy.objects.filter(image=image, host=host).first()
+        if copy is None:  # no claim could be had and no row is left: the image was deleted
+            raise JobFailed("image_deleted", f"Image {image.name} was deleted.")
         if copy.state == CopyState.READY:
             path = host_call(volumes.volume_path, host.uri, host.storage_pool, image.volume_name)
             if path:
@@ -198,6 +200,21 @@ def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
         mine.update(state=CopyState.FAILED, error=message[:500])
         code = getattr(exc, "code", "copy_failed")
         raise JobFailed(code, f"Copying image {image.name} to {host.name}: {message}") from exc
-    mine.update(state=CopyState.READY, path=path, error="")
+    with transaction.atomic():
+        # Under the image's row lock, which images.delete_image takes first: either the delete
+        # comes later, sees this copy's row and queues a job that removes the volume (made by
+        # now), or the image is gone already and its volume is removed here. So none is left
+        # behind whichever ends first, the copy or the delete's job.
+        kept = Image.objects.select_for_update().filter(pk=image.pk).exists()
+        if kept:
+            mine.update(state=CopyState.READY, path=path, error="")
+    if not kept:
+        host_call(volumes.delete, host.uri, host.storage_pool, image.volume_name)
+        ctx.log(f"Deleted volume {image.volume_name} on {host.name}: its image was deleted")
+        raise JobFailed(
+            "image_deleted",
+            f"Image {image.name} was deleted while it was being copied to {host.name}; "
+            "the copy was removed from the host.",
+        )
     ctx.log(f"Image {image.name} is on {host.name} ({image.size_bytes} bytes, checksum matched)")
     return path

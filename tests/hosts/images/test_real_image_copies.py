@@ -1,13 +1,18 @@
 """Images copied to a real QEMU host's pool (a session daemon): a copy the pool has no room
 for, or whose file is gone from the image store, fails clearly and leaves no volume; deleting
-an image deletes its copies from the hosts' pools through a job per host."""
+an image deletes its copies from the hosts' pools through a job per host, and an image deleted
+while it is being copied leaves no volume, whichever of the copy and the delete job ends first."""
+
+import threading
+from contextlib import ExitStack, contextmanager
 
 import libvirt
 import pytest
+from django.db import connection, transaction
 
-from hosts import driver, jobs, sync
+from hosts import driver, images, jobs, sync
 from hosts.models import CopyState, Host, Image, ImageCopy, Job, JobKind, JobState
-from tests.conftest import unique
+from tests.conftest import lock_waiters, unique, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
@@ -90,3 +95,128 @@ def test_deleting_an_image_deletes_its_copy_from_the_hosts_pool(
     assert cleanup.state == JobState.SUCCEEDED, cleanup.error_message
     assert volume not in _volumes(qemu_host)
     assert not Image.objects.filter(pk=image.pk).exists()
+
+
+@pytest.fixture
+def postgres_only(transactional_db):
+    if connection.vendor != "postgresql":
+        pytest.skip("pausing a copy between its steps needs PostgreSQL's row locks")
+
+
+@contextmanager
+def holding(write):
+    """While inside, another connection has run ``write()`` in a transaction it keeps open
+    (committed on leaving): whoever needs the rows it locked waits until then."""
+    holding, release = threading.Event(), threading.Event()
+    failed = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                write()
+                holding.set()
+                release.wait(60)
+        except Exception as exc:  # reported below
+            failed.append(exc)
+            holding.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        assert holding.wait(20), "the transaction never began"
+        assert not failed, failed
+        yield
+    finally:
+        release.set()
+        holder.join(30)
+    assert not failed, failed
+
+
+def _lock(queryset):
+    return lambda: queryset.select_for_update().get()
+
+
+def _copy_in_thread(host: Host, image: Image) -> tuple[Job, threading.Thread]:
+    job = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
+
+    def run() -> None:
+        try:
+            jobs.run(job.pk)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, name=f"copy-{image.pk}", daemon=True)
+    thread.start()
+    return job, thread
+
+
+def test_an_image_deleted_while_it_is_being_copied_leaves_no_volume_on_the_host(
+    postgres_only, qemu_host, make_image, admin_user
+):
+    image = make_image(content=b"\3" * 4096)
+    volume = image.volume_name
+    # An earlier copy failed: the new one claims its row again. Holding that row, then the
+    # copy's job row, pauses the copy just after its claim (its next step writes its job).
+    earlier = ImageCopy.objects.create(image=image, host=qemu_host, state=CopyState.FAILED)
+    with ExitStack() as paused:
+        with holding(_lock(ImageCopy.objects.filter(pk=earlier.pk))):
+            copy, thread = _copy_in_thread(qemu_host, image)
+            wait_until(lock_waiters, timeout=30, message="the copy never reached its claim")
+            paused.enter_context(holding(_lock(Job.objects.filter(pk=copy.pk))))
+        wait_until(
+            lambda: ImageCopy.objects.filter(pk=earlier.pk, state=CopyState.COPYING).exists(),
+            timeout=30,
+            message="the copy never claimed the image",
+        )
+        # The image is deleted while the copy runs; the delete commits only once the copy has
+        # made its volume and is about to say it is ready.
+        being_deleted = Image.objects.get(pk=image.pk)  # delete() empties the pk it is given
+        with holding(lambda: images.delete_image(being_deleted, requested_by=admin_user)):
+            paused.close()
+            wait_until(
+                lambda: (
+                    Job.objects.get(pk=copy.pk).step.startswith("Copying image") and lock_waiters()
+                ),
+                timeout=30,
+                message="the copy never waited for the delete",
+            )
+            assert volume in _volumes(qemu_host)
+    thread.join(60)
+    assert not thread.is_alive()
+
+    # The copy itself removed its volume, before the delete's job ran.
+    assert volume not in _volumes(qemu_host)
+    copy.refresh_from_db()
+    assert (copy.state, copy.error_code) == (JobState.FAILED, "image_deleted")
+    assert copy.error_message == (
+        f"Image {image.name} was deleted while it was being copied to {qemu_host.name}; "
+        "the copy was removed from the host."
+    )
+    cleanup = Job.objects.get(kind=JobKind.DELETE_IMAGE, host=qemu_host)
+    jobs.run(cleanup.pk)
+    cleanup.refresh_from_db()
+    assert cleanup.state == JobState.SUCCEEDED, cleanup.error_message
+    assert cleanup.result["deleted"] is False
+    assert volume not in _volumes(qemu_host)
+    assert not Image.objects.filter(pk=image.pk).exists()
+    assert not ImageCopy.objects.exists()
+
+
+def test_a_copy_that_claims_an_image_being_deleted_fails_saying_so_and_makes_no_volume(
+    postgres_only, qemu_host, make_image, admin_user
+):
+    image = make_image(content=b"\4" * 4096)
+    being_deleted = Image.objects.get(pk=image.pk)  # delete() empties the pk it is given
+
+    with holding(lambda: images.delete_image(being_deleted, requested_by=admin_user)):
+        copy, thread = _copy_in_thread(qemu_host, image)
+        wait_until(lock_waiters, timeout=30, message="the copy never waited for the delete")
+    thread.join(60)
+
+    copy.refresh_from_db()
+    assert (copy.state, copy.error_code) == (JobState.FAILED, "image_deleted")
+    assert copy.error_message == f"Image {image.name} was deleted."
+    assert image.volume_name not in _volumes(qemu_host)
+    assert not ImageCopy.objects.exists()
