@@ -53,12 +53,6 @@ class HostsConfig(AppConfig):
         loops.register("reap", jobs.reap)
         websockets.register("ws/console/<str:ticket>/", ConsoleRelay)
         loops.register(
-            "guest-info",
-            guestinfo.refresh_host,
-            every=lambda: settings.CORRAL_GUEST_INFO_INTERVAL,
-            keys=guestinfo.up_hosts,
-        )
-        loops.register(
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )
         demo.register()

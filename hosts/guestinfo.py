@@ -1,12 +1,12 @@
 """The guest-info loop: what running guests show of themselves, copied from their hosts into
 the database so that requests never ask a host.
 
-Every CORRAL_GUEST_INFO_INTERVAL seconds, per Up host (one run per host, on the ticker's
-threads), one round of libvirt calls reads for each of its VMs: the guest's addresses (from
-the QEMU guest agent where the VM has one, else the DHCP leases of libvirt networks), the VNC
-port of its screen, and the tail of its serial console log (the log file in the host's storage
-pool, downloaded through libvirt only when its size changed, the last 64 KiB). Only what
-changed is written.
+Every CORRAL_GUEST_INFO_INTERVAL seconds, per Up host (run by the task cluster's syncer that
+holds the host, ``hosts.syncer``, on threads of its own), one round of libvirt calls reads for
+each of its VMs: the guest's addresses (from the QEMU guest agent where the VM has one, else
+the DHCP leases of libvirt networks), the VNC port of its screen, and the tail of its serial
+console log (the log file in the host's storage pool, downloaded through libvirt only when its
+size changed, the last 64 KiB). Only what changed is written.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db import transaction
 
 from hosts import cloudinit, driver
 from hosts.driver import guests
-from hosts.models import ConsoleLog, Host, HostStatus, VirtualMachine
+from hosts.models import ConsoleLog, Host, VirtualMachine
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +26,6 @@ logger = logging.getLogger(__name__)
 def has_agent(vm: VirtualMachine) -> bool:
     """The template gives its VMs the guest agent's channel (hosts.operations.common.spec_for)."""
     return vm.template.guest_agent
-
-
-def up_hosts() -> list[int]:
-    return list(Host.objects.filter(status=HostStatus.UP).values_list("pk", flat=True))
 
 
 def refresh_host(host_id: int) -> int:

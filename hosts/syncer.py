@@ -6,11 +6,15 @@ and take over if its worker dies. Four times a lease the syncer renews its heart
 holds its fair share of the hosts; each round (``CORRAL_TICK_SECONDS``) it syncs each host it
 holds every ``CORRAL_SYNC_INTERVAL`` seconds — at once when a libvirt lifecycle event arrives — on
 ``CORRAL_SYNC_THREADS`` threads. The hosts it found Up get their ``last_seen_at`` in one write
-every half interval; a host whose report did not change writes nothing of its own.
+every half interval; a host whose report did not change writes nothing of its own. What the
+guests on those hosts show (``hosts.guestinfo``) is read every ``CORRAL_GUEST_INFO_INTERVAL``
+seconds by the same syncer, on threads of its own: the per-host work follows the hosts' leases
+and grows with the task clusters, as the sync does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -22,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from hosts import sync
+from hosts import guestinfo, sync
 from hosts.driver import LifecycleListener
 from hosts.models import HostStatus
 from hosts.sync import shard
@@ -47,8 +51,10 @@ class Syncer:
     def __init__(self, member: str, holder: str | None = None) -> None:
         self.member = member
         self.holder = holder or f"{member}:{os.getpid()}:{threading.get_ident()}"
-        self.pool = ThreadPoolExecutor(
-            max_workers=max(1, settings.CORRAL_SYNC_THREADS), thread_name_prefix="host-sync"
+        self.threads = max(1, settings.CORRAL_SYNC_THREADS)  # of each pool
+        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="host-sync")
+        self.guest_pool = ThreadPoolExecutor(
+            max_workers=self.threads, thread_name_prefix="guest-info"
         )
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -57,6 +63,9 @@ class Syncer:
         self.answered: set[int] = set()
         self.last_sync: dict[int, float] = {}
         self.in_flight: set[int] = set()
+        self.up: set[int] = set()  # held hosts whose last sync found them Up
+        self.last_guest_info: dict[int, float] = {}
+        self.guests_in_flight: set[int] = set()
         self.last_flush = time.monotonic()
         self.holding = False
         self.held: dict[int, str] = {}
@@ -90,7 +99,9 @@ class Syncer:
         self.stopping.set()
         if listener is not None:
             listener.close()
-        self.pool.shutdown(wait=True)
+        for pool in (self.pool, self.guest_pool):
+            _close_connections(pool, self.threads)
+            pool.shutdown(wait=True)
         try:
             if self.holding:
                 shard.retire(self.member, self.holder)
@@ -117,15 +128,25 @@ class Syncer:
         held = self.held
         with self.lock:
             urgent, self.urgent = self.urgent, set()
-            for host_id in list(self.last_sync):
-                if host_id not in held:
-                    self.last_sync.pop(host_id)
+            for known in (self.last_sync, self.last_guest_info):
+                for host_id in list(known):
+                    if host_id not in held:
+                        known.pop(host_id)
+            self.up &= held.keys()
             for host_id, uri in held.items():
                 due = now - self.last_sync.get(host_id, -1e9) >= settings.CORRAL_SYNC_INTERVAL
                 if (due or uri in urgent) and host_id not in self.in_flight:
                     self.in_flight.add(host_id)
                     self.last_sync[host_id] = now
                     self.pool.submit(self._sync, host_id)
+            for host_id in self.up - self.guests_in_flight:
+                if (
+                    now - self.last_guest_info.get(host_id, -1e9)
+                    >= settings.CORRAL_GUEST_INFO_INTERVAL
+                ):
+                    self.guests_in_flight.add(host_id)
+                    self.last_guest_info[host_id] = now
+                    self.guest_pool.submit(self._guest_info, host_id)
         if now - self.last_flush >= settings.CORRAL_SYNC_INTERVAL / 2:
             self.last_flush = now
             with self.lock:
@@ -138,10 +159,14 @@ class Syncer:
         try:
             close_old_connections()
             result = sync.sync_host(host_id, owner=self.member)
-            if not result.skipped and result.host_status == HostStatus.UP:
-                with self.lock:
+            up = not result.skipped and result.host_status == HostStatus.UP
+            with self.lock:
+                if up:
                     self.answered.add(host_id)
+                    self.up.add(host_id)
                     self.syncs += 1
+                else:
+                    self.up.discard(host_id)
         except Exception:
             logger.exception("sync of host %s failed", host_id)
         finally:
@@ -149,6 +174,32 @@ class Syncer:
                 self.in_flight.discard(host_id)
             if self.stopping.is_set():
                 connection.close()
+
+    def _guest_info(self, host_id: int) -> None:
+        try:
+            close_old_connections()
+            guestinfo.refresh_host(host_id)
+        except Exception:
+            logger.exception("guest info of host %s not read", host_id)
+        finally:
+            with self.lock:
+                self.guests_in_flight.discard(host_id)
+            if self.stopping.is_set():
+                connection.close()
+
+
+def _close_connections(pool: ThreadPoolExecutor, threads: int) -> None:
+    """Close the database connection of each of the pool's ``threads`` (each holds one)."""
+    everyone = threading.Barrier(threads)
+
+    def close() -> None:
+        connection.close()
+        # Held until every thread took one: no thread closes twice while another closes none.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            everyone.wait(timeout=30)
+
+    for _ in range(threads):
+        pool.submit(close)
 
 
 def start_in_worker(sender=None, **kwargs) -> None:

@@ -7,7 +7,8 @@ import pytest
 from hosts import driver, guestinfo, sync
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
-from project import loops
+from hosts.syncer import Syncer
+from tests.conftest import wait_until
 
 
 @pytest.fixture
@@ -26,10 +27,28 @@ def placed(make_vm, make_template, sim_cluster):
     return make
 
 
-def test_the_loop_runs_once_per_up_host(sim_hosts):
-    loop = loops.get("guest-info")
+def test_the_syncer_reads_the_guests_on_the_up_hosts_it_holds(transactional_db, sim_hosts, placed):
+    """The task cluster's syncer, not a loop of the ticker, reads guests: on its own threads,
+    for the hosts it holds (hosts.sync.shard) and found Up."""
+    up, resting = sim_hosts[0], sim_hosts[1]
+    on_up, on_resting = placed(up), placed(resting)
+    VirtualMachine.objects.filter(pk__in=[on_up.pk, on_resting.pk]).update(ip_addresses=[])
+    Host.objects.filter(pk=resting.pk).update(status="maintenance")  # still answers
+    answers = driver.guests.guest_info(up.uri, {str(on_up.uuid): (True, -1)})
+    syncer = Syncer("guest-info-test")
 
-    assert sorted(loop.keys()) == sorted(host.pk for host in sim_hosts)
+    def read() -> list[str]:
+        syncer.round()
+        return VirtualMachine.objects.get(pk=on_up.pk).ip_addresses
+
+    try:
+        addresses = wait_until(read, timeout=20, message="the guest's addresses were not read")
+    finally:
+        syncer.stop()
+
+    assert addresses == answers[str(on_up.uuid)].addresses
+    assert VirtualMachine.objects.get(pk=on_resting.pk).ip_addresses == []
+    assert Host.objects.get(pk=up.pk).sync_owner == ""  # handed back when the syncer stopped
 
 
 def test_a_guests_addresses_are_stored_and_cleared_when_it_stops(
