@@ -33,6 +33,7 @@ from project.childprocess import child_env
 HOSTS = int(os.environ.get("BENCH_SYNC_HOSTS", "200"))
 VMS = 20
 LATENCY_MS = 20
+THREADS = 4  # CORRAL_SYNC_THREADS of each task cluster
 # Short enough that more hosts are due than two clusters sync; a lease lasts one interval.
 CAPACITY_INTERVAL = 2.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ def _cluster_env(interval: float) -> dict[str, str]:
         Q_POLL="0.5",
         CORRAL_SYNC_INTERVAL=interval,
         CORRAL_TICK_SECONDS="0.2",
+        CORRAL_SYNC_THREADS=THREADS,
     )
 
 
@@ -181,10 +183,12 @@ def sharded_sync(measure):
         shutil.rmtree(server.directory, ignore_errors=True)
     ratio = two / one if one else 0.0
     label = f"{HOSTS:,} light hosts × {VMS} VMs (load {os.getloadavg()[0]:.1f})"
+    # What one cluster's threads could sync if a sync cost no CPU: each waits LATENCY_MS a host.
+    bound = THREADS * CAPACITY_INTERVAL * 1000 / LATENCY_MS
     return [
         (
             f"sync capacity, {label}, 1 task cluster",
-            f"{one:.0f} hosts / {CAPACITY_INTERVAL:g} s interval",
+            f"{one:.0f} hosts / {CAPACITY_INTERVAL:g} s interval (latency bound {bound:.0f})",
             "",
             "",
         ),
