@@ -2,7 +2,8 @@
 from, and too many from one address lock out that address, for a while.
 
 Every password check of the portal (/login/), the admin console (/admin/login/) and the API's
-token endpoint (/api/auth/token/) goes through ``authenticate()`` here, counted by the client's
+token endpoint (/api/auth/token/), and every Keystone log-in by password or application
+credential, goes through ``authenticate()`` or ``attempt()`` here, counted by the client's
 address (project/client_address.py; an IPv6 client by its /64, which one machine usually holds
 whole). Within ``CORRAL_LOGIN_LOCKOUT_MINUTES``:
 
@@ -21,9 +22,11 @@ are rows in the database, so every web process counts the same ones.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
 from ipaddress import IPv6Network
+from typing import TypeVar
 
 from django.conf import settings
 from django.contrib import auth
@@ -40,6 +43,8 @@ from rest_framework.settings import api_settings
 
 from project.client_address import Address, client_address
 from project.models import LoginFailure
+
+T = TypeVar("T")
 
 USERNAME_LENGTH = LoginFailure._meta.get_field("username").max_length
 FOR_ACCOUNT = "for this account"
@@ -113,22 +118,31 @@ def clear(username: str, address: str) -> None:
     LoginFailure.objects.filter(username=username_key(username), address=address).delete()
 
 
-def authenticate(request, username: str, password: str):
-    """Django's ``authenticate()``, refused while the client's address or the username from it
-    is locked out.
+def attempt(request, username: str, check: Callable[[], T | None]) -> T | None:
+    """``check()`` (a log-in for ``username`` by some secret), refused while the client's
+    address or the username from it is locked out.
 
-    Returns the user or None, like Django's; raises LockedOut without checking the password
-    while locked. A failure is recorded; a success clears the username's failures from the
+    Raises LockedOut without calling ``check`` while locked. None from ``check`` is a failure
+    and is recorded; anything else is a success and clears the username's failures from the
     client's address (not the address's failures for other usernames).
     """
     address = address_key(client_address(request))
     check_not_locked(username, address)
-    user = auth.authenticate(request, username=username, password=password)
-    if user is None:
+    result = check()
+    if result is None:
         record_failure(username, address)
     else:
         clear(username, address)
-    return user
+    return result
+
+
+def authenticate(request, username: str, password: str):
+    """Django's ``authenticate()`` through ``attempt()``: the user or None, like Django's."""
+    return attempt(
+        request,
+        username,
+        lambda: auth.authenticate(request, username=username, password=password),
+    )
 
 
 class LockoutFormMixin:

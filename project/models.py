@@ -1,5 +1,7 @@
 """Roles (named sets of actions) and the System object that system-wide grants attach to."""
 
+import uuid
+
 from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
@@ -199,3 +201,57 @@ class SshKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.fingerprint})"
+
+
+def new_credential_id() -> str:
+    return uuid.uuid4().hex
+
+
+class ApplicationCredential(models.Model):
+    """A Keystone application credential: a secret a user gives a machine (a CI farm) to log in
+    to the OpenStack APIs as them, without their password. It acts with its owner's grants,
+    never more, and stops working when it expires or is deleted. Only a hash of the secret is
+    kept; the secret is shown once, when the credential is made."""
+
+    id = models.CharField(max_length=32, primary_key=True, default=new_credential_id)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="application_credentials"
+    )
+    name = models.CharField(max_length=255)
+    description = models.TextField(max_length=4096, null=True, blank=True)
+    secret_hash = models.CharField(max_length=256, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    unrestricted = models.BooleanField(
+        default=False,
+        help_text="Whether tokens it gives may make and delete application credentials.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["owner_id", "name"]
+        default_permissions = ()
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"], name="applicationcredential_name_unique_per_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class ApplicationCredentialToken(models.Model):
+    """A Keystone token given for an application credential: it lasts no longer than the
+    credential, and goes with it. Only a SHA-256 of the token is kept."""
+
+    key_hash = models.CharField(max_length=64, primary_key=True)
+    credential = models.ForeignKey(
+        ApplicationCredential, on_delete=models.CASCADE, related_name="tokens"
+    )
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"token of {self.credential} until {self.expires_at}"

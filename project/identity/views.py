@@ -1,10 +1,13 @@
-"""Keystone v3 as OpenStack clients use it: the version document, password log-in
-(``POST /auth/tokens``), token validation and revocation, and the caller's own user, project
-and catalog.
+"""Keystone v3 as OpenStack clients use it: the version document, log-in by password or
+application credential (``POST /auth/tokens``), token validation and revocation, and the
+caller's own user, project and catalog (application credentials themselves:
+credential_views.py).
 
 A Corral user is a Keystone user in the domain ``Default`` with one project of their own,
-named after them; the token is their Corral API token, so one token works for the OpenStack
-clients and for Corral's own API. Every password check goes through the log-in lockout.
+named after them; a password log-in's token is their Corral API token, so one token works for
+the OpenStack clients and for Corral's own API; an application credential's token acts as its
+owner too, until it expires or the credential is deleted (identity/tokens.py). Every secret
+check goes through the log-in lockout.
 """
 
 from __future__ import annotations
@@ -19,22 +22,23 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.authtoken.models import Token
 
 from project import lockout
+from project.identity import application_credentials as credentials
+from project.identity import tokens
 from project.identity.catalog import base_url, catalog
+from project.identity.tokens import TOKEN_HOURS, IdentityToken
 from project.permissions import holds_at_system
 
 VERSION_ID = "v3.14"
 DOMAIN = {"id": "default", "name": "Default"}
-# Clients log in again after this; the token itself stays valid until it is revoked.
-TOKEN_HOURS = 24
 TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    409: "Conflict",
     429: "Too Many Requests",
 }
 
@@ -87,21 +91,26 @@ def roles_of(user) -> list[dict]:
     return [{"id": name, "name": name} for name in names]
 
 
-def token_body(request, token: Token, methods: list[str]) -> dict:
+def token_body(request, token: IdentityToken, methods: list[str]) -> dict:
     user, now = token.user, timezone.now()
-    return {
-        "token": {
-            "methods": methods,
-            "user": {**user_view(user), "password_expires_at": None},
-            "project": {"id": str(user.pk), "name": user.username, "domain": DOMAIN},
-            "roles": roles_of(user),
-            "is_domain": False,
-            "audit_ids": [token.key[:22]],
-            "issued_at": _time(now),
-            "expires_at": _time(now + timedelta(hours=TOKEN_HOURS)),
-            "catalog": catalog(request),
-        }
+    body = {
+        "methods": methods,
+        "user": {**user_view(user), "password_expires_at": None},
+        "project": {"id": str(user.pk), "name": user.username, "domain": DOMAIN},
+        "roles": roles_of(user),
+        "is_domain": False,
+        "audit_ids": [token.key[:22]],
+        "issued_at": _time(now),
+        "expires_at": _time(token.expires_at or now + timedelta(hours=TOKEN_HOURS)),
+        "catalog": catalog(request),
     }
+    if token.credential is not None:
+        body["application_credential"] = {
+            "id": token.credential.id,
+            "name": token.credential.name,
+            "restricted": not token.credential.unrestricted,
+        }
+    return {"token": body}
 
 
 def version_view(request) -> dict:
@@ -116,17 +125,6 @@ def version_view(request) -> dict:
     }
 
 
-def _token_user(key: str | None):
-    """The active user a token belongs to, or None."""
-    key = (key or "").strip()
-    if not key or len(key) > 64 or not key.isalnum():
-        return None
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return None
-    return token
-
-
 @method_decorator(csrf_exempt, name="dispatch")
 class KeystoneView(View):
     """Answers every error in Keystone's shape; never a page."""
@@ -136,7 +134,7 @@ class KeystoneView(View):
     def dispatch(self, request, *args, **kwargs):
         try:
             if self.needs_token:
-                token = _token_user(request.headers.get("X-Auth-Token"))
+                token = tokens.find(request.headers.get("X-Auth-Token"))
                 if token is None:
                     raise Refused(401, "The request you have made requires authentication.")
                 request.keystone_token = token
@@ -239,6 +237,44 @@ def _check_scope(user, scope: dict) -> None:
         )
 
 
+def _credential(request, identity: dict):
+    """The application credential a log-in names, its secret checked through the lockout."""
+    spec = _object(identity.get("application_credential"), "application_credential")
+    secret = spec.get("secret")
+    if not isinstance(secret, str) or not secret:
+        raise Refused(400, "An application credential log-in needs application_credential.secret.")
+    if spec.get("id") is not None:
+        credential = credentials.by_id(str(spec["id"]))
+        who = credential.owner.username if credential else f"application credential {spec['id']}"
+    elif spec.get("name") is not None:
+        owner = _credential_owner(_object(spec.get("user"), "application_credential.user"))
+        credential = credentials.by_name(owner, str(spec["name"])) if owner else None
+        who = owner.username if owner else f"application credential {spec['name']}"
+    else:
+        raise Refused(
+            400, "An application credential log-in names it by id, or by name with its user."
+        )
+    try:
+        found = lockout.attempt(request, who, lambda: credentials.check(credential, secret))
+    except lockout.LockedOut as locked:
+        raise Refused(429, str(locked), retry_after=math.ceil(locked.seconds)) from None
+    if found is None:
+        raise Refused(401, "The request you have made requires authentication.")
+    return found
+
+
+def _credential_owner(user_spec: dict):
+    """The user an application credential named by name belongs to (by id, or name+domain)."""
+    users = get_user_model().objects
+    if user_spec.get("id") is not None:
+        ident = str(user_spec["id"])
+        return users.filter(pk=int(ident)).first() if ident.isdigit() and len(ident) < 19 else None
+    if user_spec.get("name") is not None:
+        _check_domain(_object(user_spec.get("domain"), "user.domain"), "user")
+        return users.filter(username=str(user_spec["name"])).first()
+    raise Refused(400, "An application credential named by name needs its user (id or name).")
+
+
 class TokensView(KeystoneView):
     """``/identity/v3/auth/tokens``: log in (POST), validate (GET, HEAD), revoke (DELETE)."""
 
@@ -251,33 +287,38 @@ class TokensView(KeystoneView):
         if not isinstance(methods, list) or not methods:
             raise Refused(400, "auth.identity.methods is required.")
         if methods == ["password"]:
-            user = _password_user(request, identity)
+            token = tokens.for_password(_password_user(request, identity))
         elif methods == ["token"]:
             given = _object(identity.get("token"), "token").get("id")
-            token = _token_user(given if isinstance(given, str) else None)
+            token = tokens.find(given if isinstance(given, str) else None)
             if token is None:
                 raise Refused(401, "The request you have made requires authentication.")
-            user = token.user
+        elif methods == ["application_credential"]:
+            token = tokens.for_credential(_credential(request, identity))
         else:
-            raise Refused(401, f"Unsupported authentication method {methods!r}: use password.")
-        _check_scope(user, _object(auth.get("scope"), "auth.scope"))
-        token, _ = Token.objects.get_or_create(user=user)
+            raise Refused(
+                401,
+                f"Unsupported authentication method {methods!r}: "
+                "use password or application_credential.",
+            )
+        _check_scope(token.user, _object(auth.get("scope"), "auth.scope"))
         response = JsonResponse(token_body(request, token, methods), status=201)
         response["X-Subject-Token"] = token.key
         return response
 
-    def _subject(self, request) -> Token:
-        caller = _token_user(request.headers.get("X-Auth-Token"))
+    def _subject(self, request) -> IdentityToken:
+        caller = tokens.find(request.headers.get("X-Auth-Token"))
         if caller is None:
             raise Refused(401, "The request you have made requires authentication.")
-        subject = _token_user(request.headers.get("X-Subject-Token"))
-        if subject is None or (subject.user_id != caller.user_id and not caller.user.is_superuser):
+        subject = tokens.find(request.headers.get("X-Subject-Token"))
+        if subject is None or (subject.user.pk != caller.user.pk and not caller.user.is_superuser):
             raise Refused(404, "Could not find token.")
         return subject
 
     def get(self, request):
         subject = self._subject(request)
-        response = JsonResponse(token_body(request, subject, ["token"]))
+        methods = ["token"] if subject.credential is None else ["application_credential"]
+        response = JsonResponse(token_body(request, subject, methods))
         response["X-Subject-Token"] = subject.key
         return response
 
@@ -286,8 +327,9 @@ class TokensView(KeystoneView):
         return HttpResponse(status=200)
 
     def delete(self, request):
-        """Revoke: the Corral API token stops working everywhere; the next log-in makes one."""
-        self._subject(request).delete()
+        """Revoke: the token stops working everywhere (a Corral API token: the next password
+        log-in makes another)."""
+        self._subject(request).revoke()
         return HttpResponse(status=204)
 
 

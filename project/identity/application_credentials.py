@@ -1,0 +1,106 @@
+"""Application credentials: made, listed and deleted by their owner; a secret checked at log-in
+against its hash. A credential acts with its owner's grants, so it never reaches more than the
+owner does, and only while the owner is active."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from django.contrib.auth.hashers import check_password, make_password
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from project.errors import Refused
+from project.models import ApplicationCredential
+
+MAX_PER_USER = 100
+NAME_LENGTH = ApplicationCredential._meta.get_field("name").max_length
+DESCRIPTION_LENGTH = ApplicationCredential._meta.get_field("description").max_length
+SECRET_LENGTH = 4096
+
+
+def new_secret() -> str:
+    """Keystone's kind of generated secret: 64 random bytes, URL-safe base64 without padding."""
+    return secrets.token_urlsafe(64)
+
+
+def create(
+    owner,
+    name: str,
+    *,
+    secret: str | None = None,
+    description: str | None = None,
+    expires_at: datetime | None = None,
+    unrestricted: bool = False,
+) -> tuple[ApplicationCredential, str]:
+    """A new credential of ``owner`` and its secret (the given one, else a generated one): the
+    only time the secret is known; only its hash is kept. Names are unique per owner."""
+    if not name or len(name) > NAME_LENGTH:
+        raise Refused("invalid_name", f"A name of 1 to {NAME_LENGTH} characters.", field="name")
+    if description is not None and len(description) > DESCRIPTION_LENGTH:
+        raise Refused(
+            "invalid_description",
+            f"A description of at most {DESCRIPTION_LENGTH} characters.",
+            field="description",
+        )
+    if secret is not None and not 0 < len(secret) <= SECRET_LENGTH:
+        raise Refused(
+            "invalid_secret", f"A secret of 1 to {SECRET_LENGTH} characters.", field="secret"
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise Refused("expired", "The expiration time must be in the future.", field="expires_at")
+    if ApplicationCredential.objects.filter(owner=owner).count() >= MAX_PER_USER:
+        raise Refused("too_many", f"A user has at most {MAX_PER_USER} application credentials.")
+    secret = secret or new_secret()
+    try:
+        with transaction.atomic():
+            credential = ApplicationCredential.objects.create(
+                owner=owner,
+                name=name,
+                description=description,
+                secret_hash=make_password(secret),
+                expires_at=expires_at,
+                unrestricted=unrestricted,
+            )
+    except IntegrityError:
+        raise Refused(
+            "duplicate_name", f"You already have an application credential named {name!r}."
+        ) from None
+    return credential, secret
+
+
+def owned_by(owner):
+    return ApplicationCredential.objects.filter(owner=owner).order_by("name")
+
+
+def by_id(ident: str) -> ApplicationCredential | None:
+    if len(ident) > 32:
+        return None
+    return ApplicationCredential.objects.select_related("owner").filter(pk=ident).first()
+
+
+def by_name(owner, name: str) -> ApplicationCredential | None:
+    return (
+        ApplicationCredential.objects.select_related("owner").filter(owner=owner, name=name).first()
+    )
+
+
+def check(credential: ApplicationCredential | None, secret: str) -> ApplicationCredential | None:
+    """``credential`` if ``secret`` is its secret, it has not expired and its owner is active;
+    else None (a hash is computed even for no credential, so the time does not tell)."""
+    if credential is None:
+        make_password(secret)
+        return None
+    if not check_password(secret, credential.secret_hash):
+        return None
+    if credential.expires_at is not None and credential.expires_at <= timezone.now():
+        return None
+    if not credential.owner.is_active:
+        return None
+    return credential
+
+
+def delete(credential: ApplicationCredential) -> None:
+    """Delete ``credential``: the tokens it gave stop working at once."""
+    credential.delete()
