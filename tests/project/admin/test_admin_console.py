@@ -109,7 +109,13 @@ def make_admin_object(
             lease=lease(), resource_type="virtual:instance", vcpus=1, memory_mb=128, amount=1
         )
 
+    def application_credential():
+        from project.identity.application_credentials import create
+
+        return create(make_user(), "ci")[0]
+
     factories = {
+        "project.ApplicationCredential": application_credential,
         "leases.Reservation": reservation,
         "scheduling.Policy": policy,
         "scheduling.PolicyUnit": policy_unit,
@@ -158,6 +164,7 @@ SCREENS = [
     "scheduling.PolicyUnit",
     "scheduling.AffinityGroup",
     "leases.Reservation",
+    "project.ApplicationCredential",
 ]
 # Records Corral writes itself: listed and opened, never added by hand.
 READ_ONLY = {
@@ -165,6 +172,7 @@ READ_ONLY = {
     "hosts.Job",
     "hosts.ExternalDomain",
     "project.Event",
+    "project.ApplicationCredential",  # made by their owners through Keystone's API
     "scheduling.PolicyUnit",
     "leases.Lease",
     "leases.Reservation",
