@@ -354,3 +354,53 @@ def test_the_blazarclient_python_api_works_through_a_keystoneauth_session(
     }
     assert seen["after_delete"] == []
     assert not Lease.objects.exists()
+
+
+def test_an_application_credential_made_with_the_cli_runs_reservation_commands_until_deleted(
+    cloud, alice, lease_user, make_lease, reservable_hosts, tmp_path
+):
+    reservable_hosts(2)
+    bob = lease_user("bob")
+    mine = make_lease(at(9), at(10), whole_hosts(1), owner=alice)
+    make_lease(at(11), at(12), whole_hosts(1), owner=bob)
+    run = cloud("alice")
+    made = as_json(run("application", "credential", "create", "ci-farm", "-f", "json"))
+    assert made["Name"] == "ci-farm" and made["Secret"]
+    # The CI farm's clouds.yaml, as docs/blazar.md shows it: no username, no password.
+    farm = tmp_path / "farm"
+    farm.mkdir()
+    (farm / "clouds.yaml").write_text(
+        "clouds:\n"
+        "  corral-ci:\n"
+        "    auth_type: v3applicationcredential\n"
+        "    auth:\n"
+        f"      auth_url: {cloud.url}/identity/v3\n"
+        f"      application_credential_id: {made['ID']}\n"
+        f"      application_credential_secret: {made['Secret']}\n"
+        "    region_name: RegionOne\n"
+        "    interface: public\n"
+        "    identity_api_version: 3\n"
+    )
+
+    def as_farm(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(CLIENTS / "openstack"), "--os-cloud", "corral-ci", *args],
+            env={
+                "PATH": f"{CLIENTS}:/usr/bin:/bin",
+                "HOME": str(farm),
+                "OS_CLIENT_CONFIG_FILE": str(farm / "clouds.yaml"),
+                "LC_ALL": "C.UTF-8",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    listed = as_farm("reservation", "lease", "list", "-f", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [item["id"] for item in as_json(listed)] == [str(mine.uuid)]
+
+    assert run("application", "credential", "delete", "ci-farm").returncode == 0
+    refused = as_farm("reservation", "lease", "list")
+    assert refused.returncode != 0
+    assert "The request you have made requires authentication. (HTTP 401)" in refused.stderr
