@@ -201,13 +201,20 @@ def vm_operation(request, vm_id: int, operation: str):
     return redirect("portal:vm", vm_id=vm.pk)
 
 
+def _may_change(request, vm: VirtualMachine) -> bool:
+    """Whether the user may change ``vm``; if not, a message on the page says so."""
+    if restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, CHANGE).exists():
+        return True
+    messages.error(request, f"You may look at VM {vm.name} but not change it.")
+    return False
+
+
 @require_POST
 @login_required
 def vm_hold(request, vm_id: int):
     """Hold a pool's VM for the admins (``held=1``) or release it (``held=0``)."""
     vm = get_object_or_404(_visible(request.user), pk=vm_id)
-    if not restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, CHANGE).exists():
-        messages.error(request, f"You may look at VM {vm.name} but not change it.")
+    if not _may_change(request, vm):
         return redirect("portal:vm", vm_id=vm.pk)
     held = request.POST.get("held")
     if held not in ("0", "1"):
@@ -231,8 +238,7 @@ def vm_hold(request, vm_id: int):
 def vm_settings(request, vm_id: int):
     """Change a VM's settings (whether it is highly available), for those who may change it."""
     vm = get_object_or_404(_visible(request.user), pk=vm_id)
-    if not restrict(VirtualMachine.objects.filter(pk=vm.pk), request.user, CHANGE).exists():
-        messages.error(request, f"You may look at VM {vm.name} but not change it.")
+    if not _may_change(request, vm):
         return redirect("portal:vm", vm_id=vm.pk)
     form = VmSettingsForm(request.POST)
     if not form.is_valid():

@@ -8,18 +8,9 @@ from django.test import Client
 
 from hosts.models import Job, JobKind, VirtualMachine
 from tests.pools.fixtures import pool_vms
+from tests.portal import messages_of, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def _messages(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def test_the_take_page_lists_only_the_pools_the_user_may_take_from_with_ready_counts(
@@ -29,7 +20,7 @@ def test_the_take_page_lists_only_the_pools_the_user_may_take_from_with_ready_co
     pool_of(up=1, name="lab-closed")
     user = pool_user(mine)
 
-    page = _client(user).get("/").content.decode()
+    page = signed_in(user).get("/").content.decode()
 
     assert 'data-pool="lab-open"' in page
     assert "lab-closed" not in page
@@ -40,14 +31,14 @@ def test_taking_from_a_pool_with_a_running_vm_hands_it_over_at_once(pool_of, poo
     pool = pool_of(up=1, down=1)
     up, _ = pool_vms(pool)
     user = pool_user(pool)
-    client = _client(user)
+    client = signed_in(user)
 
     response = client.post(f"/pools/{pool.pk}/take/", follow=True)
 
     up.refresh_from_db()
     assert up.owner == user
     assert response.redirect_chain[-1][0] == f"/vms/{up.pk}/"
-    assert f"VM {up.name} is yours and already running." in _messages(response)
+    assert f"VM {up.name} is yours and already running." in messages_of(response)
     assert not Job.objects.exists()
 
 
@@ -55,12 +46,12 @@ def test_taking_from_a_pool_with_none_running_starts_one_and_shows_its_job(pool_
     pool = pool_of(down=2)
     user = pool_user(pool)
 
-    response = _client(user).post(f"/pools/{pool.pk}/take/", follow=True)
+    response = signed_in(user).post(f"/pools/{pool.pk}/take/", follow=True)
 
     vm = VirtualMachine.objects.get(owner=user)
     job = Job.objects.get(vm=vm, kind=JobKind.START)
     page = response.content.decode()
-    assert f"VM {vm.name} is yours; it is starting now." in _messages(response)
+    assert f"VM {vm.name} is yours; it is starting now." in messages_of(response)
     assert f'data-job="{job.pk}"' in page
     assert '<progress class="progress" max="100"' in page
 
@@ -70,18 +61,18 @@ def test_the_per_user_limit_and_an_empty_pool_are_said_plainly_and_change_nothin
 ):
     pool = pool_of(up=2, max_user_vms=1)
     user = pool_user(pool)
-    client = _client(user)
+    client = signed_in(user)
     client.post(f"/pools/{pool.pk}/take/", follow=True)
 
     again = client.post(f"/pools/{pool.pk}/take/", follow=True)
     assert VirtualMachine.objects.filter(owner=user).count() == 1
-    [message] = _messages(again)
+    [message] = messages_of(again)
     assert "its limit per user" in message
 
     empty = pool_of(up=0, down=0, size=0)
     other = pool_user(empty)
-    exhausted = _client(other).post(f"/pools/{empty.pk}/take/", follow=True)
-    assert _messages(exhausted) == [f"Pool {empty.name} has no free VM left; try again later."]
+    exhausted = signed_in(other).post(f"/pools/{empty.pk}/take/", follow=True)
+    assert messages_of(exhausted) == [f"Pool {empty.name} has no free VM left; try again later."]
     assert not VirtualMachine.objects.filter(owner=other).exists()
 
 
@@ -91,7 +82,7 @@ def test_taking_from_a_pool_the_user_has_no_grant_on_is_a_404_and_assigns_nothin
     pool = pool_of(up=1)
     stranger = make_user()
 
-    response = _client(stranger).post(f"/pools/{pool.pk}/take/")
+    response = signed_in(stranger).post(f"/pools/{pool.pk}/take/")
 
     assert response.status_code == 404
     assert not VirtualMachine.objects.filter(owner__isnull=False).exists()

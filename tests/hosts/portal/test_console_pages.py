@@ -3,17 +3,11 @@ serial console's tail and the guest's addresses on the VM page. The relay itself
 content on real QEMU: tests/hosts/test_guest_access.py."""
 
 import pytest
-from django.test import Client
 
 from hosts.models import ConsoleLog, ConsoleTicket, VirtualMachine
+from tests.portal import signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -32,7 +26,7 @@ def shown_vm(make_vm, make_host, make_user, grant):
 
 def test_the_vm_page_shows_addresses_a_console_button_and_the_serial_console(shown_vm):
     vm, user = shown_vm
-    client = _client(user)
+    client = signed_in(user)
 
     page = client.get(f"/vms/{vm.pk}/").content.decode()
     log = client.get(f"/vms/{vm.pk}/console-log/").content.decode()
@@ -45,7 +39,7 @@ def test_the_vm_page_shows_addresses_a_console_button_and_the_serial_console(sho
 def test_the_console_button_opens_novnc_on_a_fresh_ticket_for_its_user(shown_vm):
     vm, user = shown_vm
 
-    response = _client(user).post(f"/vms/{vm.pk}/console/")
+    response = signed_in(user).post(f"/vms/{vm.pk}/console/")
 
     page = response.content.decode()
     assert response.status_code == 200
@@ -60,7 +54,7 @@ def test_who_may_only_view_the_vm_gets_no_console_and_no_log(shown_vm, make_user
     vm, _ = shown_vm
     viewer = make_user()
     grant(viewer, make_role("Viewer", ["hosts.view_virtualmachine"]).name, vm)
-    client = _client(viewer)
+    client = signed_in(viewer)
 
     page = client.get(f"/vms/{vm.pk}/").content.decode()
 
@@ -74,7 +68,7 @@ def test_a_stopped_vm_has_no_console_and_asking_says_why(shown_vm, client_for):
     vm, user = shown_vm
     VirtualMachine.objects.filter(pk=vm.pk).update(status="down")
 
-    response = _client(user).post(f"/vms/{vm.pk}/console/", follow=True)
+    response = signed_in(user).post(f"/vms/{vm.pk}/console/", follow=True)
     api = client_for(user).post(f"/api/vms/{vm.pk}/console/")
 
     assert "opens while it runs" in response.content.decode()

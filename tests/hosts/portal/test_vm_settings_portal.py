@@ -4,22 +4,12 @@ bad input and forbidden requests get."""
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from hosts.models import VirtualMachine, VmStatus
 from project.models import Event, EventKind
+from tests.portal import messages_of, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def _messages(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def _highly_available(vm) -> bool:
@@ -40,14 +30,14 @@ def manager(vm, make_user, grant):
 
 
 def test_a_user_who_may_change_a_vm_makes_it_highly_available_from_its_page(vm, manager):
-    client = _client(manager)
+    client = signed_in(manager)
     before = client.get(f"/vms/{vm.pk}/").content.decode()
 
     response = client.post(f"/vms/{vm.pk}/settings/", {"highly_available": "on"}, follow=True)
 
     assert 'id="vm-settings-form"' in before and 'data-highly-available="0"' in before
     assert response.redirect_chain == [(f"/vms/{vm.pk}/", 302)]
-    assert _messages(response) == [
+    assert messages_of(response) == [
         f"VM {vm.name} is highly available: it is restarted on another host if its host is "
         "confirmed down."
     ]
@@ -64,11 +54,11 @@ def test_a_user_who_may_change_a_vm_makes_it_highly_available_from_its_page(vm, 
 def test_turning_high_availability_off_is_kept_and_shown(vm, manager):
     VirtualMachine.objects.filter(pk=vm.pk).update(highly_available=True)
 
-    response = _client(manager).post(
+    response = signed_in(manager).post(
         f"/vms/{vm.pk}/settings/", {"highly_available": "off"}, follow=True
     )
 
-    assert _messages(response) == [f"VM {vm.name} is no longer highly available."]
+    assert messages_of(response) == [f"VM {vm.name} is no longer highly available."]
     assert _highly_available(vm) is False
     assert 'data-highly-available="0"' in response.content.decode()
 
@@ -79,7 +69,7 @@ def test_a_settings_form_without_a_valid_answer_shows_the_error_and_changes_noth
 ):
     VirtualMachine.objects.filter(pk=vm.pk).update(highly_available=True)
 
-    response = _client(manager).post(f"/vms/{vm.pk}/settings/", answer)
+    response = signed_in(manager).post(f"/vms/{vm.pk}/settings/", answer)
 
     assert response.status_code == 400
     form = response.context["settings_form"]
@@ -104,19 +94,19 @@ def test_a_user_who_may_not_change_the_vm_sees_the_setting_but_cannot_change_it(
         make_role(role, permissions)
     user = make_user()
     grant(user, role, vm)
-    client = _client(user)
+    client = signed_in(user)
 
     page = client.get(f"/vms/{vm.pk}/").content.decode()
     response = client.post(f"/vms/{vm.pk}/settings/", {"highly_available": "on"}, follow=True)
 
     assert 'data-highly-available="0"' in page
     assert 'id="vm-settings-form"' not in page
-    assert _messages(response) == [f"You may look at VM {vm.name} but not change it."]
+    assert messages_of(response) == [f"You may look at VM {vm.name} but not change it."]
     assert _highly_available(vm) is False
 
 
 def test_a_user_who_cannot_see_the_vm_gets_404_and_changes_nothing(vm, make_user):
-    stranger = _client(make_user())
+    stranger = signed_in(make_user())
 
     response = stranger.post(f"/vms/{vm.pk}/settings/", {"highly_available": "on"})
 
@@ -125,4 +115,4 @@ def test_a_user_who_cannot_see_the_vm_gets_404_and_changes_nothing(vm, make_user
 
 
 def test_the_settings_page_takes_no_get(vm, manager):
-    assert _client(manager).get(f"/vms/{vm.pk}/settings/").status_code == 405
+    assert signed_in(manager).get(f"/vms/{vm.pk}/settings/").status_code == 405

@@ -9,18 +9,9 @@ from django.test import Client
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from project.permissions import holds
 from tests.pools.fixtures import pool_vms
+from tests.portal import messages_of, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def _messages(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 # -- logging in --------------------------------------------------------------------------------
@@ -70,13 +61,13 @@ def holder(pool_of, pool_user):
     """(user, vm): a user holding an Up VM of a pool, as after taking it."""
     pool = pool_of(up=2)
     user = pool_user(pool)
-    _client(user).post(f"/pools/{pool.pk}/take/", follow=True)
+    signed_in(user).post(f"/pools/{pool.pk}/take/", follow=True)
     return user, VirtualMachine.objects.get(owner=user)
 
 
 def test_my_vms_lists_the_users_vms_with_status_host_pool_and_actions(holder):
     user, vm = holder
-    page = _client(user).get("/vms/").content.decode()
+    page = signed_in(user).get("/vms/").content.decode()
 
     assert f'data-vm="{vm.name}"' in page
     assert 'class="status status-up">Up<' in page
@@ -91,7 +82,7 @@ def test_my_vms_lists_the_users_vms_with_status_host_pool_and_actions(holder):
 def test_another_users_vm_and_its_jobs_are_404_by_url(holder, make_user):
     user, vm = holder
     job = Job.objects.create(kind=JobKind.NOOP, vm=vm, requested_by=user)
-    stranger = _client(make_user())
+    stranger = signed_in(make_user())
 
     assert stranger.get(f"/vms/{vm.pk}/").status_code == 404
     assert stranger.get(f"/vms/{vm.pk}/panel/").status_code == 404
@@ -105,7 +96,7 @@ def test_another_users_vm_and_its_jobs_are_404_by_url(holder, make_user):
 
 def test_an_operation_queues_its_job_and_the_vm_page_shows_its_progress(holder):
     user, vm = holder
-    client = _client(user)
+    client = signed_in(user)
 
     response = client.post(f"/vms/{vm.pk}/shutdown/", follow=True)
 
@@ -113,7 +104,7 @@ def test_an_operation_queues_its_job_and_the_vm_page_shows_its_progress(holder):
     assert (job.kind, job.requested_by, job.state) == (JobKind.SHUTDOWN, user, JobState.PENDING)
     # Stopped, a VM of an automatic pool goes back to the pool: its job is followed from My VMs.
     assert response.redirect_chain[-1][0] == "/vms/"
-    assert f"Shut down of {vm.name} queued (job {job.pk})." in _messages(response)
+    assert f"Shut down of {vm.name} queued (job {job.pk})." in messages_of(response)
     assert f'id="job-{job.pk}"' in response.content.decode()
     assert client.get(f"/jobs/{job.pk}/").status_code == 200
 
@@ -121,15 +112,15 @@ def test_an_operation_queues_its_job_and_the_vm_page_shows_its_progress(holder):
 def test_an_operation_the_vm_cannot_do_now_is_refused_in_words(holder):
     user, vm = holder
 
-    response = _client(user).post(f"/vms/{vm.pk}/resume/", follow=True)
+    response = signed_in(user).post(f"/vms/{vm.pk}/resume/", follow=True)
 
-    assert _messages(response) == [f"VM {vm.name} is Up; it cannot resume from there."]
+    assert messages_of(response) == [f"VM {vm.name} is Up; it cannot resume from there."]
     assert not Job.objects.filter(vm=vm).exists()
 
 
 def test_an_unknown_operation_is_a_404(holder):
     user, vm = holder
-    assert _client(user).post(f"/vms/{vm.pk}/explode/").status_code == 404
+    assert signed_in(user).post(f"/vms/{vm.pk}/explode/").status_code == 404
     assert not Job.objects.exists()
 
 
@@ -145,7 +136,7 @@ def test_a_failed_job_shows_its_error_in_words(holder):
         error_message="No host can run this VM: every host is out of memory.",
     )
 
-    fragment = _client(user).get(f"/jobs/{job.pk}/").content.decode()
+    fragment = signed_in(user).get(f"/jobs/{job.pk}/").content.decode()
 
     assert 'data-state="failed"' in fragment
     assert "No host can run this VM: every host is out of memory." in fragment
@@ -154,13 +145,13 @@ def test_a_failed_job_shows_its_error_in_words(holder):
 
 def test_returning_a_vm_gives_it_back_and_takes_the_users_grant_away(holder):
     user, vm = holder
-    client = _client(user)
+    client = signed_in(user)
 
     response = client.post(f"/vms/{vm.pk}/return/", follow=True)
 
     vm.refresh_from_db()
     assert vm.owner is None
-    assert f"VM {vm.name} went back to pool {vm.pool.name}." in _messages(response)
+    assert f"VM {vm.name} went back to pool {vm.pool.name}." in messages_of(response)
     assert not holds(user, "hosts.view_virtualmachine", vm)
     assert client.get(f"/vms/{vm.pk}/").status_code == 404
     assert f'data-vm="{vm.name}"' not in client.get("/vms/").content.decode()
@@ -173,14 +164,14 @@ def test_a_user_who_may_see_but_not_operate_a_vm_gets_no_buttons_and_no_job(
     make_role("VmViewer", ["hosts.view_virtualmachine"])
     viewer = make_user()
     grant(viewer, "VmViewer", vm)
-    client = _client(viewer)
+    client = signed_in(viewer)
 
     page = client.get(f"/vms/{vm.pk}/").content.decode()
     response = client.post(f"/vms/{vm.pk}/poweroff/", follow=True)
 
     assert 'id="vm-status"' in page
     assert "data-operation" not in page
-    assert _messages(response) == [f"You may look at VM {vm.name} but not operate it."]
+    assert messages_of(response) == [f"You may look at VM {vm.name} but not operate it."]
     assert not Job.objects.exists()
 
 
@@ -194,7 +185,7 @@ def test_my_vms_rows_take_a_fixed_number_of_queries(
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
             grant(user, "UserRole", vm)
             Job.objects.create(kind=JobKind.NOOP, vm=vm, requested_by=user)
-        return _client(user), user
+        return signed_in(user), user
 
     for count in (2, 30):
         client, _ = rows_for(count)
@@ -209,7 +200,7 @@ def test_an_open_vm_page_whose_vm_went_back_sends_to_my_vms_without_losing_the_c
     """The page's refresh runs beside the request that gave the VM back: it must not write
     the messages, or the confirmation of what the user did would be lost."""
     user, vm = holder
-    client = _client(user)
+    client = signed_in(user)
     # The refresh of the still-open page goes out with the cookies from before the return.
     refresh = Client()
     refresh.cookies = client.cookies.__class__(client.cookies)
@@ -222,7 +213,7 @@ def test_an_open_vm_page_whose_vm_went_back_sends_to_my_vms_without_losing_the_c
     assert "messages" not in panel.cookies
     assert returned.status_code == 302
     page = client.get(panel["HX-Redirect"])
-    assert _messages(page) == [f"VM {vm.name} went back to pool {vm.pool.name}."]
+    assert messages_of(page) == [f"VM {vm.name} went back to pool {vm.pool.name}."]
     notices = page.content.decode()
     assert "The VM you were looking at is no longer yours." in notices
     assert (
@@ -246,13 +237,13 @@ def test_a_pool_admin_sees_a_vm_is_held_and_releases_it_from_its_page(
 ):
     admin = make_user()
     grant(admin, "PoolAdmin", held_pool_vm.pool)
-    client = _client(admin)
+    client = signed_in(admin)
     page = client.get(f"/vms/{held_pool_vm.pk}/").content.decode()
 
     response = client.post(f"/vms/{held_pool_vm.pk}/hold/", {"held": "0"}, follow=True)
 
     assert 'id="vm-hold"' in page and 'data-operation="release"' in page
-    assert _messages(response) == [
+    assert messages_of(response) == [
         f"VM {held_pool_vm.name} was released: its pool may hand it out again."
     ]
     assert VirtualMachine.objects.get(pk=held_pool_vm.pk).admin_hold is False
@@ -265,14 +256,14 @@ def test_a_user_who_may_only_use_a_held_vm_sees_the_hold_but_cannot_release_it(
 ):
     user = make_user()
     grant(user, "UserRole", held_pool_vm)
-    client = _client(user)
+    client = signed_in(user)
     page = client.get(f"/vms/{held_pool_vm.pk}/").content.decode()
 
     response = client.post(f"/vms/{held_pool_vm.pk}/hold/", {"held": "0"}, follow=True)
 
     assert 'id="vm-hold"' in page
     assert 'data-operation="release"' not in page and 'data-operation="hold"' not in page
-    assert _messages(response) == [f"You may look at VM {held_pool_vm.name} but not change it."]
+    assert messages_of(response) == [f"You may look at VM {held_pool_vm.name} but not change it."]
     assert VirtualMachine.objects.get(pk=held_pool_vm.pk).admin_hold is True
 
 
@@ -282,9 +273,11 @@ def test_a_hold_request_that_says_neither_hold_nor_release_changes_nothing(
     admin = make_user()
     grant(admin, "PoolAdmin", held_pool_vm.pool)
 
-    response = _client(admin).post(f"/vms/{held_pool_vm.pk}/hold/", {"held": "maybe"}, follow=True)
+    response = signed_in(admin).post(
+        f"/vms/{held_pool_vm.pk}/hold/", {"held": "maybe"}, follow=True
+    )
 
-    assert _messages(response) == ["Say whether to hold the VM or release it."]
+    assert messages_of(response) == ["Say whether to hold the VM or release it."]
     assert VirtualMachine.objects.get(pk=held_pool_vm.pk).admin_hold is True
 
 
@@ -293,7 +286,7 @@ def test_a_vm_in_no_pool_offers_no_hold(make_vm, make_user, grant):
     owner = make_user()
     grant(owner, "UserVmManager", vm)
 
-    page = _client(owner).get(f"/vms/{vm.pk}/").content.decode()
+    page = signed_in(owner).get(f"/vms/{vm.pk}/").content.decode()
 
     assert 'data-operation="hold"' not in page
 
@@ -304,7 +297,7 @@ def test_a_pool_admin_starting_a_pool_vm_from_its_page_holds_it(pool_of, make_us
     admin = make_user()
     grant(admin, "PoolAdmin", pool)
 
-    response = _client(admin).post(f"/vms/{vm.pk}/start/", follow=True)
+    response = signed_in(admin).post(f"/vms/{vm.pk}/start/", follow=True)
 
     assert Job.objects.get(vm=vm).kind == JobKind.START
     assert VirtualMachine.objects.get(pk=vm.pk).admin_hold is True

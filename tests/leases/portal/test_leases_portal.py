@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Group
-from django.test import Client
 from django.utils import timezone
 
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
@@ -17,18 +16,9 @@ from leases import services
 from leases.models import Lease, LeaseStatus, Reservation
 from tests.conftest import unique
 from tests.leases.fixtures import at, instances
+from tests.portal import messages_of, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def _messages(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def local(moment: datetime) -> str:
@@ -94,7 +84,7 @@ def test_my_leases_lists_only_the_users_own_leases_with_their_reservations(
     make_lease(at(9), at(12), instances(2, affinity=False), owner=alice, name="alice-lab")
     make_lease(at(10), at(11), instances(1), owner=bob, name="bobs-lab")
 
-    page = _client(alice).get("/leases/").content.decode()
+    page = signed_in(alice).get("/leases/").content.decode()
 
     assert _rows(page) == ["alice-lab"]
     assert "bobs-lab" not in page
@@ -106,7 +96,7 @@ def test_the_list_shows_status_window_and_the_degraded_flag(hosts, alice, make_l
     lease = make_lease(at(9), at(12), instances(1), owner=alice, name="lab")
     Lease.objects.filter(pk=lease.pk).update(degraded=True)
 
-    page = _client(alice).get("/leases/").content.decode()
+    page = signed_in(alice).get("/leases/").content.decode()
 
     row = page[page.index('<tr data-lease="lab"') :].split("</tr>")[0]
     assert 'data-status="PENDING"' in row and "Pending" in row
@@ -121,7 +111,7 @@ def test_a_degraded_leases_page_says_what_each_reservation_misses_and_from_when(
     lease = make_lease(at(9), at(12), instances(2), owner=alice, name="short")
     Host.objects.get(pk=host.pk).delete()
 
-    page = _client(alice).get(f"/leases/{lease.pk}/panel/").content.decode()
+    page = signed_in(alice).get(f"/leases/{lease.pk}/panel/").content.decode()
 
     assert 'id="lease-degraded"' in page
     reservation = lease.reservations.get()
@@ -141,7 +131,7 @@ def test_the_timeline_draws_a_bar_per_lease_from_the_earliest_start_to_the_lates
     make_lease(at(12), at(21), instances(1), owner=alice, name="late")
     Lease.objects.filter(name="late").update(status=LeaseStatus.ACTIVE)
 
-    page = _client(alice).get("/leases/").content.decode()
+    page = signed_in(alice).get("/leases/").content.decode()
 
     svg = page[page.index('<svg id="lease-timeline"') : page.index("</svg>")]
     bars = dict(re.findall(r'data-bar="([^"]+)" data-status="([A-Z]+)"', svg))
@@ -162,7 +152,7 @@ def test_the_timeline_draws_a_bar_per_lease_from_the_earliest_start_to_the_lates
 def test_the_list_fragment_refreshes_the_rows_and_timeline(hosts, alice, make_lease):
     hosts(1)
     make_lease(at(9), at(12), instances(1), owner=alice, name="lab")
-    client = _client(alice)
+    client = signed_in(alice)
     page = client.get("/leases/").content.decode()
     assert 'hx-get="/leases/list/"' in page
 
@@ -181,7 +171,7 @@ def test_the_list_takes_a_fixed_number_of_queries(
         owner = lease_user()
         for hour in range(count):
             make_lease(at(hour), at(hour + 1), instances(1), instances(1), owner=owner)
-        client = _client(owner)
+        client = signed_in(owner)
         with django_assert_max_num_queries(7):
             page = client.get("/leases/").content.decode()
         assert len(_rows(page)) == count
@@ -211,7 +201,7 @@ def test_another_users_lease_is_not_found_for_every_page_and_action(
     services.run_due_events()
     before = Lease.objects.filter(pk=lease.pk).values().get()
 
-    client = _client(bob)
+    client = signed_in(bob)
     response = getattr(client, method)(url.format(lease.pk), data)
 
     assert response.status_code == 404
@@ -224,7 +214,7 @@ def test_another_users_lease_is_not_found_for_every_page_and_action(
 
 def test_a_lease_that_fits_is_created_and_listed(hosts, alice):
     hosts(1)
-    client = _client(alice)
+    client = signed_in(alice)
 
     response = client.post("/leases/new/", form_data(name="lab-week", amount="3"))
 
@@ -242,16 +232,16 @@ def test_a_lease_shared_with_a_group_is_seen_by_its_members(hosts, alice, bob, m
     team = Group.objects.create(name=unique("team"))
     member = make_user()
     team.user_set.add(alice, member)
-    client = _client(alice)
+    client = signed_in(alice)
     assert team.name in client.get("/leases/new/").content.decode()
 
     response = client.post("/leases/new/", form_data(name="team-week", group=team.name))
 
     lease = Lease.objects.get()
     assert (response.status_code, lease.group) == (302, team)
-    assert _rows(_client(member).get("/leases/").content.decode()) == ["team-week"]
-    assert _client(member).get(f"/leases/{lease.pk}/").status_code == 200
-    assert _client(bob).get(f"/leases/{lease.pk}/").status_code == 404
+    assert _rows(signed_in(member).get("/leases/").content.decode()) == ["team-week"]
+    assert signed_in(member).get(f"/leases/{lease.pk}/").status_code == 200
+    assert signed_in(bob).get(f"/leases/{lease.pk}/").status_code == 404
 
 
 def test_a_lease_cannot_be_shared_with_a_group_of_others(hosts, alice, bob):
@@ -259,7 +249,7 @@ def test_a_lease_cannot_be_shared_with_a_group_of_others(hosts, alice, bob):
     team = Group.objects.create(name=unique("team"))
     team.user_set.add(bob)
 
-    response = _client(alice).post("/leases/new/", form_data(group=team.name))
+    response = signed_in(alice).post("/leases/new/", form_data(group=team.name))
 
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode()
@@ -270,7 +260,7 @@ def test_start_now_starts_the_lease_at_once(hosts, alice):
     hosts(1)
     before = timezone.now()
 
-    _client(alice).post("/leases/new/", form_data(start=None, start_now="on", affinity="same"))
+    signed_in(alice).post("/leases/new/", form_data(start=None, start_now="on", affinity="same"))
 
     lease = Lease.objects.get()
     assert before <= lease.start_date <= timezone.now()
@@ -309,7 +299,7 @@ def test_bad_input_is_reported_next_to_its_field_and_nothing_is_stored(
 ):
     hosts(1)
 
-    response = _client(alice).post("/leases/new/", form_data(**changes))
+    response = signed_in(alice).post("/leases/new/", form_data(**changes))
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -323,7 +313,7 @@ def test_bad_input_is_reported_next_to_its_field_and_nothing_is_stored(
 def test_a_name_with_markup_is_shown_as_text(hosts, alice):
     hosts(1)
     name = '<img src=x onerror="alert(1)">'
-    client = _client(alice)
+    client = signed_in(alice)
 
     detail = client.post("/leases/new/", form_data(name=name), follow=True).content.decode()
     listed = client.get("/leases/").content.decode()
@@ -339,7 +329,7 @@ def test_a_name_with_markup_is_shown_as_text(hosts, alice):
 def test_a_lease_that_does_not_fit_is_refused_with_the_reason_and_nothing_stored(hosts, alice):
     hosts(2)
 
-    response = _client(alice).post("/leases/new/", form_data(amount="4", affinity="same"))
+    response = signed_in(alice).post("/leases/new/", form_data(amount="4", affinity="same"))
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -352,7 +342,7 @@ def test_a_lease_that_does_not_fit_is_refused_with_the_reason_and_nothing_stored
 def test_a_user_without_the_lease_role_is_told_so_and_cannot_create(hosts, make_user):
     hosts(1)
     user = make_user()
-    client = _client(user)
+    client = signed_in(user)
 
     page = client.get("/leases/new/").content.decode()
     response = client.post("/leases/new/", form_data())
@@ -361,7 +351,7 @@ def test_a_user_without_the_lease_role_is_told_so_and_cannot_create(hosts, make_
     assert 'id="no-lease-role"' in page and "LeaseUser" in page
     assert 'id="lease-form"' not in page
     assert (response.status_code, response.url) == (302, "/leases/")
-    assert "Creating leases needs the LeaseUser role" in _messages(client.get("/leases/"))[0]
+    assert "Creating leases needs the LeaseUser role" in messages_of(client.get("/leases/"))[0]
     assert 'data-fits="unknown"' in check and "LeaseUser" in check
     assert not Lease.objects.exists()
 
@@ -378,7 +368,7 @@ def _answer(client, **changes) -> tuple[str, str]:
 def test_the_capacity_answer_says_when_every_instance_fits(hosts, alice):
     hosts(2)
 
-    fits, text = _answer(_client(alice), amount="5")
+    fits, text = _answer(signed_in(alice), amount="5")
 
     assert fits == "yes"
     assert "Fits: 5 of 5 instances." in text
@@ -392,7 +382,7 @@ def test_the_capacity_answer_says_when_every_instance_fits(hosts, alice):
 def test_the_capacity_answer_says_how_many_fit_and_why(hosts, alice, affinity, amount, fitting):
     hosts(2)
 
-    fits, text = _answer(_client(alice), amount=amount, affinity=affinity)
+    fits, text = _answer(signed_in(alice), amount=amount, affinity=affinity)
 
     assert fits == "partial"
     assert f"Only {fitting} of {amount} fit in that window." in text
@@ -403,12 +393,12 @@ def test_the_capacity_answer_counts_other_leases_in_the_window(hosts, alice, bob
     hosts(1)
     make_lease(at(8), at(10), instances(2), owner=bob)
 
-    assert _answer(_client(alice), amount="2")[0] == "partial"
-    assert _answer(_client(alice), amount="2", start=local(at(10)))[0] == "yes"
+    assert _answer(signed_in(alice), amount="2")[0] == "partial"
+    assert _answer(signed_in(alice), amount="2", start=local(at(10)))[0] == "yes"
 
 
 def test_the_capacity_answer_says_nothing_fits_without_free_capacity(hosts, alice):
-    fits, text = _answer(_client(alice), amount="2")
+    fits, text = _answer(signed_in(alice), amount="2")
 
     assert fits == "no"
     assert "Nothing fits in that window: 0 of 2 instances." in text
@@ -419,7 +409,7 @@ def test_the_capacity_answer_takes_a_fixed_number_of_queries(
     hosts, alice, bob, make_lease, django_assert_max_num_queries
 ):
     hosts(4)
-    client = _client(alice)
+    client = signed_in(alice)
     for count in (1, 12):
         for hour in range(count):
             make_lease(at(hour, day=count), at(hour + 2, day=count), instances(1), owner=bob)
@@ -432,14 +422,14 @@ def test_the_capacity_answer_takes_a_fixed_number_of_queries(
 def test_the_capacity_answer_asks_for_a_valid_window_first(hosts, alice):
     hosts(1)
 
-    fits, text = _answer(_client(alice), name="", end=local(at(8)))
+    fits, text = _answer(signed_in(alice), name="", end=local(at(8)))
 
     assert fits == "unknown"
     assert "End: The lease must end after it starts." in text
 
 
 def test_the_form_asks_for_the_capacity_answer_on_every_change(alice):
-    page = _client(alice).get("/leases/new/").content.decode()
+    page = signed_in(alice).get("/leases/new/").content.decode()
 
     form = page[page.index('<form method="post" action="/leases/new/" id="lease-form"') :]
     assert 'hx-post="/leases/check/"' in form
@@ -454,7 +444,7 @@ def test_the_lease_page_shows_status_events_and_reservations(hosts, alice, make_
     [host] = hosts(1)
     lease = make_lease(at(9), at(12), instances(2), owner=alice, name="lab")
 
-    page = _client(alice).get(f"/leases/{lease.pk}/").content.decode()
+    page = signed_in(alice).get(f"/leases/{lease.pk}/").content.decode()
 
     assert 'id="lease-status" class="status" data-status="PENDING"' in page
     events = re.findall(r'<tr data-event="(\w+)" data-status="(\w+)"', page)
@@ -471,13 +461,13 @@ def test_the_lease_page_shows_status_events_and_reservations(hosts, alice, make_
 def test_changing_the_end_extends_the_lease(hosts, alice, make_lease):
     hosts(1)
     lease = make_lease(at(9), at(12), instances(2), owner=alice)
-    client = _client(alice)
+    client = signed_in(alice)
 
     response = client.post(f"/leases/{lease.pk}/end/", {"end": local(at(15))})
 
     assert (response.status_code, response.url) == (302, f"/leases/{lease.pk}/")
     assert Lease.objects.get(pk=lease.pk).end_date == at(15)
-    assert _messages(client.get(response.url)) == [
+    assert messages_of(client.get(response.url)) == [
         f"Lease {lease.name} now ends at {at(15):%Y-%m-%d} 15:00."
     ]
 
@@ -487,7 +477,7 @@ def test_an_extension_that_does_not_fit_is_refused_with_the_reason(hosts, alice,
     lease = make_lease(at(9), at(12), instances(2), owner=alice)
     make_lease(at(12), at(15), instances(2), owner=bob)
 
-    response = _client(alice).post(f"/leases/{lease.pk}/end/", {"end": local(at(14))})
+    response = signed_in(alice).post(f"/leases/{lease.pk}/end/", {"end": local(at(14))})
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -506,7 +496,7 @@ def test_a_bad_new_end_is_reported_next_to_the_field(hosts, alice, make_lease, e
     if end == "past":
         end = local(timezone.now() - timedelta(hours=1))
 
-    response = _client(alice).post(f"/leases/{lease.pk}/end/", {"end": end})
+    response = signed_in(alice).post(f"/leases/{lease.pk}/end/", {"end": end})
 
     assert response.status_code == 200
     assert _field_error(response.content.decode(), "end")
@@ -517,7 +507,7 @@ def test_a_bad_new_end_is_reported_next_to_the_field(hosts, alice, make_lease, e
 def test_deleting_asks_for_confirmation_then_deletes(hosts, alice, make_lease):
     hosts(1)
     lease = make_lease(at(9), at(12), instances(1), owner=alice, name="lab")
-    client = _client(alice)
+    client = signed_in(alice)
 
     confirm = client.get(f"/leases/{lease.pk}/delete/")
     assert 'id="confirm-delete-button"' in confirm.content.decode()
@@ -529,7 +519,7 @@ def test_deleting_asks_for_confirmation_then_deletes(hosts, alice, make_lease):
     assert not Lease.objects.filter(pk=lease.pk).exists()
     listed = client.get("/leases/")
     assert _rows(listed.content.decode()) == []
-    assert _messages(listed) == ["Lease lab deleted."]
+    assert messages_of(listed) == ["Lease lab deleted."]
 
 
 def test_deleting_an_active_lease_ends_it_and_powers_off_its_vms(
@@ -539,7 +529,7 @@ def test_deleting_an_active_lease_ends_it_and_powers_off_its_vms(
     lease = make_lease(timezone.now(), at(12), instances(1), owner=alice)
     services.run_due_events()
     template = make_template(cluster=None, vcpus=1, memory_mb=1024)
-    client = _client(alice)
+    client = signed_in(alice)
     reservation = lease.reservations.get()
     client.post(
         f"/leases/{lease.pk}/launch/",
@@ -565,7 +555,7 @@ def test_a_user_who_may_only_look_cannot_change_or_delete(
     make_role("LeaseViewer", ["leases.view_lease"])
     viewer = make_user()
     grant(viewer, "LeaseViewer", lease)
-    client = _client(viewer)
+    client = signed_in(viewer)
 
     page = client.get(f"/leases/{lease.pk}/").content.decode()
     changed = client.post(f"/leases/{lease.pk}/end/", {"end": local(at(15))})
@@ -573,7 +563,7 @@ def test_a_user_who_may_only_look_cannot_change_or_delete(
 
     assert 'id="end-form"' not in page and 'id="delete-start"' not in page
     assert changed.status_code == deleted.status_code == 302
-    assert "may look at lease" in _messages(client.get(f"/leases/{lease.pk}/"))[0]
+    assert "may look at lease" in messages_of(client.get(f"/leases/{lease.pk}/"))[0]
     assert Lease.objects.get(pk=lease.pk).end_date == at(12)
 
 
@@ -599,7 +589,7 @@ def small(make_template):
 def test_a_vm_launched_into_an_active_reservation_starts_and_appears_in_my_vms(
     active_lease, small, alice
 ):
-    client = _client(alice)
+    client = signed_in(alice)
     page = client.get(f"/leases/{active_lease.pk}/").content.decode()
     assert 'id="launch-form"' in page and 'value="lab-1"' in page
     reservation = active_lease.reservations.get()
@@ -625,7 +615,7 @@ def test_a_vm_launched_into_an_active_reservation_starts_and_appears_in_my_vms(
 
 
 def test_no_more_vms_launch_than_the_reservation_holds(active_lease, small, alice):
-    client = _client(alice)
+    client = signed_in(alice)
     reservation = active_lease.reservations.get()
     for name in ("lab-1", "lab-2"):
         body = {"reservation": reservation.pk, "template": small.pk, "name": name}
@@ -645,7 +635,7 @@ def test_no_more_vms_launch_than_the_reservation_holds(active_lease, small, alic
 def test_a_launch_with_a_bad_name_is_refused_next_to_the_name(active_lease, small, alice):
     reservation = active_lease.reservations.get()
 
-    response = _client(alice).post(
+    response = signed_in(alice).post(
         f"/leases/{active_lease.pk}/launch/",
         {"reservation": reservation.pk, "template": small.pk, "name": "<b>x</b>"},
     )
@@ -661,7 +651,7 @@ def test_a_template_larger_than_the_reservation_is_not_offered_or_accepted(
 ):
     large = make_template(name="large", cluster=None, vcpus=2, memory_mb=4096)
     reservation = active_lease.reservations.get()
-    client = _client(alice)
+    client = signed_in(alice)
 
     page = client.get(f"/leases/{active_lease.pk}/").content.decode()
     response = client.post(
@@ -678,7 +668,7 @@ def test_nothing_launches_into_a_lease_that_has_not_started(hosts, alice, make_l
     hosts(1)
     lease = make_lease(at(9), at(12), instances(2), owner=alice)
 
-    response = _client(alice).post(
+    response = signed_in(alice).post(
         f"/leases/{lease.pk}/launch/",
         {"reservation": lease.reservations.get().pk, "template": small.pk, "name": "early-1"},
     )
