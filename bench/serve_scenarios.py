@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import shlex
 import signal
@@ -37,6 +38,7 @@ from rest_framework.test import APIClient
 from bench.pool_scenarios import _pool, _remove
 from hosts.models import VirtualMachine
 from project.childprocess import child_env, free_port
+from project.event_scopes import event_keys
 from project.grants import grant_role
 from project.models import Role
 
@@ -130,8 +132,8 @@ def floor_statements(vendor: str) -> list[str]:
         "INSERT INTO guardian_userobjectpermission (permission_id, content_type_id, object_pk,"
         " user_id) VALUES (%(permission)s, %(content_type)s, %(vm_text)s, %(user)s)",
         "INSERT INTO project_event (kind, object_type, object_id, message, data, created_at,"
-        " vm_id, pool_id, user_id) VALUES ('changed', 'vm', %(vm)s, 'given', '{}', %(now)s,"
-        " %(vm)s, %(pool)s, %(user)s)",
+        " vm_id, pool_id, user_id, scope_keys) VALUES ('changed', 'vm', %(vm)s, 'given', '{}',"
+        " %(now)s, %(vm)s, %(pool)s, %(user)s, %(scope_keys)s)",
     ]
 
 
@@ -141,6 +143,11 @@ def floor_rate(pool_id: int, user_ids: list[int], permission: tuple[int, int], t
     left = iter(range(total))
     lock = threading.Lock()
 
+    failures: list[BaseException] = []
+    # SQLite takes its one write lock up front, as Corral's own transactions do there: a
+    # deferred BEGIN that reads, then writes, fails at once when another writer holds it.
+    begin = "BEGIN" if connection.vendor == "postgresql" else "BEGIN IMMEDIATE"
+
     def worker(user_id: int) -> None:
         db = connections["default"]
         try:
@@ -149,16 +156,20 @@ def floor_rate(pool_id: int, user_ids: list[int], permission: tuple[int, int], t
                     if next(left, None) is None:
                         return
                 with db.cursor() as cursor:
-                    cursor.execute("BEGIN")
+                    cursor.execute(begin)
                     values = {"user": user_id, "pool": pool_id, "now": timezone.now()}
                     cursor.execute(statements[0], values)
                     cursor.execute(statements[1], values)
                     vm = cursor.fetchone()[0]
                     values.update(vm=vm, vm_text=str(vm))
+                    keys = event_keys({"vm_id": vm, "pool_id": pool_id, "user_id": user_id})
+                    values.update(scope_keys=json.dumps(keys))
                     values.update(permission=permission[0], content_type=permission[1])
                     for statement in statements[2:]:
                         cursor.execute(statement, values)
                     cursor.execute("COMMIT")
+        except BaseException as exc:  # re-raised below: a failed floor is no figure
+            failures.append(exc)
         finally:
             db.close()
 
@@ -168,6 +179,8 @@ def floor_rate(pool_id: int, user_ids: list[int], permission: tuple[int, int], t
         thread.start()
     for thread in threads:
         thread.join()
+    if failures:
+        raise RuntimeError("the raw-SQL floor failed") from failures[0]
     return total / (time.perf_counter() - start), len(statements)
 
 
