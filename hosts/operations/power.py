@@ -131,12 +131,13 @@ def _move_stopped(ctx: JobContext, vm: VirtualMachine, source: Host, destination
 
 
 def _move_disk(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
-    """A stateless pool's VM (or one that never wrote a disk) gets a new overlay over the
-    base on the destination; any other VM's overlay is copied there with the domain (a paused
-    migration). Then nothing of the VM is left on the source."""
+    """A stateless pool's VM no user holds (or one that never wrote a disk) gets a new overlay
+    over the base on the destination; any other VM's overlay, a held stateless one's too (it
+    reverts only when returned), is copied there with the domain (a paused migration). Then
+    nothing of the VM is left on the source."""
     uuid = str(vm.uuid)
     has_disk = host_call(volumes.volume_path, source.uri, source.storage_pool, disks.disk_name(vm))
-    if has_disk and not _needs_base_snapshot(vm):
+    if has_disk and not (_needs_base_snapshot(vm) and vm.owner_id is None):
         host_call(cloudinit.write_seed_on, destination, vm)
         boot = disks.boot_for(ctx, vm, destination, reset=True)
         disks.carry_log(vm, source, destination)

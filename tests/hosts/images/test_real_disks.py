@@ -1,6 +1,7 @@
 """Real VMs on real QEMU hosts (session daemons): images uploaded through the API reach the
 host's storage pool once, each VM boots from its own qcow2 overlay over the base image, a
-stateless return recreates the overlay, and deleting the VM deletes it."""
+stateless return recreates the overlay, a stopped VM started on another host takes its disk
+along (a stateless one no user holds gets a new overlay there), and deleting the VM deletes it."""
 
 import threading
 from xml.etree import ElementTree
@@ -27,6 +28,7 @@ from tests.conftest import unique, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
+BOOTED = "corral-guest: booted"
 
 
 def _upload(client, path, kind) -> int:
@@ -300,26 +302,56 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
         driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
 
 
-def test_a_stopped_vm_started_on_another_host_takes_its_disk_along(
-    qemu_cluster, qemu_daemons, tiny_template, make_vm
+def _console(host: Host, vm) -> str:
+    """The VM's serial log as it is in ``host``'s pool ('' when there is none)."""
+    text = driver.guests.read_volume(host.uri, f"{vm.uuid}.log") or b""
+    return text.decode(errors="replace").replace("\0", "")
+
+
+def _boots(host: Host, vm, count: int) -> str:
+    """Wait until the guest on ``host`` has booted (``count`` boots on its log); the log."""
+    return wait_until(
+        lambda: (text := _console(host, vm)).count(BOOTED) >= count and text,
+        timeout=60,
+        message=lambda: f"The guest never booted on {host.name}: {_console(host, vm)[-2000:]!r}",
+    )
+
+
+@pytest.mark.parametrize(
+    "stateless, held, boots_from_base",
+    [(False, False, False), (True, False, True), (True, True, False)],
+    ids=["persistent", "stateless-free", "stateless-held"],
+)
+def test_a_stopped_vm_started_on_another_host_takes_its_disk_or_a_free_stateless_one_its_base(
+    qemu_cluster,
+    qemu_daemons,
+    tiny_template,
+    make_vm,
+    make_pool,
+    make_user,
+    stateless,
+    held,
+    boots_from_base,
 ):
     first = Host.objects.get(cluster=qemu_cluster)
     second = Host.objects.create(name=unique("qemu"), cluster=qemu_cluster, uri=qemu_daemons[1].uri)
     sync.sync_host(second.pk)
+    template = Template.objects.get(pk=tiny_template)
+    # A manual pool: stopping a VM returns (and reverts) nothing; its user keeps it.
+    pool = make_pool(cluster=qemu_cluster, template=template, type="manual", stateless=stateless)
     vm = make_vm(
         cluster=qemu_cluster,
-        template_id=tiny_template,
+        template=template,
+        pool=pool,
+        owner=make_user(unique("user")) if held else None,
         vcpus=1,
         memory_mb=128,
         disk_gb=1,
         pinned_host=first,
     )
     _run(JobKind.START, vm)
-    wait_until(
-        lambda: _volume(first, f"{vm.uuid}.qcow2")["allocation"] > 1024 * 1024,
-        timeout=90,
-        message="The guest never wrote to its disk.",
-    )
+    # The guest counts its boots on its disk (synced before it says so): "boot 1" here.
+    assert "corral-guest: boot 1" in _boots(first, vm, 1)
     _run(JobKind.POWEROFF, vm)
     VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=second)
 
@@ -331,18 +363,26 @@ def test_a_stopped_vm_started_on_another_host_takes_its_disk_along(
         assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
         assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
         assert _vm_volumes(first, vm) == set()
-        moved = _volume(second, f"{vm.uuid}.qcow2")
-        assert moved["allocation"] > 1024 * 1024  # what the guest wrote on the first host
-        assert (
-            moved["backing"]
-            == ImageCopy.objects.get(host=second, image=vm.template.disk_image).path
-        )
+        disk = _volume(second, f"{vm.uuid}.qcow2")
+        assert disk["capacity"] == GIB
+        assert disk["backing"] == ImageCopy.objects.get(host=second, image=template.disk_image).path
         assert all(
             path.startswith(_pool_dir(second) + "/")
             for path in _files_named(_domain_xml(second, vm))
         )
+        if boots_from_base:
+            # A new overlay over the base: the guest formats a blank disk and counts from 1.
+            text = _boots(second, vm, 1)
+            assert "corral-guest: boot 1" in text
+            assert "corral-guest: boot 2" not in text
+        else:
+            # The overlay came along: the guest finds its disk and counts on (the log too).
+            assert disk["allocation"] > 1024 * 1024  # what the guest wrote on the first host
+            text = _boots(second, vm, 2)
+            assert text.index("corral-guest: boot 1") < text.index("corral-guest: boot 2")
         _run(JobKind.POWEROFF, vm)
         _run(JobKind.DELETE, vm)
+        assert _vm_volumes(second, vm) == set()
     finally:
         driver.undefine(second.uri, str(vm.uuid))
         driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
