@@ -61,7 +61,9 @@ def fence_if_due(host_id: int, result: SyncResult, owner: str | None = None) -> 
         try:
             returncode, output = hooks.run_hook(FENCE_EVENT, hook, [], environment)
         except hooks.HookFailed as exc:
-            failure = exc.message
+            failure = exc.message.rstrip(".")
+        except OSError as exc:  # not runnable (a wrong interpreter line, say): not fenced either
+            failure = f"Hook {name} could not run: {exc}"
         else:
             if returncode == 0:
                 continue
