@@ -27,12 +27,14 @@ class HostsConfig(AppConfig):
             metrics,
             operations,
             roles,
+            services,
             syncer,
             tasks,
         )
         from hosts.console_relay import ConsoleRelay
         from hosts.driver import uris
         from hosts.jobs import retention
+        from hosts.signals import host_fenced
         from project import events, loops, scopes, websockets
         from project import metrics as project_metrics
 
@@ -60,3 +62,4 @@ class HostsConfig(AppConfig):
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
         post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")
+        host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")

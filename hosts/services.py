@@ -1,5 +1,7 @@
 """Use cases that change the inventory. Each runs in one transaction."""
 
+import contextlib
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -215,9 +217,10 @@ def activate_host(host: Host, *, requested_by=None) -> Host:
 
 
 @transaction.atomic
-def confirm_down(host: Host, *, requested_by=None) -> Job:
-    """Record that an admin confirmed ``host`` down (powered off, fenced) and queue the
-    failover job that starts its highly available VMs on other hosts, through the scheduler.
+def confirm_down(host: Host, *, requested_by=None, fenced_by: str = "") -> Job:
+    """Record that an admin confirmed ``host`` down (powered off, fenced), or that its fence
+    hooks did (``fenced_by`` names them, ``hosts.sync.fencing``), and queue the failover job
+    that starts its highly available VMs on other hosts, through the scheduler.
 
     Only a host NonResponsive for ``CORRAL_HOST_DOWN_GRACE`` seconds or more may be confirmed
     down; while it might still run its VMs, nothing restarts them elsewhere. Refused (409)
@@ -241,17 +244,36 @@ def confirm_down(host: Host, *, requested_by=None) -> Job:
             f"Host {host.name} has not responded for {lost_for:.0f} s only; it may be "
             f"confirmed down once it has not for {grace:g} s.",
         )
-    by = f" by {requested_by.get_username()}" if requested_by is not None else ""
+    if fenced_by:
+        who, how = fenced_by, f"Fenced by {fenced_by}: confirmed down."
+        by = f" by {fenced_by} (fenced)"
+    else:
+        who = requested_by.get_username() if requested_by is not None else ""
+        by = f" by {who}" if who else ""
+        how = f"Confirmed down{by}."
     Host.objects.filter(pk=host.pk).update(
-        confirmed_down_at=now, status_detail=f"Confirmed down{by}.", updated_at=now
+        confirmed_down_at=now, confirmed_down_by=who[:200], status_detail=how, updated_at=now
     )
     events.emit(
         EventKind.CHANGED,
         "host",
         host.pk,
         f"Host {host.name} was confirmed down{by}; its highly available VMs restart elsewhere",
-        {"status": host.status, "confirmed_down_at": now.isoformat()},
+        {"status": host.status, "confirmed_down_at": now.isoformat(), "confirmed_down_by": who},
         cluster_id=host.cluster_id,
         user_id=getattr(requested_by, "pk", None),
     )
-    return jobs.submit(JobKind.FAILOVER, host=host, requested_by=requested_by)
+    return jobs.submit(
+        JobKind.FAILOVER,
+        host=host,
+        requested_by=requested_by,
+        params={"confirmed_down_by": who, "fenced": bool(fenced_by)},
+    )
+
+
+def confirm_fenced(sender, *, host: Host, fenced_by: str, **kwargs) -> None:
+    """``host_fenced``'s listener: the host's fence hooks all succeeded, so it is confirmed
+    down as by an admin. A host that answered (or was confirmed down) while they ran is left
+    as it is."""
+    with contextlib.suppress(Refused):
+        confirm_down(host, fenced_by=fenced_by)

@@ -30,3 +30,9 @@ host_withdrawn = Signal()
 # A host is back in service: a report brought it Up from any other status (NonResponsive,
 # Error, Connecting after maintenance or when new). Sent after it is committed. kwargs: host.
 host_returned = Signal()
+
+# Every host-fence hook of a host NonResponsive past the grace exited 0 (hosts.sync.fencing),
+# which cannot queue jobs itself: the sync lies below the job runner. Sent outside any
+# transaction; hosts.services confirms the host down, as an admin would. kwargs: host,
+# fenced_by (the hooks, "hook host-fence/10-ipmi").
+host_fenced = Signal()

@@ -103,6 +103,8 @@ class HostAdmin(ScopedAdmin):
         "last_seen_at",
         "non_responsive_since",
         "confirmed_down_at",
+        "confirmed_down_by",
+        "fence_tried_at",
         "created_at",
         "updated_at",
         "storage_capacity_bytes",
@@ -146,6 +148,8 @@ class HostAdmin(ScopedAdmin):
                         "last_seen_at",
                         "non_responsive_since",
                         "confirmed_down_at",
+                        "confirmed_down_by",
+                        "fence_tried_at",
                     ]
                 },
             ),

@@ -81,6 +81,8 @@ class HostSerializer(ModelCleanSerializer):
             "last_seen_at",
             "non_responsive_since",
             "confirmed_down_at",
+            "confirmed_down_by",
+            "fence_tried_at",
             "created_at",
             "updated_at",
         ]

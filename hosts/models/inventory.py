@@ -143,6 +143,19 @@ class Host(models.Model):
         editable=False,
         help_text="When an admin confirmed it down (off, fenced): its VMs run elsewhere since.",
     )
+    confirmed_down_by = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="Who or what confirmed it down: an admin's name, or the fence hooks that ran.",
+    )
+    fence_tried_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When its host-fence hooks ran in this outage (once per outage).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

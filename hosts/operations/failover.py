@@ -22,6 +22,9 @@ def failover(ctx: JobContext) -> dict:
             f"Host {host.name} is {host.get_status_display()} and not confirmed down: its VMs "
             "are left where they are.",
         )
+    if host.confirmed_down_by:
+        how = "fenced" if ctx.job.params.get("fenced") else "confirmed down"
+        ctx.log(f"Host {host.name} was {how} by {host.confirmed_down_by}")
     ctx.step(f"Setting the VMs of {host.name} Down", 0.2)
     vms = list(VirtualMachine.objects.filter(host=host).select_related("cluster").order_by("pk"))
     busy = set(

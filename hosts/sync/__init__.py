@@ -6,9 +6,10 @@ and then not at all. When no job runs on a VM, its lifecycle status follows the 
 change nobody asked for raises an alert; when a job runs, the job decides. A VM missing from
 its host's report for two sync intervals is PowerReportMissing. A report read before a job on
 a VM ended is not applied to that VM: the next one is. An unreachable host goes
-NonResponsive and its VMs Unknown — never Down, never restarted because of it. A host whose
-URI the allowlist refuses (a row written around validation) is Error, its VMs left as they
-were: it is never opened, so nothing is known of them. Each report
+NonResponsive and its VMs Unknown — never Down, never restarted because of it; one NonResponsive
+past ``CORRAL_HOST_DOWN_GRACE`` is fenced by the ``host-fence`` hooks, if any (``fencing``). A
+host whose URI the allowlist refuses (a row written around validation) is Error, its VMs left as
+they were: it is never opened, so nothing is known of them. Each report
 also starts or stops the host's over-utilization clock (``overloaded_since``).
 
 ``report`` applies a host's report, ``failures`` marks a host that cannot be asked,
@@ -21,6 +22,7 @@ from __future__ import annotations
 from hosts import driver
 from hosts.models import Host, HostStatus
 from hosts.sync.failures import mark_refused, mark_unreachable
+from hosts.sync.fencing import fence_if_due
 from hosts.sync.reconcile import reconcile_vm, status_for, vm_changed
 from hosts.sync.report import REPEAT_WRITE_CAP, SyncResult, apply_report, not_held
 
@@ -54,5 +56,8 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
     except driver.DriverError as exc:
-        return mark_unreachable(host_id, exc.message, owner)
+        result = mark_unreachable(host_id, exc.message, owner)
+        if result.host_status == HostStatus.NON_RESPONSIVE and not result.skipped:
+            fence_if_due(host_id, result, owner)  # after the commit: no lock held while hooks run
+        return result
     return apply_report(host_id, report, owner, host=host)

@@ -373,8 +373,14 @@ def _host_changes(
         values["machine"] = report.hypervisor.machine
         values["emulator"] = report.hypervisor.emulator
     if came_back:
-        # Answering again: a confirmation that it was down is void from now on.
-        values.update(non_responsive_since=None, confirmed_down_at=None)
+        # Answering again: a confirmation that it was down is void from now on, and a next
+        # outage may be fenced again.
+        values.update(
+            non_responsive_since=None,
+            confirmed_down_at=None,
+            confirmed_down_by="",
+            fence_tried_at=None,
+        )
     changed = {k: v for k, v in values.items() if getattr(host, k) != v}
     stale = host.last_seen_at is None or host.last_seen_at < now - timedelta(seconds=60)
     if changed or stale:

@@ -2,58 +2,17 @@
 admin has its highly available VMs started on other hosts through the scheduler; never before
 that confirmation, and never its other VMs. On simulated hosts and the real task cluster."""
 
-import shutil
-import tempfile
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
-from hosts import driver, simhosts, sync
+from hosts import driver, sync
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from hosts.operations import spec_for
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fragile_daemon():
-    """A simulated host of this test's own, free to be killed."""
-    base = Path(tempfile.mkdtemp(prefix="corral-lost-", dir="/tmp"))
-    base.chmod(0o755)
-    daemon = simhosts.SimHost(name="lost", directory=base / "lost")
-    simhosts.start(daemon)
-    yield daemon
-    simhosts.stop(daemon)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
-def lost_host(fragile_daemon, sim_hosts, make_vm, small_template):
-    """(host, {"ha": …, "plain": …, "ha_stopped": …}): a fourth host of the simulated cluster
-    that ran an HA VM and a plain one (and had an HA VM stopped), then stopped responding."""
-    cluster = sim_hosts[0].cluster
-    host = Host.objects.create(name="lost", cluster=cluster, uri=fragile_daemon.uri)
-    sync.sync_host(host.pk)
-    vms = {}
-    for key, ha, running in (
-        ("ha", True, True),
-        ("plain", False, True),
-        ("ha_stopped", True, False),
-    ):
-        vm = make_vm(cluster=cluster, template=small_template, host=host, highly_available=ha)
-        driver.define(host.uri, spec_for(vm))
-        if running:
-            driver.start(host.uri, str(vm.uuid))
-        vms[key] = vm
-    sync.sync_host(host.pk)
-    simhosts.kill(fragile_daemon)
-    sync.sync_host(host.pk)
-    host.refresh_from_db()
-    assert host.status == "non_responsive"
-    return host, vms
 
 
 def _vm(client, vm) -> dict:
