@@ -14,7 +14,7 @@ from hosts.operations import spec_for
 
 @pytest.fixture
 def fragile_daemon():
-    """A simulated host of this test's own, free to be killed."""
+    """A simulated host of this test's own, free to be killed and restarted."""
     base = Path(tempfile.mkdtemp(prefix="corral-lost-", dir="/tmp"))
     base.chmod(0o755)
     daemon = simhosts.SimHost(name="lost", directory=base / "lost")

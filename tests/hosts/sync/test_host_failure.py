@@ -1,9 +1,5 @@
 """A host that dies: NonResponsive, its VMs Unknown (never Down), reconciled when it is back."""
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 from django.utils import timezone
 
@@ -14,21 +10,11 @@ from project.models import Event, EventKind
 
 
 @pytest.fixture
-def own_daemon():
-    """A simulated host of this test's own, free to be killed and restarted."""
-    base = Path(tempfile.mkdtemp(prefix="corral-failing-", dir="/tmp"))
-    base.chmod(0o755)
-    daemon = simhosts.SimHost(name="fragile", directory=base / "fragile")
-    simhosts.start(daemon)
-    yield daemon
-    simhosts.stop(daemon)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
-def failing_host(own_daemon, make_cluster, make_vm, make_template):
+def failing_host(fragile_daemon, make_cluster, make_vm, make_template):
     """(host, running VM, stopped VM) on the own daemon, all as the host reported them."""
-    host = Host.objects.create(name=own_daemon.name, cluster=make_cluster(), uri=own_daemon.uri)
+    host = Host.objects.create(
+        name=fragile_daemon.name, cluster=make_cluster(), uri=fragile_daemon.uri
+    )
     sync.sync_host(host.pk)
     template = make_template(memory_mb=128)
     vms = []
@@ -57,10 +43,10 @@ def _host_alerts(host) -> list[str]:
 
 
 def test_a_dead_host_is_non_responsive_and_its_vms_unknown_never_down(
-    failing_host, own_daemon, admin_user, client_for
+    failing_host, fragile_daemon, admin_user, client_for
 ):
     host, running_vm, stopped_vm = failing_host
-    simhosts.kill(own_daemon)
+    simhosts.kill(fragile_daemon)
 
     sync.sync_host(host.pk)
 
@@ -77,9 +63,9 @@ def test_a_dead_host_is_non_responsive_and_its_vms_unknown_never_down(
         )
 
 
-def test_a_dead_host_raises_one_alert_however_often_it_is_synced(failing_host, own_daemon):
+def test_a_dead_host_raises_one_alert_however_often_it_is_synced(failing_host, fragile_daemon):
     host, _, _ = failing_host
-    simhosts.kill(own_daemon)
+    simhosts.kill(fragile_daemon)
 
     for _ in range(3):
         sync.sync_host(host.pk)
@@ -89,9 +75,11 @@ def test_a_dead_host_raises_one_alert_however_often_it_is_synced(failing_host, o
     assert alerts[0].startswith(f"Host {host.name} is not responding")
 
 
-def test_a_vm_on_a_dead_host_cannot_be_operated(failing_host, own_daemon, admin_user, client_for):
+def test_a_vm_on_a_dead_host_cannot_be_operated(
+    failing_host, fragile_daemon, admin_user, client_for
+):
     host, running_vm, _ = failing_host
-    simhosts.kill(own_daemon)
+    simhosts.kill(fragile_daemon)
     sync.sync_host(host.pk)
 
     response = client_for(admin_user).post(f"/api/vms/{running_vm.pk}/poweroff/")
@@ -101,14 +89,14 @@ def test_a_vm_on_a_dead_host_cannot_be_operated(failing_host, own_daemon, admin_
 
 
 def test_a_restarted_host_is_up_and_its_vms_take_what_it_reports(
-    failing_host, own_daemon, admin_user, client_for, settings, time_machine
+    failing_host, fragile_daemon, admin_user, client_for, settings, time_machine
 ):
     settings.CORRAL_SYNC_INTERVAL = 0.2
     host, running_vm, stopped_vm = failing_host
     time_machine.move_to(timezone.now(), tick=False)  # time passes only when shifted
-    simhosts.kill(own_daemon)
+    simhosts.kill(fragile_daemon)
     sync.sync_host(host.pk)
-    simhosts.start(own_daemon)  # the test driver forgets its domains on a restart
+    simhosts.start(fragile_daemon)  # the test driver forgets its domains on a restart
 
     sync.sync_host(host.pk)
     client = client_for(admin_user)
