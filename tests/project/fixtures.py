@@ -3,11 +3,7 @@ sessions to talk to it as a signed-in user."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,94 +13,35 @@ import requests
 from django.conf import settings
 from django.test import Client
 
-from project.childprocess import database_env, free_port
-from tests.conftest import wait_until
-
-REPO = Path(__file__).resolve().parents[2]
-READY_S = 60
-STOP_S = 20
+from tests.reliability.conftest import WebServer
 
 
-class AsgiServer:
+class AsgiServer(WebServer):
     """``gunicorn project.asgi:application`` with uvicorn workers (as `make serve` runs it),
     in its own process group, on the test database with DEBUG off."""
 
+    name = "the ASGI server"
+
     def __init__(self, log_path: Path, workers: int = 1, **env):
-        self.log_path = log_path
+        # A pool of connections per process, as `make serve` has on PostgreSQL.
+        super().__init__(log_path, **{"CORRAL_DB_POOL_SIZE": "10", **env})
         self.workers = workers
-        self.env = dict(os.environ)
-        self.env.pop("SQLITE_PATH", None)
-        self.env.pop("DATABASE_URL", None)
-        self.env.update(
-            DJANGO_SETTINGS_MODULE="project.test_settings",
-            ALLOWED_HOSTS="127.0.0.1",
-            DEBUG="0",
-            CORRAL_DB_POOL_SIZE="10",  # as `make serve` (a pool on PostgreSQL)
-            **database_env(),
-        )
-        self.env.update({k: str(v) for k, v in env.items()})
-        self.process: subprocess.Popen | None = None
-        self.url = ""
 
-    def start(self) -> AsgiServer:
-        for _attempt in range(3):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            log = open(self.log_path, "wb")  # noqa: SIM115
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "project.asgi:application",
-                    "--worker-class",
-                    "uvicorn_worker.UvicornWorker",
-                    "--workers",
-                    str(self.workers),
-                    "--bind",
-                    f"127.0.0.1:{port}",
-                    "--graceful-timeout",
-                    "3",
-                ],
-                cwd=REPO,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log.close()
-            if wait_until(self._ready, timeout=READY_S, message=self._why_not) == "up":
-                return self
-            self.stop()
-        raise AssertionError(f"the ASGI server could not bind a port: {self.log()[-3000:]}")
-
-    def _ready(self) -> str | None:
-        if self.process.poll() is not None:
-            if "Address already in use" in self.log():
-                return "port taken"
-            raise AssertionError(f"the ASGI server exited at start: {self.log()[-3000:]}")
-        try:
-            requests.get(f"{self.url}/api/me/", timeout=5)
-        except (requests.ConnectionError, requests.Timeout):
-            return None
-        return "up"
-
-    def _why_not(self) -> str:
-        return f"the ASGI server did not answer within {READY_S} s: {self.log()[-3000:]}"
-
-    def stop(self) -> None:
-        if not self.process:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(STOP_S)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def command(self, port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "project.asgi:application",
+            "--worker-class",
+            "uvicorn_worker.UvicornWorker",
+            "--workers",
+            str(self.workers),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--graceful-timeout",
+            "3",
+        ]
 
 
 @pytest.fixture

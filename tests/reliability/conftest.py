@@ -26,6 +26,8 @@ class WebServer:
     """``gunicorn project.wsgi`` (2 workers of 4 threads) in its own process group, serving
     the test database with the settings a deployment would use (DEBUG off)."""
 
+    name = "gunicorn"  # in what a failure says
+
     def __init__(self, log_path: Path, environ: dict[str, str] | None = None, **env):
         """``environ``: the environment to start from (this process's by default); ``env``
         is set over it, after the test database and the deployment defaults."""
@@ -52,10 +54,10 @@ class WebServer:
                 return self
             # Another process took the port between the probe and gunicorn's bind: again.
             self.stop()
-        raise AssertionError(f"gunicorn could not bind a port: {self.log()[-3000:]}")
+        raise AssertionError(f"{self.name} could not bind a port: {self.log()[-3000:]}")
 
-    def _spawn(self, port: int) -> None:
-        command = [
+    def command(self, port: int) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "gunicorn",
@@ -75,9 +77,11 @@ class WebServer:
             "--access-logfile",
             "-",
         ]
+
+    def _spawn(self, port: int) -> None:
         log = open(self.log_path, "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
-            command,
+            self.command(port),
             cwd=REPO,
             env=self.env,
             stdout=log,
@@ -90,7 +94,7 @@ class WebServer:
         if self.process.poll() is not None:
             if "Address already in use" in self.log():
                 return "port taken"
-            raise AssertionError(f"gunicorn exited at start: {self.log()[-3000:]}")
+            raise AssertionError(f"{self.name} exited at start: {self.log()[-3000:]}")
         try:
             requests.get(f"{self.url}/api/me/", timeout=5)
         except (requests.ConnectionError, requests.Timeout):
@@ -98,7 +102,7 @@ class WebServer:
         return "up"
 
     def _why_not_ready(self) -> str:
-        return f"gunicorn did not answer within {READY_S} s: {self.log()[-3000:]}"
+        return f"{self.name} did not answer within {READY_S} s: {self.log()[-3000:]}"
 
     def stop(self) -> None:
         """Stop the master and its workers (SIGTERM to the group; SIGKILL if they linger)."""
