@@ -15,7 +15,6 @@ import selectors
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,7 @@ from bench.pool_scenarios import _pool, _remove
 from bench.scenarios import ALL
 from hosts.models import VirtualMachine
 from project import events
-from project.childprocess import child_env, free_port
+from project.childprocess import asgi_command, child_env, free_port
 from project.grants import grant_role
 from project.models import EventKind, Role
 
@@ -54,9 +53,8 @@ def _start_server(workers: int) -> tuple[subprocess.Popen, str]:
         CORRAL_DB_POOL_SIZE="20",  # as `make serve`
     )
     command = [
-        *(sys.executable, "-m", "gunicorn", "project.asgi:application"),
-        *("--worker-class", "uvicorn_worker.UvicornWorker", "--workers", str(workers)),
-        *("--bind", f"127.0.0.1:{port}", "--graceful-timeout", "3", "--log-level", "warning"),
+        *asgi_command(f"127.0.0.1:{port}", workers),
+        *("--graceful-timeout", "3", "--log-level", "warning"),
     ]
     log_path = REPO / "var" / f"bench-web-server-{connection.vendor}.log"
     log_path.parent.mkdir(exist_ok=True)

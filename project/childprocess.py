@@ -1,10 +1,11 @@
 """Starting a child process (a web server, a task cluster) on the database this process uses,
-as the benchmarks and the tests do."""
+as `manage.py devstack`, the benchmarks and the tests do."""
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 
 from django.db import connection
 
@@ -35,3 +36,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def asgi_command(bind: str, workers: int) -> list[str]:
+    """The ASGI web tier as `make serve` runs it (gunicorn supervising uvicorn workers), on
+    ``bind`` (host:port) with ``workers`` processes."""
+    return [
+        *(sys.executable, "-m", "gunicorn", "project.asgi:application"),
+        *("--worker-class", "uvicorn_worker.UvicornWorker", "--workers", str(workers)),
+        *("--bind", bind),
+    ]

@@ -11,7 +11,6 @@ would run them.
 import libvirt
 import pytest
 from asgiref.sync import async_to_sync
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from hosts import driver, guestinfo, jobs, sync
@@ -19,6 +18,7 @@ from hosts.models import ConsoleLog, Host, Job, JobKind, JobState, VirtualMachin
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique, wait_until
+from tests.hosts.images.uploads import upload_file
 from tests.hosts.test_guest_access import _first_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,16 +27,9 @@ MIB = 1024 * 1024
 
 
 def _upload(client, path, kind) -> int:
-    with open(path, "rb") as fh:
-        body = {
-            "name": unique(kind),
-            "kind": kind,
-            "file": SimpleUploadedFile(path.name, fh.read()),
-        }
-    response = client.post("/api/images/", body, format="multipart")
-    assert response.status_code == 201, response.content
-    assert response.json()["sha256"] and response.json()["size_bytes"] == path.stat().st_size
-    return response.json()["id"]
+    image = upload_file(client, path, kind)
+    assert image["sha256"] and image["size_bytes"] == path.stat().st_size
+    return image["id"]
 
 
 def _run_pending() -> list[Job]:

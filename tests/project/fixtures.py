@@ -4,7 +4,6 @@ sessions to talk to it as a signed-in user."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import requests
 from django.conf import settings
 from django.test import Client
 
+from project.childprocess import asgi_command
 from tests.reliability.conftest import WebServer
 
 
@@ -28,20 +28,7 @@ class AsgiServer(WebServer):
         self.workers = workers
 
     def command(self, port: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "project.asgi:application",
-            "--worker-class",
-            "uvicorn_worker.UvicornWorker",
-            "--workers",
-            str(self.workers),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--graceful-timeout",
-            "3",
-        ]
+        return [*asgi_command(f"127.0.0.1:{port}", self.workers), "--graceful-timeout", "3"]
 
 
 @pytest.fixture

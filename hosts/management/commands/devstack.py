@@ -15,6 +15,8 @@ import time
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from project.childprocess import asgi_command
+
 
 class Command(BaseCommand):
     help = "Start simulated hosts, a qcluster and the ASGI web server; Ctrl-C stops them all."
@@ -53,18 +55,7 @@ class Command(BaseCommand):
             # The ASGI server of `make serve`, with one process; its connections are not kept
             # after a request (under ASGI each request has its own).
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "project.asgi:application",
-                    "--worker-class",
-                    "uvicorn_worker.UvicornWorker",
-                    "--workers",
-                    "1",
-                    "--bind",
-                    addr,
-                ],
+                asgi_command(addr, workers=1),
                 env={**os.environ, "CONN_MAX_AGE": "0"},
                 start_new_session=True,
             ),

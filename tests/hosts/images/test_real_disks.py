@@ -8,7 +8,6 @@ from xml.etree import ElementTree
 
 import libvirt
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import close_old_connections
 
 from hosts import driver, guestinfo, jobs, sync
@@ -25,22 +24,11 @@ from hosts.models import (
     VirtualMachine,
 )
 from tests.conftest import unique, wait_until
+from tests.hosts.images.uploads import upload_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
 BOOTED = "corral-guest: booted"
-
-
-def _upload(client, path, kind) -> int:
-    with open(path, "rb") as fh:
-        body = {
-            "name": unique(kind),
-            "kind": kind,
-            "file": SimpleUploadedFile(path.name, fh.read()),
-        }
-    response = client.post("/api/images/", body, format="multipart")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
 
 
 @pytest.fixture
@@ -66,9 +54,9 @@ def tiny_template(qemu_cluster, tiny_guest, admin_user, client_for, image_store)
             "vcpus": 1,
             "memory_mb": 128,
             "disk_gb": 1,
-            "kernel_image": _upload(client, tiny_guest.kernel, "kernel"),
-            "initrd_image": _upload(client, tiny_guest.initrd, "initrd"),
-            "disk_image": _upload(client, tiny_guest.disk, "disk"),
+            "kernel_image": upload_file(client, tiny_guest.kernel, "kernel")["id"],
+            "initrd_image": upload_file(client, tiny_guest.initrd, "initrd")["id"],
+            "disk_image": upload_file(client, tiny_guest.disk, "disk")["id"],
             "kernel_cmdline": "console=ttyS0 quiet",
             "graphics": "none",
         },
