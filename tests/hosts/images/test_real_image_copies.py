@@ -138,22 +138,12 @@ def _lock(queryset):
     return lambda: queryset.select_for_update().get()
 
 
-def _copy_in_thread(host: Host, image: Image) -> tuple[Job, threading.Thread]:
-    job = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
-
-    def run() -> None:
-        try:
-            jobs.run(job.pk)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run, name=f"copy-{image.pk}", daemon=True)
-    thread.start()
-    return job, thread
+def _copy_job(host: Host, image: Image) -> Job:
+    return jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
 
 
 def test_an_image_deleted_while_it_is_being_copied_leaves_no_volume_on_the_host(
-    postgres_only, qemu_host, make_image, admin_user
+    postgres_only, qemu_host, make_image, admin_user, job_in_thread
 ):
     image = make_image(content=b"\3" * 4096)
     volume = image.volume_name
@@ -162,7 +152,8 @@ def test_an_image_deleted_while_it_is_being_copied_leaves_no_volume_on_the_host(
     earlier = ImageCopy.objects.create(image=image, host=qemu_host, state=CopyState.FAILED)
     with ExitStack() as paused:
         with holding(_lock(ImageCopy.objects.filter(pk=earlier.pk))):
-            copy, thread = _copy_in_thread(qemu_host, image)
+            copy = _copy_job(qemu_host, image)
+            thread = job_in_thread(copy)
             wait_until(lock_waiters, timeout=30, message="the copy never reached its claim")
             paused.enter_context(holding(_lock(Job.objects.filter(pk=copy.pk))))
         wait_until(
@@ -205,13 +196,14 @@ def test_an_image_deleted_while_it_is_being_copied_leaves_no_volume_on_the_host(
 
 
 def test_a_copy_that_claims_an_image_being_deleted_fails_saying_so_and_makes_no_volume(
-    postgres_only, qemu_host, make_image, admin_user
+    postgres_only, qemu_host, make_image, admin_user, job_in_thread
 ):
     image = make_image(content=b"\4" * 4096)
     being_deleted = Image.objects.get(pk=image.pk)  # delete() empties the pk it is given
 
     with holding(lambda: images.delete_image(being_deleted, requested_by=admin_user)):
-        copy, thread = _copy_in_thread(qemu_host, image)
+        copy = _copy_job(qemu_host, image)
+        thread = job_in_thread(copy)
         wait_until(lock_waiters, timeout=30, message="the copy never waited for the delete")
     thread.join(60)
 
