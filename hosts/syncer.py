@@ -172,8 +172,6 @@ class Syncer:
         finally:
             with self.lock:
                 self.in_flight.discard(host_id)
-            if self.stopping.is_set():
-                connection.close()
 
     def _guest_info(self, host_id: int) -> None:
         try:
@@ -184,8 +182,6 @@ class Syncer:
         finally:
             with self.lock:
                 self.guests_in_flight.discard(host_id)
-            if self.stopping.is_set():
-                connection.close()
 
 
 def _close_connections(pool: ThreadPoolExecutor, threads: int) -> None:
