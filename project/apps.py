@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.conf import settings
 from django.contrib.admin import apps as admin_apps
-from django.db.models.signals import post_migrate, pre_save
+from django.db.models.signals import post_delete, post_migrate, post_save, pre_save
 
 
 class ProjectConfig(AppConfig):
@@ -11,8 +11,13 @@ class ProjectConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured.
+        from django.contrib.auth.signals import user_logged_out
+        from django.contrib.sessions.models import Session
+        from rest_framework.authtoken.models import Token
+
         from project import dashboard, scopes, tasks
         from project.accounts import refuse_username_in_use
+        from project.live_asgi import forget_credentials
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
@@ -21,6 +26,15 @@ class ProjectConfig(AppConfig):
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="corral-username-unique-ignoring-case",
         )
+        # A token deleted, a session ended or a user changed (deactivated) in this process
+        # counts at once for the live requests answered directly (project/live_asgi.py).
+        for name, signal, sender in (
+            ("token", post_delete, Token),
+            ("session", post_delete, Session),
+            ("user", post_save, settings.AUTH_USER_MODEL),
+            ("log-out", user_logged_out, None),
+        ):
+            signal.connect(forget_credentials, sender=sender, dispatch_uid=f"corral-live-{name}")
         scopes.register("system", "project.System", rank=0)
         tasks.register()
         dashboard.register(

@@ -38,11 +38,14 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def asgi_command(bind: str, workers: int) -> list[str]:
+def asgi_command(bind: str, workers: int, *, share_port: bool = False) -> list[str]:
     """The ASGI web tier as `make serve` runs it (gunicorn supervising uvicorn workers), on
-    ``bind`` (host:port) with ``workers`` processes."""
+    ``bind`` (host:port) with ``workers`` processes. ``share_port``: as `make serve`, the port
+    may be shared with another such tier (SO_REUSEPORT), so that a deploy starts the new tier
+    beside the old one before it stops the old (docs/production.md)."""
     return [
         *(sys.executable, "-m", "gunicorn", "project.asgi:application"),
-        *("--worker-class", "uvicorn_worker.UvicornWorker", "--workers", str(workers)),
+        *("--worker-class", "project.web_worker.UvicornWorker", "--workers", str(workers)),
         *("--bind", bind),
+        *(("--reuse-port",) if share_port else ()),
     ]

@@ -7,8 +7,16 @@ memory and wakes only the readers entitled to one of them, by matching scope key
 (project/event_scopes.py): no permission query per wake. A reader's keys come from its grants
 when it opens and again every KEYS_TTL_S.
 
-A reader behind what the memory holds (a resume point from before this process started, or a
-slow one) catches up from the database in batches, filtered by the same keys.
+The hub starts with the newest KEEP_IN_MEMORY events already in memory, so that the pages
+reconnecting to a freshly started process (a deploy) resume from memory, not each from the
+database. A reader behind what the memory holds (a resume point older than that, or a slow one)
+catches up from the database in batches, filtered by the same keys.
+
+Open readers are bounded: past CORRAL_LIVE_WAITS_PER_PROCESS in this process, or
+CORRAL_LIVE_WAITS_PER_USER of one user here, a new wait is refused (``refusal``) with a delay to
+retry after, instead of the process slowing down for everyone. When the process is told to stop
+(``close_all``, from the web worker) every reader ends at once, so that its pages reconnect to
+the processes that go on.
 """
 
 from __future__ import annotations
@@ -16,11 +24,15 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import contextvars
 import logging
+import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import connection
 
 from project import event_scopes, events
@@ -33,6 +45,32 @@ LISTEN_TIMEOUT_S = 5.0
 KEEP_IN_MEMORY = 5000
 READ_BATCH = 1000
 KEYS_TTL_S = 30.0
+# How long a waiting long poll that got an event waits for the events that come with it.
+LINGER_S = 0.1
+# A stopping process ends its readers over this long (their pages reconnect elsewhere).
+DRAIN_SPREAD_S = 2.0
+# What a refused reader is told to wait before trying again (Retry-After, seconds).
+RETRY_BUSY_S = 5
+RETRY_USER_S = 10
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a new wait is not taken now: an HTTP status, a code, a message and Retry-After."""
+
+    status: int
+    code: str
+    message: str
+    retry_after: int
+
+
+def _preload(limit: int) -> tuple[int, list[Event]]:
+    """The latest token and the newest ``limit`` events up to it, oldest first."""
+    try:
+        newest = list(events.below_horizon(Event.objects.order_by("-id"))[:limit])
+        return (newest[0].pk if newest else 0), newest[::-1]
+    finally:
+        connection.close()
 
 
 def _read_after(after: int, upto: int | None, limit: int) -> tuple[int | None, list[Event]]:
@@ -47,6 +85,20 @@ def _read_after(after: int, upto: int | None, limit: int) -> tuple[int | None, l
         return horizon, list(found.order_by("id")[:limit])
     finally:
         connection.close()  # back to the pool: waiting readers hold no connection
+
+
+def _older_than_the_feed(since: int) -> bool:
+    try:
+        return events.older_than_the_feed(since)
+    finally:
+        connection.close()
+
+
+def _latest_token() -> int:
+    try:
+        return events.latest_token()
+    finally:
+        connection.close()
 
 
 def _keys_of(user) -> event_scopes.ReaderKeys:
@@ -66,6 +118,7 @@ class Reader:
     keys: event_scopes.ReaderKeys = None
     keys_expire: float = 0.0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    registered: bool = False
 
     def sees(self, event: Event) -> bool:
         return event_scopes.sees(self.keys, event.object_type, event.scope_keys)
@@ -75,18 +128,29 @@ class Reader:
             self.keys = await self.hub.keys_for(self.user)
             self.keys_expire = time.monotonic() + KEYS_TTL_S
 
-    async def read(self, timeout: float, limit: int = 500) -> list[Event]:
-        """Events after ``position`` this reader may see, waiting up to ``timeout`` seconds."""
+    async def read(self, timeout: float, limit: int = 500, linger: float = 0.0) -> list[Event]:
+        """Events after ``position`` this reader may see, waiting up to ``timeout`` seconds.
+
+        ``linger``: having waited, and something arrived, wait this long more for what comes
+        with it (the events of one change come within milliseconds of each other), so that a
+        long poll is answered once for them rather than once each.
+        """
         deadline = time.monotonic() + max(0.0, timeout)
+        waited = False
         while True:
             await self._refresh_keys()
             found = await self._collect(limit)
             remaining = deadline - time.monotonic()
-            if found or remaining <= 0:
+            if found and waited and linger > 0 and remaining > 0 and not self.hub.closing:
+                await asyncio.sleep(min(linger, remaining))
+                found += await self._collect(limit - len(found))
+                return found
+            if found or remaining <= 0 or self.hub.closing:
                 return found
             if self.position < self.hub.last:
                 continue  # more to scan (a catch-up batch had nothing visible)
             self.wake.clear()
+            waited = True
             wait = min(remaining, max(0.05, self.keys_expire - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), wait)
@@ -117,8 +181,20 @@ class Reader:
             self.position = hub.floor
         return found
 
+    def register(self) -> None:
+        """Count this reader among the waiting ones (woken by new events) until ``close``."""
+        if not self.registered:
+            self.registered = True
+            self.hub.readers.add(self)
+            self.hub.per_user[self.user.pk] += 1
+
     def close(self) -> None:
-        self.hub.readers.discard(self)
+        if self.registered:
+            self.registered = False
+            self.hub.readers.discard(self)
+            self.hub.per_user[self.user.pk] -= 1
+            if self.hub.per_user[self.user.pk] <= 0:
+                del self.hub.per_user[self.user.pk]
 
 
 class Hub:
@@ -127,17 +203,24 @@ class Hub:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.readers: set[Reader] = set()
+        self.per_user: Counter[int] = Counter()
+        self.closing = False
         self.kept: list[Event] = []
         self.ids: list[int] = []
         self.last = 0  # every event up to here is read (or was before this process started)
         self.floor = 0  # memory holds every event after this, up to ``last``
-        self._keys: dict[int, tuple[float, event_scopes.ReaderKeys]] = {}
+        # With ``floor`` 0, memory holds every event the feed kept when the hub started, the
+        # oldest being this one: a reader resuming below it missed pruned events.
+        self.first_kept: int | None = None
+        # A user's keys, or the read of them in flight (their readers share one read).
+        self._keys: dict[int, tuple[float, asyncio.Future]] = {}
         self._started: asyncio.Task | None = None
 
     async def start(self) -> None:
         """Begin following the feed (once; again after a start that failed)."""
         if self._started is None:
-            self._started = self.loop.create_task(self._begin())
+            # In a context of its own: not the request's that happens to start it.
+            self._started = self.loop.create_task(self._begin(), context=contextvars.Context())
         starting = self._started
         try:
             await asyncio.shield(starting)
@@ -147,27 +230,97 @@ class Hub:
             raise
 
     async def _begin(self) -> None:
-        self.last = self.floor = await sync_to_async(events.latest_token, thread_sensitive=False)()
-        self._task = self.loop.create_task(self._follow(), name="corral-event-hub")
+        latest, newest = await sync_to_async(_preload, thread_sensitive=False)(KEEP_IN_MEMORY)
+        self.last = latest
+        if len(newest) < KEEP_IN_MEMORY:
+            self.floor, self.first_kept = 0, newest[0].pk if newest else None
+        else:
+            self.floor = newest[0].pk - 1
+        self._keep(newest)
+        self._task = self.loop.create_task(
+            self._follow(), name="corral-event-hub", context=contextvars.Context()
+        )
+
+    async def reader(self, user, position: int) -> Reader:
+        """A reader for ``user`` from ``position`` on; ``register`` it before it waits, and
+        close it when done."""
+        await self.start()
+        return Reader(self, user, position)
 
     async def open(self, user, position: int) -> Reader:
-        """A reader for ``user`` from ``position`` on (close it when done)."""
-        await self.start()
-        reader = Reader(self, user, position)
-        self.readers.add(reader)
+        """A registered reader for ``user`` from ``position`` on (close it when done)."""
+        reader = await self.reader(user, position)
+        reader.register()
         return reader
+
+    def refusal(self, user) -> Refusal | None:
+        """Why one more waiting reader of ``user`` is not taken now, if it is not."""
+        if self.closing or len(self.readers) >= settings.CORRAL_LIVE_WAITS_PER_PROCESS:
+            return Refusal(
+                503,
+                "too_many_waiting",
+                "This server holds as many open pages and long polls as it can; "
+                "try again in a few seconds.",
+                RETRY_BUSY_S,
+            )
+        if self.per_user[user.pk] >= settings.CORRAL_LIVE_WAITS_PER_USER:
+            return Refusal(
+                429,
+                "too_many_waits_of_user",
+                f"You have {self.per_user[user.pk]} open pages and long polls on this server, "
+                "the most one user may; close some, or try again when one ends.",
+                RETRY_USER_S,
+            )
+        return None
+
+    async def latest(self) -> int:
+        """Where a reader starts to get what happens from now on (the feed as this hub has
+        read it)."""
+        await self.start()
+        return self.last
+
+    async def clamp(self, since: int) -> int:
+        """``since``, or the latest token if it is beyond the feed (a database restored from a
+        backup, a made-up token): such a reader would wait for ids that never come."""
+        await self.start()
+        if since <= self.last:
+            return since
+        return min(since, await sync_to_async(_latest_token, thread_sensitive=False)())
+
+    async def resync_needed(self, since: int) -> bool:
+        """Whether events after ``since`` may have been pruned (``events.older_than_the_feed``),
+        asking the database only for a resume point older than what memory holds."""
+        await self.start()
+        if since >= self.floor:
+            # As ``events.older_than_the_feed`` decides, on what memory holds.
+            first = self.first_kept if self.floor == 0 else None
+            return first is not None and 0 < since < first - 1
+        return await sync_to_async(_older_than_the_feed, thread_sensitive=False)(since)
+
+    def close_all(self) -> None:
+        """End every reader, each at a moment drawn within DRAIN_SPREAD_S, and any that opens
+        from now on (this process is stopping): their pages reconnect to the processes that go
+        on spread over that time, not all in the same instant."""
+        self.closing = True
+        for reader in self.readers:
+            self.loop.call_later(random.uniform(0, DRAIN_SPREAD_S), reader.wake.set)
 
     async def keys_for(self, user) -> event_scopes.ReaderKeys:
         """``user``'s reader keys, read at most once per KEYS_TTL_S for all its readers."""
         now = time.monotonic()
         cached = self._keys.get(user.pk)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        keys = await sync_to_async(_keys_of, thread_sensitive=False)(user)
-        if len(self._keys) > 10_000:
-            self._keys = {pk: entry for pk, entry in self._keys.items() if entry[0] > now}
-        self._keys[user.pk] = (now + KEYS_TTL_S, keys)
-        return keys
+        if (
+            cached is None
+            or cached[0] <= now
+            or (cached[1].done() and cached[1].exception() is not None)
+        ):
+            if len(self._keys) > 10_000:
+                self._keys = {pk: entry for pk, entry in self._keys.items() if entry[0] > now}
+            future = self.loop.create_task(
+                sync_to_async(_keys_of, thread_sensitive=False)(user), context=contextvars.Context()
+            )
+            cached = self._keys[user.pk] = (now + KEYS_TTL_S, future)
+        return await asyncio.shield(cached[1])
 
     async def _follow(self) -> None:
         while True:
@@ -213,6 +366,8 @@ class Hub:
             self._wake(batch)
 
     def _keep(self, batch: list[Event]) -> None:
+        if not batch:
+            return
         self.kept.extend(batch)
         self.ids.extend(event.pk for event in batch)
         self.last = max(self.last, batch[-1].pk)
@@ -233,6 +388,13 @@ class Hub:
 
 
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
+
+
+def close_all() -> None:
+    """End every open reader of this process's hubs (called on their event loop when the web
+    worker begins to stop)."""
+    for found in list(_hubs.values()):
+        found.close_all()
 
 
 def hub() -> Hub:

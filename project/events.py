@@ -107,14 +107,15 @@ def horizon() -> int | None:
         return cursor.fetchone()[0]
 
 
-def _below_horizon(queryset: QuerySet) -> QuerySet:
+def below_horizon(queryset: QuerySet) -> QuerySet:
+    """``queryset`` of events without those a reader may not pass yet (``horizon``)."""
     bound = horizon()
     return queryset if bound is None else queryset.filter(id__lte=bound)
 
 
 def latest_token() -> int:
     """Where a reader starts to get what happens from now on (never past an event to come)."""
-    latest = _below_horizon(Event.objects.order_by("-id")).values_list("id", flat=True).first()
+    latest = below_horizon(Event.objects.order_by("-id")).values_list("id", flat=True).first()
     return latest or 0
 
 
@@ -133,10 +134,12 @@ def read_since(user, since: int, timeout: float, limit: int = 500) -> list[Event
     Never past an id that a transaction still open may yet commit (see the module docstring).
     """
     deadline = time.monotonic() + max(0.0, timeout)
-    listener = _listener() if connection.vendor == "postgresql" else None
+    # A read that will not wait needs no LISTEN connection (an ASGI process has its hub's).
+    waits = timeout > 0 and connection.vendor == "postgresql"
+    listener = _listener() if waits else None
     while True:
         generation = listener.generation if listener else 0
-        found = _below_horizon(visible_events(user).filter(id__gt=since))
+        found = below_horizon(visible_events(user).filter(id__gt=since))
         events = list(found.order_by("id")[:limit])
         remaining = deadline - time.monotonic()
         if events or remaining <= 0:

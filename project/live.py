@@ -12,8 +12,11 @@ from __future__ import annotations
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
+from django.http import JsonResponse
 
 from project import events
+from project.event_hub import Refusal
+from project.request_threads import RequestThread
 
 
 def on_event_loop(request) -> bool:
@@ -30,11 +33,32 @@ async def needs_resync(since: int) -> bool:
     return await sync_to_async(events.older_than_the_feed)(since)
 
 
+async def release_connection() -> None:
+    """Give the request's database connection back to the pool, from its own thread.
+
+    Before a view reads anything on another thread (the event hub's reads): a request holding
+    its connection while it waits for one more could, many at once, hold the whole pool.
+    """
+    await sync_to_async(connections.close_all)()
+
+
 async def park() -> None:
     """Give back what the request holds while it only waits: its database connection and
-    the thread Django keeps for its synchronous parts (a new one is made if it needs one)."""
-    await sync_to_async(connections.close_all)()
+    the thread its synchronous parts run on (project/request_threads.py; it borrows one again
+    if it needs one)."""
+    await release_connection()
     context = SyncToAsync.thread_sensitive_context.get(None)
-    executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
-    if executor is not None:
+    executor = SyncToAsync.context_to_thread_executor.get(context) if context else None
+    if isinstance(executor, RequestThread):
+        executor.release()
+    elif executor is not None:  # Django's own handler: a thread per request
+        del SyncToAsync.context_to_thread_executor[context]
         executor.shutdown(wait=False)
+
+
+def refused(refusal: Refusal) -> JsonResponse:
+    """The answer to a stream or long poll the event hub does not take now."""
+    body = {"detail": refusal.message, "code": refusal.code}
+    response = JsonResponse(body, status=refusal.status)
+    response["Retry-After"] = str(refusal.retry_after)
+    return response

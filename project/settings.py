@@ -122,7 +122,11 @@ if DATABASE_URL:
     if CORRAL_DB_POOL_SIZE > 0:
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": 1,
+            # Kept open (and opened before the process serves, project/web_worker.py), so
+            # that a new process's first burst (a restart's reconnecting pages) finds some
+            # there; the rest are opened as the load asks and closed when idle, so that an
+            # idle tier, or two beside each other during a deploy, hold few of the server's.
+            "min_size": min(CORRAL_DB_POOL_SIZE, int(os.environ.get("CORRAL_DB_POOL_MIN", "4"))),
             "max_size": CORRAL_DB_POOL_SIZE,
             "timeout": 30,
         }
@@ -361,6 +365,10 @@ CORRAL_EVENT_RETENTION_HOURS = float(os.environ.get("CORRAL_EVENT_RETENTION_HOUR
 CORRAL_JOB_RETENTION_HOURS = float(os.environ.get("CORRAL_JOB_RETENTION_HOURS", "168"))
 # How long one server-sent-events response of the portal lasts before the browser reconnects.
 CORRAL_EVENT_STREAM_SECONDS = float(os.environ.get("CORRAL_EVENT_STREAM_SECONDS", "25"))
+# Open event streams and waiting long polls one web process holds (past it: 503 with
+# Retry-After), and of those, how many one user may hold (past it: 429). docs/production.md.
+CORRAL_LIVE_WAITS_PER_PROCESS = int(os.environ.get("CORRAL_LIVE_WAITS_PER_PROCESS", "1000"))
+CORRAL_LIVE_WAITS_PER_USER = int(os.environ.get("CORRAL_LIVE_WAITS_PER_USER", "30"))
 CORRAL_HOOKS_DIR = Path(os.environ.get("CORRAL_HOOKS_DIR", BASE_DIR / "var" / "hooks"))
 CORRAL_HOOK_TIMEOUT = float(os.environ.get("CORRAL_HOOK_TIMEOUT", "60"))
 # /metrics answers a scraper sending "Authorization: Bearer <token>" (and system-wide admins).

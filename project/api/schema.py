@@ -65,6 +65,7 @@ HEADERS = {
         }
     },
 }
+HEADERS[503] = HEADERS[429]
 # Status -> (component name, description, body).
 ERRORS = {
     400: (
@@ -102,6 +103,11 @@ ERRORS = {
         DETAIL,
     ),
     429: ("TooManyRequests", "Too many attempts; try again after Retry-After seconds.", DETAIL),
+    503: (
+        "ServiceUnavailable",
+        "The server is at its limit for now; try again after Retry-After seconds.",
+        DETAIL,
+    ),
 }
 
 

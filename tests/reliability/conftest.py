@@ -45,16 +45,31 @@ class WebServer:
         self.process: subprocess.Popen | None = None
         self.url = ""
 
-    def start(self) -> WebServer:
+    def start(self, port: int | None = None) -> WebServer:
+        """Start it on ``port`` (a free one if not given)."""
         for _attempt in range(3):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            self._spawn(port)
-            if wait_until(self._ready, timeout=READY_S, message=self._why_not_ready) == "up":
+            bind = port or free_port()
+            self.url = f"http://127.0.0.1:{bind}"
+            self._spawn(bind)
+            try:
+                ready = wait_until(self._ready, timeout=READY_S, message=self._why_not_ready)
+            except AssertionError:
+                self.stop()  # never left running (its workers restarted forever) after a test
+                raise
+            if ready == "up":
                 return self
             # Another process took the port between the probe and gunicorn's bind: again.
             self.stop()
         raise AssertionError(f"{self.name} could not bind a port: {self.log()[-3000:]}")
+
+    def restart(self) -> WebServer:
+        """Stop it (SIGTERM) and start it again on the same port, as a service is restarted."""
+        self.stop()
+        return self.start(port=int(self.url.rsplit(":", 1)[1]))
+
+    def reload(self) -> None:
+        """A deploy without a gap: the master starts new workers and stops the old (SIGHUP)."""
+        self.process.send_signal(signal.SIGHUP)
 
     def command(self, port: int) -> list[str]:
         return [
@@ -79,7 +94,7 @@ class WebServer:
         ]
 
     def _spawn(self, port: int) -> None:
-        log = open(self.log_path, "wb")  # noqa: SIM115
+        log = open(self.log_path, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             self.command(port),
             cwd=REPO,

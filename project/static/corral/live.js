@@ -9,8 +9,10 @@
 //     since the page's last one were pruned from the feed).
 //
 // The browser's EventSource reconnects by itself when a response ends and resumes from the
-// last event id. When the server answered with an error instead (a restart, a proxy's 502),
-// EventSource gives up: this opens a new one after a growing delay, resuming with ?since=.
+// last event id. When the server answered with an error instead (a restart, a proxy's 502, a
+// server at its limit of open pages: 503, or this user's: 429), EventSource gives up: this
+// opens a new one after a growing delay drawn at random (jitter, so that the pages a restart
+// or a refusal turned away do not all come back at once), resuming with ?since=.
 (function () {
   "use strict";
   var MIN_DELAY_MS = 1000;
@@ -63,7 +65,7 @@
           // EventSource gave up (an error status): try again later, from the last event.
           source = null;
           fresh = true;
-          retry = window.setTimeout(open, delay);
+          retry = window.setTimeout(open, delay / 2 + Math.random() * (delay / 2));
           delay = Math.min(delay * 2, MAX_DELAY_MS);
         }
       });

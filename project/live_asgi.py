@@ -1,0 +1,370 @@
+"""The ASGI layer of live requests (event streams, long polls): a gate for their bursts, and
+direct answers to the requests the process's event hub can answer alone.
+
+A live request is cheap while it waits, but its (re)connection is a request like any other, and
+they come in bursts: one event answers every long poll waiting for it and each polls again at
+once; streams reconnect every CORRAL_EVENT_STREAM_SECONDS; a deploy sends every open page back
+at once. Measured, a request through Django's middleware and request thread costs this process
+about ten times what the answer itself does. Two things keep those bursts from crowding out
+other requests:
+
+- **Direct answers.** A live view may register a ``direct`` answer (``live_view(direct=...)``):
+  for a request it fully understands (GET, a signed-in session or an API token as the view
+  takes them, only the parameters it knows, a host Django would serve, JSON or an event stream)
+  the view's own coroutine answers it from the hub, with the headers Django's stack sent on its
+  last answer to the same kind of request. Anything else, and the first request of each kind
+  in each process, goes through Django as usual, which also writes every refusal. The user of
+  a session or token is read once per CREDENTIAL_TTL_S per process, with Django's own
+  authentication: a signed-out session, a deleted token or a deactivated user stops being
+  answered here within that, at once in the process it happened in.
+- **The gate.** The live requests that do go through Django run their synchronous part
+  (middleware, authentication, the view's checks) at most LIVE_THREADS at a time per process;
+  the rest wait their turn as coroutines, while other requests go by. The gate is held until
+  the response starts, never while a request waits for events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import import_module
+from urllib.parse import parse_qsl
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, parse_cookie
+from django.http.request import split_domain_port, validate_host
+from django.urls import Resolver404, resolve
+
+LIVE_THREADS = 2
+CREDENTIAL_TTL_S = 10.0
+PIONEER_WAIT_S = 5.0
+TOKEN, SESSION = "token", "session"
+# Headers of an answer that belong to that answer alone, never copied to another.
+_OWN_HEADERS = {b"content-length", b"transfer-encoding", b"date", b"server", b"set-cookie"}
+
+
+@dataclass
+class DirectRequest:
+    """What the ASGI layer read of a request a live view may answer directly, and how to
+    answer it: ``answer`` (a body, once it is ready) or ``stream`` (chunks as they come)."""
+
+    user: object
+    query: dict[str, str]
+    scope: dict
+    headers: list[tuple[bytes, bytes]]
+    receive: Callable[[], Awaitable[dict]]
+    send: Callable[[dict], Awaitable[None]]
+    answered: bool = field(default=False)
+
+    def header(self, name: str) -> str | None:
+        value = _header(self.scope, name.lower().encode())
+        return value.decode("latin-1") if value is not None else None
+
+    async def answer(self, body: bytes) -> None:
+        self.answered = True
+        length = [(b"content-length", str(len(body)).encode())]
+        start = {"type": "http.response.start", "status": 200, "headers": self.headers + length}
+        await self.send(start)
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def until_answered(self, answer: Awaitable[bytes]) -> None:
+        """Answer with ``answer`` once it is ready, unless the client goes away first."""
+        waiting = asyncio.ensure_future(answer)
+        gone = asyncio.ensure_future(self.disconnected())
+        try:
+            done, _ = await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (waiting, gone):
+                task.cancel()
+        if waiting in done:
+            await self.answer(waiting.result())
+
+    async def stream(self, chunks: AsyncIterator[str]) -> None:
+        """Send ``chunks`` as they come, until they end or the client goes away."""
+        self.answered = True
+        start = {"type": "http.response.start", "status": 200, "headers": self.headers}
+        await self.send(start)
+
+        async def write() -> None:
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    body = {"type": "http.response.body", "body": chunk.encode(), "more_body": True}
+                    await self.send(body)
+
+        writing = asyncio.ensure_future(write())
+        gone = asyncio.ensure_future(self.disconnected())
+        try:
+            done, _ = await asyncio.wait({writing, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (writing, gone):
+                task.cancel()
+        if writing in done:
+            writing.result()
+            await self.send({"type": "http.response.body", "body": b""})
+
+    async def disconnected(self) -> None:
+        """Returns when the client has gone."""
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+
+
+# A direct answer: False when it leaves the request to Django.
+Direct = Callable[[DirectRequest], Awaitable[bool]]
+
+
+def live_view(
+    view=None, *, direct: Direct | None = None, credential: str = TOKEN, params: tuple = ()
+):
+    """Mark ``view`` as a live view (an event stream or a long poll): its requests pass the
+    gate. ``direct`` answers, at the ASGI layer, the GETs signed in by ``credential`` (TOKEN:
+    an API token; SESSION: the portal's session cookie) whose query parameters are among
+    ``params``; it returns False to leave one to Django."""
+
+    def mark(view):
+        view.corral_live = True
+        view.corral_direct = direct
+        view.corral_direct_credential = credential
+        view.corral_direct_params = frozenset(params)
+        return view
+
+    return mark(view) if view is not None else mark
+
+
+def _token_user(key: str):
+    from rest_framework.authtoken.models import Token
+
+    try:
+        token = Token.objects.select_related("user").filter(key=key).first()
+        return token.user if token is not None and token.user.is_active else None
+    finally:
+        connection.close()
+
+
+def _session_user(key: str):
+    from django.contrib.auth import get_user
+
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    try:
+        user = get_user(request)  # Django's checks: the session, its user and its hash
+        return user if user.is_authenticated and user.is_active else None
+    finally:
+        connection.close()
+
+
+_READ_USER = {TOKEN: _token_user, SESSION: _session_user}
+
+
+class Credentials:
+    """Users of tokens and sessions, each read at most once per CREDENTIAL_TTL_S (for one
+    event loop; a read in progress is shared)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], tuple[float, asyncio.Future]] = {}
+
+    async def user(self, kind: str, key: str):
+        now = time.monotonic()
+        known = self._known.get((kind, key))
+        if known is None or known[0] <= now or (known[1].done() and known[1].exception()):
+            if len(self._known) > 10_000:
+                self._known = {k: entry for k, entry in self._known.items() if entry[0] > now}
+            read = sync_to_async(_READ_USER[kind], thread_sensitive=False)(key)
+            future = asyncio.get_running_loop().create_task(read, context=contextvars.Context())
+            known = self._known[(kind, key)] = (now + CREDENTIAL_TTL_S, future)
+        return await asyncio.shield(known[1])
+
+    def forget(self) -> None:
+        self._known.clear()
+
+
+_credentials: dict[asyncio.AbstractEventLoop, Credentials] = {}
+
+
+def credentials() -> Credentials:
+    loop = asyncio.get_running_loop()
+    found = _credentials.get(loop)
+    if found is None:
+        for stale in [other for other in _credentials if other.is_closed()]:
+            del _credentials[stale]
+        found = _credentials[loop] = Credentials()
+    return found
+
+
+def forget_credentials(**_kwargs) -> None:
+    """Tokens, sessions or users changed in this process: read them again (a signal receiver)."""
+    for known in list(_credentials.values()):
+        known.forget()
+
+
+def _header(scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None
+
+
+def _secure(scope) -> bool:
+    if scope.get("scheme") == "https":
+        return True
+    proxy = settings.SECURE_PROXY_SSL_HEADER
+    if proxy:
+        name = proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()
+        given = _header(scope, name)
+        return given is not None and given.decode("latin-1").split(",")[0].strip() == proxy[1]
+    return False
+
+
+def _query(scope, allowed: frozenset[str]) -> dict[str, str] | None:
+    try:
+        pairs = parse_qsl(scope["query_string"].decode("ascii"), keep_blank_values=True)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    query = dict(pairs)
+    if len(query) != len(pairs) or not set(query) <= allowed:
+        return None
+    return query
+
+
+def _served_here(scope) -> bool:
+    """Whether Django would serve the request as it is (a GET, for an allowed host, not one
+    to redirect to HTTPS)."""
+    if scope["method"] != "GET":
+        return False
+    if settings.USE_X_FORWARDED_HOST and _header(scope, b"x-forwarded-host"):
+        return False
+    host = _header(scope, b"host")
+    domain, _port = split_domain_port(host.decode("latin-1")) if host else ("", "")
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return False
+    return not (settings.SECURE_SSL_REDIRECT and not _secure(scope))
+
+
+def _credential(scope, kind: str) -> str | None:
+    """The ``kind`` credential the request carries, and nothing else that signs in."""
+    authorization = _header(scope, b"authorization")
+    if kind == TOKEN:
+        accept = _header(scope, b"accept")
+        if accept not in (None, b"*/*", b"application/json") or authorization is None:
+            return None
+        parts = authorization.split()
+        if len(parts) != 2 or parts[0] != b"Token":
+            return None
+        with contextlib.suppress(UnicodeDecodeError):
+            return parts[1].decode("ascii")
+        return None
+    if authorization is not None:
+        return None
+    cookie = _header(scope, b"cookie")
+    return (
+        parse_cookie(cookie.decode("latin-1")).get(settings.SESSION_COOKIE_NAME) if cookie else None
+    )
+
+
+class LiveRequestGate:
+    """ASGI middleware around Django's HTTP application (see the module docstring)."""
+
+    def __init__(self, app):
+        self.app = app
+        self._gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        self._views: dict[str, object] = {}
+        # The headers Django's stack sent on each live view's last 200 to a request it may
+        # answer directly; until there are some, one request finds them (a pioneer) while the
+        # others of a burst wait for it (a process's first seconds after a restart).
+        self._headers: dict[object, list[tuple[bytes, bytes]]] = {}
+        self._pioneers: dict[object, asyncio.Event] = {}
+
+    def _gate(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(LIVE_THREADS)
+        return gate
+
+    def _view(self, scope):
+        """The live view ``scope`` is for (None: not a live request)."""
+        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        if path not in self._views:
+            try:
+                view = resolve(path).func
+            except Resolver404:
+                view = None
+            if not getattr(view, "corral_live", False):
+                view = None
+            if len(self._views) < 10_000:
+                self._views[path] = view
+            return view
+        return self._views[path]
+
+    async def __call__(self, scope, receive, send):
+        view = self._view(scope)
+        if view is None:
+            return await self.app(scope, receive, send)
+        key = None
+        if view.corral_direct is not None and _served_here(scope):
+            key = _credential(scope, view.corral_direct_credential)
+        pioneer = None
+        if key is not None and view not in self._headers:
+            pioneer = await self._pioneer_or_wait(view)
+        answered = pioneer is None and key is not None
+        if answered and await self._answer_directly(view, key, scope, receive, send):
+            return None
+        return await self._through_django(view, key, pioneer, scope, receive, send)
+
+    async def _pioneer_or_wait(self, view) -> asyncio.Event | None:
+        """The event to set once this request found the view's headers, if it is the one to
+        find them; None once another found them (or gave up)."""
+        found = self._pioneers.get(view)
+        if found is None:
+            found = self._pioneers[view] = asyncio.Event()
+            return found
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(found.wait(), PIONEER_WAIT_S)
+        return None
+
+    def _pioneer_done(self, view, pioneer: asyncio.Event | None) -> None:
+        if pioneer is not None and self._pioneers.get(view) is pioneer:
+            del self._pioneers[view]
+            pioneer.set()
+
+    async def _through_django(self, view, key: str | None, pioneer, scope, receive, send):
+        gate = self._gate()
+        await gate.acquire()
+        held = True
+
+        async def send_then_release(message):
+            nonlocal held
+            if held and message["type"] == "http.response.start":
+                held = False
+                gate.release()
+                if key is not None and message["status"] == 200:
+                    own = [(k, v) for k, v in message["headers"] if k.lower() not in _OWN_HEADERS]
+                    self._headers[view] = own
+                self._pioneer_done(view, pioneer)
+            await send(message)
+
+        try:
+            return await self.app(scope, receive, send_then_release)
+        finally:
+            if held:
+                gate.release()
+            self._pioneer_done(view, pioneer)
+
+    async def _answer_directly(self, view, key: str, scope, receive, send) -> bool:
+        headers = self._headers.get(view)
+        query = _query(scope, view.corral_direct_params)
+        if headers is None or query is None:
+            return False
+        user = await credentials().user(view.corral_direct_credential, key)
+        if user is None:
+            return False  # Django answers: 401, or the log-in page
+        request = DirectRequest(user, query, scope, headers, receive, send)
+        answered = await view.corral_direct(request)
+        if not answered and request.answered:
+            raise RuntimeError("a direct answer answered, then left the request to Django")
+        return answered
