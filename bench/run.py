@@ -3,7 +3,7 @@
     make bench                      # SQLite
     DATABASE_URL=postgres://... make bench
     BENCH_ONLY=sharded_sync make bench   # only the scenarios whose name holds this
-    .venv/bin/python bench/run.py open_streams   # only the scenarios named
+    .venv/bin/python bench/run.py open_pages     # only the scenarios named
 
 Figures are wall-clock on this machine plus query counts; goals come from the issues.
 """

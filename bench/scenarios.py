@@ -234,6 +234,6 @@ import bench.pool_scenarios  # noqa: E402, F401  (adds the VM pool scenarios to 
 import bench.qemu_scenarios  # noqa: E402, F401  (adds real guests on real QEMU hosts)
 import bench.serve_scenarios  # noqa: E402, F401  (adds allocation through a web server)
 import bench.sync_scenarios  # noqa: E402, F401  (adds the sharded sync scenario to ALL)
+import bench.web_scenarios  # noqa: E402, F401  (adds the web tier under open pages)
 from bench.lease_scenarios import lease_capacity_check  # noqa: E402,F401
 from bench.scheduling_scenarios import balancer_cycle, placement_decision  # noqa: E402,F401
-from bench.web_scenarios import open_streams  # noqa: E402,F401  (adds the web tier scenario)
