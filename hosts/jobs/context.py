@@ -70,7 +70,7 @@ class JobContext:
 
     def __init__(self, job: Job):
         self.job = job
-        self.vm = job.vm
+        self._vm = job.vm
         # The placement decision, once made: kept in the job's result whatever the outcome.
         self.placement: dict | None = None
 
@@ -97,9 +97,21 @@ class JobContext:
         if state not in RUNNING_JOB_STATES:
             raise JobLost()
 
+    @property
+    def vm(self) -> VirtualMachine:
+        """The job's VM; a job whose VM was deleted before it ran fails here, with a reason."""
+        if self._vm is None:
+            name = f" {self.job.target_name}" if self.job.target_name else ""
+            raise JobFailed("vm_gone", f"The VM{name} was deleted before this job could run")
+        return self._vm
+
     def refresh_vm(self) -> VirtualMachine:
-        self.vm.refresh_from_db()
-        return self.vm
+        try:
+            self.vm.refresh_from_db()
+        except VirtualMachine.DoesNotExist:  # deleted while the job ran
+            self._vm = None
+            return self.vm
+        return self._vm
 
 
 class Heartbeat:

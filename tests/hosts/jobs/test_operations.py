@@ -114,6 +114,20 @@ def test_start_fails_with_no_host_naming_each_host_and_why(sim_cluster, make_vm,
     assert (vm.status, vm.host) == ("down", None)
 
 
+@pytest.mark.parametrize("kind", [JobKind.START, JobKind.SHUTDOWN, JobKind.MIGRATE])
+def test_a_job_whose_vm_was_deleted_before_it_ran_fails_naming_it(sim_vm, kind, caplog):
+    vm = sim_vm()
+    job = jobs.submit(kind, vm=vm)
+    VirtualMachine.objects.filter(pk=vm.pk).delete()
+
+    assert jobs.run(job.pk) == JobState.FAILED
+
+    job.refresh_from_db()
+    assert (job.state, job.error_code) == (JobState.FAILED, "vm_gone")
+    assert job.error_message == f"The VM {vm.name} was deleted before this job could run"
+    assert not [record for record in caplog.records if record.exc_info]  # no traceback
+
+
 def test_a_failed_start_is_shown_with_its_error_through_the_api(
     sim_cluster, make_vm, make_template, manager
 ):
