@@ -38,6 +38,7 @@ IMAGE_DIR = "/var/lib/libvirt/images"
 class DomainSpec:
     """What a domain is made of, taken from a VM, its template and its host.
 
+    ``name`` is the domain's name (``corral-<uuid>``), ``title`` the VM's name as people know it.
     The boot fields are empty for simulated hosts. On a real host ``disk_path`` is the VM's
     overlay volume and ``kernel``/``initrd`` the paths of image volumes; ``domain_type``,
     ``machine`` and ``emulator`` come from the host's domain capabilities when left empty.
@@ -59,6 +60,7 @@ class DomainSpec:
     machine: str = ""
     emulator: str = ""
     guest: GuestDevices = GuestDevices()
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,10 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
     domain_type = spec.domain_type or {"QEMU": "kvm", "TEST": "test"}.get(
         hypervisor.upper(), hypervisor.lower()
     )
+    title = f"<title>{escape(spec.title)}</title>" if spec.title else ""
     return (
         f"<domain type={quoteattr(domain_type)}>"
-        f"<name>{escape(spec.name)}</name>"
+        f"<name>{escape(spec.name)}</name>{title}"
         f"<uuid>{escape(spec.uuid)}</uuid>"
         f"<memory unit='MiB'>{int(spec.memory_mb)}</memory>"
         f"<vcpu>{int(spec.vcpus)}</vcpu>"
@@ -264,9 +267,7 @@ def define(uri: str, spec: DomainSpec) -> None:
         except libvirt.libvirtError:
             clash = None
         if clash is not None and clash.UUIDString() != spec.uuid:
-            raise DriverError(
-                f"The host already has another domain named {spec.name!r}; rename the VM.", uri=uri
-            )
+            raise DriverError(f"The host already has another domain named {spec.name!r}.", uri=uri)
         if not spec.domain_type:
             found = hypervisor(conn)
             if found is not None:

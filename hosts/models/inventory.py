@@ -363,6 +363,9 @@ class VirtualMachine(models.Model):
     name = models.CharField(max_length=64, validators=[validate_object_name])
     description = models.TextField(blank=True, max_length=2000)
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    # The libvirt domain's name, recorded for VMs defined before domains were named from the
+    # VM's UUID (their names were the VM's); empty for every other VM (see ``domain``).
+    domain_name = models.CharField(max_length=64, blank=True, default="", editable=False)
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="vms")
     host = models.ForeignKey(
         Host, on_delete=models.PROTECT, null=True, blank=True, related_name="vms"
@@ -474,6 +477,13 @@ class VirtualMachine(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def domain(self) -> str:
+        """The name of the VM's libvirt domain: ``corral-<uuid>`` (as Nova names a domain
+        after its instance's id, so that no domain Corral did not make, another tool's or one
+        left by an earlier database, blocks it); the VM's name is the domain's title."""
+        return self.domain_name or f"corral-{self.uuid}"
 
     def clean(self) -> None:
         errors = {}

@@ -53,7 +53,8 @@ def spec_for(vm: VirtualMachine, **boot) -> driver.DomainSpec:
     )
     return driver.DomainSpec(
         uuid=str(vm.uuid),
-        name=vm.name,
+        name=vm.domain,
+        title=vm.name,
         vcpus=vm.vcpus,
         memory_mb=vm.memory_mb,
         disk_gb=vm.disk_gb,

@@ -2,6 +2,7 @@
 
 import sys
 import threading
+import uuid
 
 import pytest
 from django.db import close_old_connections, connection
@@ -58,6 +59,42 @@ def test_start_runs_the_vm_on_a_host_that_reports_it_running(sim_vm, manager):
     assert shown["host"] is not None
     assert _reported(shown["host"], vm) == "running"
     assert (job["state"], job["progress"], job["error"]) == ("succeeded", 1.0, None)
+
+
+def _domain_name(vm) -> str:
+    """The name the VM's host gives its domain."""
+    vm.refresh_from_db()
+    report = driver.host_report(vm.host.uri)
+    return next(domain.name for domain in report.domains if domain.uuid == str(vm.uuid))
+
+
+def test_a_vm_s_domain_is_named_from_its_uuid_so_a_domain_named_like_the_vm_does_not_block_it(
+    sim_vm, sim_hosts
+):
+    vm = sim_vm()
+    others = []
+    for host in sim_hosts:  # another tool's domains, named as the VM is, on every host
+        other = driver.DomainSpec(
+            uuid=str(uuid.uuid4()), name=vm.name, vcpus=1, memory_mb=64, disk_gb=1
+        )
+        driver.define(host.uri, other)
+        others.append((host.uri, other.uuid))
+    try:
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+
+        assert _domain_name(vm) == f"corral-{vm.uuid}"
+    finally:
+        for uri, other_uuid in others:
+            driver.undefine(uri, other_uuid)
+
+
+def test_a_vm_defined_before_domains_were_named_from_uuids_keeps_its_domain_name(sim_vm):
+    vm = sim_vm()
+    VirtualMachine.objects.filter(pk=vm.pk).update(domain_name=vm.name)
+
+    assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+
+    assert _domain_name(vm) == vm.name
 
 
 def test_a_start_job_journals_its_steps(sim_vm, manager):

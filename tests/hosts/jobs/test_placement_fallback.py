@@ -50,7 +50,7 @@ def test_a_start_whose_first_host_fails_runs_on_the_next_and_names_the_failure(
 ):
     vm = sim_vm()
     first, second = _ranked(vm)[:2]
-    squatter(first, vm.name)
+    squatter(first, vm.domain)
     task_cluster()
     client = client_for(admin_user)
 
@@ -79,7 +79,7 @@ def test_a_start_tries_no_more_hosts_than_configured_nor_one_twice(
     vm = sim_vm()
     first, second, third = _ranked(vm)
     for host in (first, second, third):
-        squatter(host, vm.name)
+        squatter(host, vm.domain)
     task_cluster(CORRAL_PLACEMENT_TRIES="2")
     client = client_for(admin_user)
 
@@ -98,7 +98,7 @@ def test_a_migration_whose_destination_fails_lands_on_the_next_ranked_host(
     vm = running_vm()
     source = vm.host
     first, second = _ranked(vm, "migrate")[:2]
-    squatter(first, vm.name)
+    squatter(first, vm.domain)
     task_cluster()
     client = client_for(admin_user)
 
