@@ -40,7 +40,7 @@ class Host:
         self.cpus = cpus
         self.memory_mb = memory_mb
         self.latency = latency_ms / 1000
-        self.domains: dict[str, dict] = {}  # uuid -> {"name", "state"}
+        self.domains: dict[str, dict] = {}  # uuid -> {"name", "title", "state"}
         self.reports = 0
         self.readers: dict[int, int] = {}  # client -> reads under way
         self.last_report: dict[str, float] = {}  # client -> when it last read
@@ -70,8 +70,10 @@ class Simulator:
     def _domain(self, host: Host, request: dict) -> dict:
         key = request.get("uuid", "")
         domain = host.domains.get(key)
-        if domain is None:  # by name, for people changing a domain by hand
-            domain = next((d for d in host.domains.values() if d["name"] == key), None)
+        if domain is None:  # by name or title (the VM's name), for people changing it by hand
+            domain = next(
+                (d for d in host.domains.values() if key in (d["name"], d["title"])), None
+            )
         if domain is None:
             raise Refused("no_domain", f"Domain {key!r} not found on {host.name}.")
         return domain
@@ -93,7 +95,11 @@ class Simulator:
                 for index in range(1, int(request.get("vms", 0)) + 1):
                     domain_name = f"{name}-vm-{index}"
                     domain_uuid = str(uuid.uuid5(NAMESPACE, domain_name))
-                    host.domains[domain_uuid] = {"name": domain_name, "state": "running"}
+                    host.domains[domain_uuid] = {
+                        "name": domain_name,
+                        "title": "",
+                        "state": "running",
+                    }
         return {"ok": True, "domains": len(host.domains)}
 
     def op_set(self, request: dict) -> dict:
@@ -153,7 +159,11 @@ class Simulator:
             if any(d["name"] == name for u, d in host.domains.items() if u != key):
                 raise Refused("exists", f"The host already has another domain named {name!r}.")
             current = host.domains.get(key, {"state": "shutoff"})
-            host.domains[key] = {"name": name, "state": current["state"]}
+            host.domains[key] = {
+                "name": name,
+                "title": request.get("title", ""),
+                "state": current["state"],
+            }
         return {"ok": True}
 
     def _change(self, request: dict, changes: dict[str, str]) -> dict:

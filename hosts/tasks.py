@@ -27,7 +27,7 @@ from django.db import close_old_connections, connection
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
-from hosts import jobs, sync
+from hosts import jobs
 from hosts.syncer import cluster_id
 from project import loops
 
@@ -38,16 +38,6 @@ TICKER_LOCK = "ticker"
 def run_job(job_id: int) -> str:
     close_old_connections()
     return jobs.run(job_id)
-
-
-def sync_host(host_id: int) -> dict:
-    """One sync of one host (also run by the ticker); returns what it did."""
-    close_old_connections()
-    try:
-        result = sync.sync_host(host_id)
-    finally:
-        connection.close()
-    return {"host_status": result.host_status, "written": result.vms_written}
 
 
 def queue_tick() -> None:

@@ -17,6 +17,7 @@ from hosts.driver.connection import (
     connection,
 )
 from hosts.driver.domains import (
+    ACTIVE_STATES,
     DomainReport,
     DomainSpec,
     HostReport,
@@ -39,6 +40,7 @@ from hosts.driver.events import LifecycleListener
 from hosts.driver.guests import GuestDevices, GuestInfo
 
 __all__ = [
+    "ACTIVE_STATES",
     "DomainNotFound",
     "DomainReport",
     "DomainSpec",

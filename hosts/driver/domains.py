@@ -25,7 +25,8 @@ POWER_STATES = {
     libvirt.VIR_DOMAIN_CRASHED: "crashed",
     libvirt.VIR_DOMAIN_PMSUSPENDED: "pmsuspended",
 }
-ACTIVE_STATES = {"running", "blocked", "paused", "shutdown", "pmsuspended"}
+# Power states of a domain that runs (or is about to stop, or paused).
+ACTIVE_STATES = frozenset({"running", "blocked", "paused", "shutdown", "pmsuspended"})
 
 # Undefine with the snapshots' metadata (the disks stay, as libvirt leaves them).
 UNDEFINE_FLAGS = libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA

@@ -101,7 +101,7 @@ def domain_power_state(uri: str, uuid: str) -> str | None:
 
 
 def define(uri: str, spec) -> None:
-    request(uri, "define", "define the VM", uuid=spec.uuid, name=spec.name)
+    request(uri, "define", "define the VM", uuid=spec.uuid, name=spec.name, title=spec.title)
 
 
 def power(uri: str, op: str, uuid: str, what: str) -> None:

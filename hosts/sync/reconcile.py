@@ -64,10 +64,6 @@ def announce_stop(vm_id: int) -> None:
     transaction.on_commit(lambda: vm_stopped.send(sender=VirtualMachine, vm_id=vm_id))
 
 
-# Power states of a domain that runs (or is about to stop, or paused).
-ACTIVE_STATES = {"running", "blocked", "shutdown", "paused", "pmsuspended"}
-
-
 def find_elsewhere(vm: VirtualMachine, missing_on: Host) -> tuple[Host, str] | None:
     """(host, power state) of another Up host of the VM's cluster that has its domain (by
     UUID), one libvirt call per host; None when none has it. Only asked when a VM's own host
@@ -113,7 +109,7 @@ def reconcile_vm(vm_id: int) -> VirtualMachine:
                 message = (
                     f"VM {vm.name} is running on {host.name}, not {previous.name}: "
                     "moved outside Corral"
-                    if state in ACTIVE_STATES
+                    if state in driver.ACTIVE_STATES
                     else f"VM {vm.name} is defined on {host.name}, not {previous.name}: "
                     "moved outside Corral"
                 )
