@@ -49,20 +49,31 @@ def log_extra(job: Job) -> dict:
     return {"job_id": job.pk, "job_kind": job.kind, "vm_id": job.vm_id}
 
 
-def job_event(job: Job, message: str = "") -> None:
-    """The job's state in the event feed, scoped to its VM, cluster, pool and requester."""
-    vm = job.vm
-    events.emit(
-        EventKind.JOB,
-        "job",
-        job.pk,
-        message or f"{job.get_kind_display()} {job.get_state_display().lower()}",
-        {"state": job.state, "progress": job.progress, "step": job.step, "kind": job.kind},
+def job_event_row(job: Job, message: str = "", vm: VirtualMachine | None = None) -> dict:
+    """The job's state as an event (``events.emit``'s arguments by name), scoped to its VM,
+    cluster, pool and requester; ``vm``: the job's VM when the caller holds it already."""
+    vm = vm or job.vm
+    return dict(
+        kind=EventKind.JOB,
+        object_type="job",
+        object_id=job.pk,
+        message=message or f"{job.get_kind_display()} {job.get_state_display().lower()}",
+        data={"state": job.state, "progress": job.progress, "step": job.step, "kind": job.kind},
         vm_id=job.vm_id,
         cluster_id=vm.cluster_id if vm else (job.host.cluster_id if job.host else None),
         pool_id=vm.pool_id if vm else None,
         user_id=job.requested_by_id,
     )
+
+
+def requested(job: Job, vm: VirtualMachine | None = None) -> dict:
+    """The event of a job just queued ("Start requested")."""
+    return job_event_row(job, f"{job.get_kind_display()} requested", vm)
+
+
+def job_event(job: Job, message: str = "") -> None:
+    """The job's state in the event feed (``job_event_row``)."""
+    events.emit(**job_event_row(job, message))
 
 
 class JobContext:

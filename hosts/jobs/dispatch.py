@@ -13,15 +13,22 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from hosts.jobs.context import job_event
-from hosts.models import Job, JobJournal, JobKind, JobState, VirtualMachine
+from hosts.jobs.context import job_event, requested
+from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from project import events
-from project.models import EventKind
 
 # The django-q2 task that runs a job: its name is stored with every queued task, so it stays
 # the same across upgrades.
 RUN_JOB_TASK = "hosts.tasks.run_job"
+
+
+def queue_run(job_ids) -> None:
+    """Hand jobs to the task workers, now (call it once their rows are committed)."""
+    from django_q.tasks import async_task
+
+    for job_id in job_ids:
+        async_task(RUN_JOB_TASK, job_id, task_name=f"job-{job_id}")
 
 
 def submit(
@@ -63,7 +70,7 @@ def submit(
             requested_by=requested_by,
             target_name=str(vm or host or ""),
         )
-        job_event(job, f"{job.get_kind_display()} requested")
+        events.emit(**requested(job, vm))
         transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id, job_id=job.pk))
     return job
 
@@ -83,8 +90,6 @@ def submit_to_idle_vm(
     For a hot path that has just locked and checked the VM (an allocation); anything else
     goes through ``submit``, which locks and looks for itself.
     """
-    from django_q.tasks import async_task
-
     params = params or {}
     job = Job.objects.create(
         kind=kind,
@@ -94,20 +99,8 @@ def submit_to_idle_vm(
         target_name=str(vm),
         dispatched_at=timezone.now(),
     )
-    requested = dict(
-        kind=EventKind.JOB,
-        object_type="job",
-        object_id=job.pk,
-        message=f"{job.get_kind_display()} requested",
-        data={"state": job.state, "progress": 0.0, "step": "", "kind": kind},
-        vm_id=vm.pk,
-        cluster_id=vm.cluster_id,
-        pool_id=vm.pool_id,
-        user_id=job.requested_by_id,
-    )
-    events.emit_many([requested, *also_emit])
-    job_id = job.pk
-    transaction.on_commit(lambda: async_task(RUN_JOB_TASK, job_id, task_name=f"job-{job_id}"))
+    events.emit_many([requested(job, vm), *also_emit])
+    transaction.on_commit(lambda: queue_run([job.pk]))
     return job
 
 
@@ -120,8 +113,6 @@ def submit_many(
     Each new job heads its VM's queue, so it is handed to a worker at once; VMs that already
     have a job are skipped (their queue decides), as are VMs deleted meanwhile.
     """
-    from django_q.tasks import async_task
-
     params = params or {}
     with transaction.atomic():
         ids = list(
@@ -154,36 +145,13 @@ def submit_many(
             created = list(
                 Job.objects.filter(vm__in=free, kind=kind, dispatched_at=now).order_by("vm_id")
             )
-        label = JobKind(kind).label
-        events.emit_many(
-            [
-                dict(
-                    kind=EventKind.JOB,
-                    object_type="job",
-                    object_id=job.pk,
-                    message=f"{label} requested",
-                    data={"state": job.state, "progress": 0.0, "step": "", "kind": kind},
-                    vm_id=job.vm_id,
-                    cluster_id=job.vm.cluster_id,
-                    pool_id=job.vm.pool_id,
-                    user_id=job.requested_by_id,
-                )
-                for job in created
-            ]
-        )
-
-        def hand_over(jobs=tuple(created)):
-            for job in jobs:
-                async_task(RUN_JOB_TASK, job.pk, task_name=f"job-{job.pk}")
-
-        transaction.on_commit(hand_over)
+        events.emit_many([requested(job, job.vm) for job in created])
+        transaction.on_commit(lambda jobs=tuple(created): queue_run(job.pk for job in jobs))
     return created
 
 
 def dispatch_next(*, vm_id: int | None = None, job_id: int | None = None) -> Job | None:
     """Hand the head of a VM's queue (or a VM-less job) to a task worker, once."""
-    from django_q.tasks import async_task
-
     retry_after = timezone.now() - timedelta(seconds=settings.CORRAL_JOB_DISPATCH_RETRY)
     with transaction.atomic():
         if vm_id is not None:
@@ -198,7 +166,7 @@ def dispatch_next(*, vm_id: int | None = None, job_id: int | None = None) -> Job
         if head is None or (head.dispatched_at and head.dispatched_at > retry_after):
             return None
         Job.objects.filter(pk=head.pk).update(dispatched_at=timezone.now())
-        transaction.on_commit(lambda: async_task(RUN_JOB_TASK, head.pk, task_name=f"job-{head.pk}"))
+        transaction.on_commit(lambda: queue_run([head.pk]))
     return head
 
 
