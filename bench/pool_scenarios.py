@@ -174,7 +174,7 @@ def pool_monitor(measure):
             first = free.filter(pool_index__lte=10 + up)
             first.update(status=VmStatus.UP)
 
-        ms, queries, started = _timed(services.monitor_all, reset)
+        ms, queries, started = _timed(monitor.monitor_all, reset)
         rows.append(
             (
                 f"prestart monitor, 100 pools x 50 VMs ({label})",
@@ -198,7 +198,7 @@ def pool_refill(measure):
         services.allocate_vm(pool, user)
     burst_end = time.perf_counter()
     runs = 0
-    while services.prestarted_count(pool) < pool.prestarted_vms:
+    while monitor.prestarted_count(pool) < pool.prestarted_vms:
         nudges = [t for t in OrmQ.objects.order_by("id") if t.func() == "pools.tasks.monitor_pool"]
         if not nudges:
             raise RuntimeError("the burst left too few nudges to refill the pool")

@@ -17,15 +17,7 @@ from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
 from leases.capacity import LIVE_LEASES, DoesNotFit, lock_reservable_hosts, plan
-
-# Besides what these use cases need, the lifecycle's entry points, the repair's and the
-# reservations' figures are named here too, for callers that know leases by its services.
-from leases.lifecycle import (  # noqa: F401
-    end_lease,
-    run_due_events,
-    start_lease,
-    warn_before_end,
-)
+from leases.lifecycle import end_lease
 from leases.models import (
     Allocation,
     EventStatus,
@@ -38,12 +30,11 @@ from leases.models import (
     ResourceType,
 )
 from leases.properties import HYPERVISOR_PROPERTIES, matches
-from leases.repair import make_whole, make_whole_quietly, withdraw_host  # noqa: F401
-from leases.reservations import (  # noqa: F401
+from leases.repair import make_whole_quietly
+from leases.reservations import (
     RESERVATION_FIELDS,
     launched_on,
     lease_scope,
-    reserved_slots,
 )
 from project import events
 from project.errors import Refused

@@ -21,15 +21,7 @@ from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
 from pools.models import PoolType, VmPool
-
-# The monitor's entry points, named here too for callers that know pools by its services.
-from pools.monitor import (  # noqa: F401
-    PRESTART,
-    monitor_all,
-    monitor_pool,
-    nudge_monitor,
-    prestarted_count,
-)
+from pools.monitor import nudge_monitor
 from pools.queries import DOWN, STARTING, UP, active_job, pick_free_vm, unassigned
 from project import events
 from project.errors import Refused

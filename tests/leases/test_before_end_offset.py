@@ -5,7 +5,7 @@ still warned two hours before the end it now has."""
 import pytest
 import time_machine
 
-from leases import services
+from leases import lifecycle, services
 from leases.models import EventStatus, EventType, LeaseEvent
 from project.models import Event, EventKind
 from tests.leases.fixtures import at, instances
@@ -58,15 +58,15 @@ def test_shortening_below_the_distance_warns_at_the_start(lease):
 
 def test_an_extended_running_lease_is_warned_again_before_its_new_end(lease):
     with time_machine.travel(at(9), tick=False):
-        services.run_due_events()
+        lifecycle.run_due_events()
     with time_machine.travel(at(10), tick=False):
-        services.run_due_events()
+        lifecycle.run_due_events()
         assert warning(lease).status == EventStatus.DONE
         services.update_lease(lease, {"end_shift": at(15) - at(12)})
     assert (warning(lease).time, warning(lease).status) == (at(13), EventStatus.UNDONE)
 
     with time_machine.travel(at(13), tick=False):
-        assert services.run_due_events() == 1
+        assert lifecycle.run_due_events() == 1
 
     warnings = Event.objects.filter(lease_id=lease.pk, kind=EventKind.ALERT)
     assert list(warnings.order_by("pk").values_list("message", flat=True)) == [

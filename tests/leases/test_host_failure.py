@@ -6,7 +6,7 @@ capacity stays held on the host for its return."""
 import pytest
 
 from hosts import sync
-from leases import services
+from leases import lifecycle, reservations
 from leases.models import Lease, LeaseStatus
 from project.models import Event, EventKind
 from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
@@ -59,7 +59,7 @@ def test_launches_follow_the_moved_capacity(reservable_hosts, make_lease, fail):
 
     fail(first)
 
-    assert services.reserved_slots(lease.reservations.get()) == {second.pk: 2}
+    assert reservations.reserved_slots(lease.reservations.get()) == {second.pk: 2}
 
 
 def test_capacity_moves_to_a_host_that_is_busy_only_at_other_times(
@@ -147,7 +147,7 @@ def test_a_whole_host_reservation_with_no_free_host_left_is_degraded(
 def test_an_active_lease_moves_too(reservable_hosts, make_lease, fail):
     first, second = reservable_hosts(2)
     lease = make_lease(at(9), at(12), instances(2, affinity=True))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
 
     fail(first)
 
@@ -157,7 +157,7 @@ def test_an_active_lease_moves_too(reservable_hosts, make_lease, fail):
 def test_an_ended_lease_is_left_alone(reservable_hosts, make_lease, fail):
     first, second = reservable_hosts(2)
     lease = make_lease(at(9), at(12), instances(2, affinity=True))
-    services.end_lease(lease)
+    lifecycle.end_lease(lease)
     seen = Event.objects.filter(lease_id=lease.pk).count()
 
     fail(first)

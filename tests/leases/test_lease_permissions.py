@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from hosts.models import VirtualMachine
-from leases import services
+from leases import lifecycle
 from leases.models import Lease
 from project.permissions import holds
 from tests.conftest import unique
@@ -143,7 +143,7 @@ def test_another_users_lease_is_not_listed(bob, alices_lease, client_for):
 def test_another_users_reservation_cannot_be_launched_into(
     bob, alices_lease, client_for, make_template
 ):
-    services.start_lease(alices_lease)
+    lifecycle.start_lease(alices_lease)
     template = make_template(cluster=None, vcpus=1, memory_mb=1024)
     reservation = alices_lease.reservations.get()
 

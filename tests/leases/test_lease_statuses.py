@@ -5,7 +5,7 @@ lease event that failed leaves."""
 
 import pytest
 
-from leases import services
+from leases import lifecycle, services
 from leases.models import Lease, LeaseStatus
 from tests.leases.fixtures import at, instances
 
@@ -36,9 +36,9 @@ def test_a_lease_goes_from_pending_to_active_to_terminated_as_its_events_run(
     changed = services.update_lease(lease, {"end": at(13)})
     seen.append(_status(changed))
 
-    services.run_due_events(now=at(9))
+    lifecycle.run_due_events(now=at(9))
     seen.append(_status(lease))
-    services.run_due_events(now=at(13))
+    lifecycle.run_due_events(now=at(13))
     seen.append(_status(lease))
 
     assert seen == [

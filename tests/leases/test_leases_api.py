@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from hosts.models import Job, JobKind, VirtualMachine
-from leases import services
+from leases import lifecycle
 from leases.models import Allocation, EventType, Lease, LeaseEvent, Reservation
 from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
 
@@ -396,7 +396,7 @@ def test_a_pending_lease_can_move_to_another_window(client, full_lease, make_lea
 
 
 def test_a_started_lease_cannot_move_its_start(client, full_lease):
-    services.start_lease(Lease.objects.get(pk=full_lease["id"]))
+    lifecycle.start_lease(Lease.objects.get(pk=full_lease["id"]))
     before = shown(client, full_lease["id"])
 
     response = patch(client, full_lease["id"], {"start_date": when(at(10))})
@@ -409,7 +409,7 @@ def test_a_started_lease_cannot_move_its_start(client, full_lease):
 
 
 def test_a_started_lease_can_be_extended(client, full_lease):
-    services.start_lease(Lease.objects.get(pk=full_lease["id"]))
+    lifecycle.start_lease(Lease.objects.get(pk=full_lease["id"]))
 
     response = patch(client, full_lease["id"], {"end_date": when(at(13))})
 
@@ -465,7 +465,7 @@ def test_the_amount_shrinks_and_frees_capacity(client, full_lease, make_lease):
 def launched_two(client, full_lease, make_vm, make_template):
     """The full lease, started, with two VMs launched into its reservation."""
     lease = Lease.objects.get(pk=full_lease["id"])
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
     reservation = lease.reservations.get()
     host = reservation.allocations.get().host
     template = make_template(vcpus=1, memory_mb=1024)
@@ -555,7 +555,7 @@ def test_an_update_with_a_malformed_amount_is_a_400(client, full_lease):
 
 
 def test_an_ended_lease_cannot_change(client, full_lease):
-    services.end_lease(Lease.objects.get(pk=full_lease["id"]))
+    lifecycle.end_lease(Lease.objects.get(pk=full_lease["id"]))
 
     response = patch(client, full_lease["id"], {"end_date": when(at(13))})
 
@@ -692,7 +692,7 @@ def test_a_whole_host_counts_against_the_quotas_by_its_cpus_and_memory(
 def _leases_with_vms(owner, count: int, make_lease, make_vm, template) -> None:
     for _ in range(count):
         lease = make_lease(at(9), at(10), instances(1), instances(1), owner=owner)
-        services.start_lease(lease)
+        lifecycle.start_lease(lease)
         for reservation in lease.reservations.all():
             host = reservation.allocations.get().host
             make_vm(cluster=host.cluster, template=template, reservation=reservation)

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine
-from leases import services
+from leases import lifecycle, services
 from leases.models import EventStatus, EventType, Lease, LeaseEvent, LeaseStatus
 from project.models import Event, EventKind
 from tests.conftest import unique, wait_until
@@ -67,7 +67,7 @@ def with_vms(make_vm, make_template):
 def test_a_lease_whose_start_has_come_becomes_active(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(2))
 
-    ran = services.run_due_events(now=at(9))
+    ran = lifecycle.run_due_events(now=at(9))
 
     assert ran == 1
     assert status_of(lease) == (LeaseStatus.ACTIVE, {"active"})
@@ -78,7 +78,7 @@ def test_a_lease_whose_start_has_come_becomes_active(one_host, make_lease):
 def test_a_lease_whose_start_has_not_come_stays_pending(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(2))
 
-    ran = services.run_due_events(now=at(9) - timedelta(seconds=1))
+    ran = lifecycle.run_due_events(now=at(9) - timedelta(seconds=1))
 
     assert ran == 0
     assert status_of(lease) == (LeaseStatus.PENDING, {"pending"})
@@ -87,9 +87,9 @@ def test_a_lease_whose_start_has_not_come_stays_pending(one_host, make_lease):
 @pytest.mark.django_db
 def test_the_owner_is_warned_before_the_end(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(2))
-    services.run_due_events(now=at(9))
+    lifecycle.run_due_events(now=at(9))
 
-    services.run_due_events(now=at(11.5))
+    lifecycle.run_due_events(now=at(11.5))
 
     alert = Event.objects.filter(kind=EventKind.ALERT, object_type="lease").get()
     assert alert.message == (
@@ -102,10 +102,10 @@ def test_the_owner_is_warned_before_the_end(one_host, make_lease):
 @pytest.mark.django_db
 def test_an_extended_lease_is_warned_again_before_its_new_end(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(2))
-    services.run_due_events(now=at(11.5))
+    lifecycle.run_due_events(now=at(11.5))
     services.update_lease(lease, {"end": at(14)})
 
-    services.run_due_events(now=at(13.5))
+    lifecycle.run_due_events(now=at(13.5))
 
     alerts = Event.objects.filter(kind=EventKind.ALERT, lease_id=lease.pk)
     assert list(alerts.values_list("message", flat=True)) == [
@@ -119,10 +119,10 @@ def test_at_its_end_a_lease_terminates_and_its_running_vms_are_powered_off(
     one_host, make_lease, with_vms
 ):
     lease = make_lease(at(9), at(12), instances(3))
-    services.run_due_events(now=at(11.9))
+    lifecycle.run_due_events(now=at(11.9))
     up, paused, down = with_vms(lease, "up", "paused", "down")
 
-    services.run_due_events(now=at(12))
+    lifecycle.run_due_events(now=at(12))
 
     assert status_of(lease) == (LeaseStatus.TERMINATED, {"deleted"})
     poweroffs = Job.objects.filter(kind=JobKind.POWEROFF)
@@ -136,10 +136,10 @@ def test_a_lease_ending_with_delete_deletes_its_vms_after_powering_them_off(
     one_host, make_lease, with_vms
 ):
     lease = make_lease(at(9), at(12), instances(2), end_action="delete")
-    services.run_due_events(now=at(11.9))
+    lifecycle.run_due_events(now=at(11.9))
     up, down = with_vms(lease, "up", "down")
 
-    services.run_due_events(now=at(12))
+    lifecycle.run_due_events(now=at(12))
 
     jobs_of = {
         vm.pk: list(Job.objects.filter(vm=vm).order_by("pk").values_list("kind", flat=True))
@@ -154,7 +154,7 @@ def test_events_missed_while_down_are_caught_up_in_order(reservable_hosts, make_
     first = make_lease(at(9), at(11), instances(2), name="first")
     second = make_lease(at(10), at(12), instances(2), name="second")
 
-    ran = services.run_due_events(now=at(13))
+    ran = lifecycle.run_due_events(now=at(13))
 
     assert ran == 6
     assert lease_messages()[-6:] == [
@@ -174,10 +174,10 @@ def test_an_ending_lease_finishes_before_the_next_starts_on_its_capacity(one_hos
     # The later lease is made first, so its start event comes first by id.
     later = make_lease(at(10), at(11), instances(PER_HOST), name="later")
     earlier = make_lease(at(9), at(10), instances(PER_HOST), name="earlier")
-    services.run_due_events(now=at(9.75))
+    lifecycle.run_due_events(now=at(9.75))
     assert status_of(earlier)[0] == LeaseStatus.ACTIVE
 
-    services.run_due_events(now=at(10))
+    lifecycle.run_due_events(now=at(10))
 
     assert lease_messages()[-2:] == ["Lease earlier ended", "Lease later started"]
     assert status_of(later)[0] == LeaseStatus.ACTIVE
@@ -187,9 +187,9 @@ def test_an_ending_lease_finishes_before_the_next_starts_on_its_capacity(one_hos
 @pytest.mark.django_db
 def test_an_event_is_carried_out_once(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(1))
-    services.run_due_events(now=at(9))
+    lifecycle.run_due_events(now=at(9))
 
-    again = services.run_due_events(now=at(9))
+    again = lifecycle.run_due_events(now=at(9))
 
     assert again == 0
     assert lease_messages().count(f"Lease {lease.name} started") == 1
@@ -200,7 +200,7 @@ def test_a_start_event_of_a_deleted_lease_is_gone_with_it(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(1))
     services.delete_lease(lease)
 
-    assert services.run_due_events(now=at(13)) == 0
+    assert lifecycle.run_due_events(now=at(13)) == 0
 
 
 @pytest.mark.django_db
@@ -208,7 +208,7 @@ def test_moving_a_pending_lease_moves_its_start_event(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(1))
     services.update_lease(lease, {"start": at(10), "end": at(12)})
 
-    assert services.run_due_events(now=at(9.5)) == 0
+    assert lifecycle.run_due_events(now=at(9.5)) == 0
     assert LeaseEvent.objects.get(lease=lease, event_type=EventType.START).time == at(10)
 
 
@@ -233,7 +233,7 @@ def test_a_vm_launches_into_an_active_reservation_in_its_hosts_cluster(
     one_host, make_lease, launcher
 ):
     lease = make_lease(at(9), at(12), instances(2))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
 
     response = launcher(lease)
 
@@ -265,7 +265,7 @@ def test_a_vm_cannot_launch_into_a_lease_that_has_not_started(one_host, make_lea
 @pytest.mark.django_db
 def test_a_vm_cannot_launch_into_a_lease_that_has_ended(one_host, make_lease, launcher):
     lease = make_lease(at(9), at(12), instances(2))
-    services.run_due_events(now=at(12))
+    lifecycle.run_due_events(now=at(12))
 
     response = launcher(lease)
 
@@ -276,7 +276,7 @@ def test_a_vm_cannot_launch_into_a_lease_that_has_ended(one_host, make_lease, la
 @pytest.mark.django_db
 def test_no_more_vms_launch_than_the_reservations_amount(one_host, make_lease, launcher):
     lease = make_lease(at(9), at(12), instances(2))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
     assert launcher(lease).status_code == 201
     assert launcher(lease).status_code == 201
 
@@ -290,7 +290,7 @@ def test_no_more_vms_launch_than_the_reservations_amount(one_host, make_lease, l
 @pytest.mark.django_db
 def test_a_vm_larger_than_the_reserved_size_is_refused(one_host, make_lease, launcher):
     lease = make_lease(at(9), at(12), instances(2))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
 
     response = launcher(lease, memory_mb=2048)
 
@@ -301,7 +301,7 @@ def test_a_vm_larger_than_the_reserved_size_is_refused(one_host, make_lease, lau
 @pytest.mark.django_db
 def test_a_vm_of_an_ended_lease_does_not_start(one_host, make_lease, with_vms):
     lease = make_lease(at(9), at(12), instances(1))
-    services.run_due_events(now=at(12))
+    lifecycle.run_due_events(now=at(12))
     [vm] = with_vms(lease, "down")
 
     outcome = jobs.run(jobs.submit(JobKind.START, vm=vm).pk)

@@ -9,7 +9,7 @@ import time_machine
 
 from hosts import driver, services, sync
 from hosts.models import Host, VirtualMachine
-from leases import repair
+from leases import lifecycle, repair
 from leases import services as leases
 from leases.models import Allocation, Lease
 from leases.placement import reserved_hosts
@@ -54,7 +54,7 @@ def test_maintenance_moves_the_capacity_before_the_vms_migrate(
 ):
     first, second = reservable_hosts(2)
     lease = make_lease(at(-48), at(12), instances(2, affinity=True))
-    leases.start_lease(lease)
+    lifecycle.start_lease(lease)
     reservation = lease.reservations.get()
     vm = make_vm(cluster=first.cluster, host=first, reservation=reservation, status="up")
 
@@ -185,7 +185,7 @@ def test_unmarking_a_host_running_lease_vms_through_the_api_is_a_400(
 ):
     first, second = reservable_hosts(2)
     lease = make_lease(at(-48), at(12), instances(2, affinity=True))
-    leases.start_lease(lease)
+    lifecycle.start_lease(lease)
     vm = make_vm(
         cluster=first.cluster, host=first, reservation=lease.reservations.get(), status="up"
     )
@@ -290,7 +290,7 @@ def test_a_lease_reaching_its_end_makes_a_degraded_lease_whole(
     assert allocations_of(waiting) == {first.name: PER_HOST}
 
     with time_machine.travel(at(10), tick=False):
-        committed(leases.run_due_events)
+        committed(lifecycle.run_due_events)
 
     assert Lease.objects.get(pk=blocker.pk).status == "TERMINATED"
     assert allocations_of(waiting) == {second.name: PER_HOST}
@@ -374,7 +374,7 @@ def test_a_degraded_reservation_launches_only_what_it_holds(
 ):
     first, second = reservable_hosts(2)
     lease = make_lease(at(-48), at(12), instances(4))
-    leases.start_lease(lease)
+    lifecycle.start_lease(lease)
     Host.objects.get(pk=second.pk).delete()  # one of four instances was there
     reservation = lease.reservations.get()
     template = make_template(cluster=None, vcpus=1, memory_mb=1024)
@@ -423,7 +423,7 @@ def test_the_admin_console_keeps_a_host_running_lease_vms_reservable(
 ):
     first, second = reservable_hosts(2)
     lease = make_lease(at(-48), at(12), instances(2, affinity=True))
-    leases.start_lease(lease)
+    lifecycle.start_lease(lease)
     vm = make_vm(
         cluster=first.cluster, host=first, reservation=lease.reservations.get(), status="up"
     )

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Host, Job, JobKind, VirtualMachine
-from leases import services
+from leases import lifecycle
 from leases.models import Lease
 from scheduling import services as policies
 from scheduling.models import Policy, PolicyFilter, PolicyUnit
@@ -53,7 +53,7 @@ def active_lease(make_lease):
     def make(request: dict) -> Lease:
         now = timezone.now()
         lease = make_lease(now, now + timedelta(hours=1), request)
-        services.start_lease(lease)
+        lifecycle.start_lease(lease)
         lease.refresh_from_db()
         return lease
 

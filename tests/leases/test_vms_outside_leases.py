@@ -6,7 +6,7 @@ import pytest
 
 from hosts import sync
 from hosts.sync.reconcile import announce_stop
-from leases import services
+from leases import lifecycle, services
 from leases.capacity import plan
 from leases.models import Lease
 from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
@@ -88,7 +88,7 @@ def allocations_of_plan(request) -> list[int]:
 def test_a_leases_own_vms_are_not_counted_twice(reservable_hosts, make_lease, vm_on):
     [host] = reservable_hosts(1)
     lease = make_lease(at(-48), at(10), instances(2))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
     reservation = lease.reservations.get()
     for _ in range(2):
         vm_on(host, reservation=reservation)
@@ -103,7 +103,7 @@ def test_a_leases_vms_beyond_what_it_holds_on_a_host_are_counted(
 ):
     first, second = reservable_hosts(2)
     lease = make_lease(at(-48), at(10), instances(1))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
     assert allocations_of(lease) == {first.name: 1}
     # Its VM runs on the second host, which it holds nothing on (its capacity moved while that
     # host was away, say).
@@ -120,9 +120,9 @@ def test_the_vms_of_an_ended_lease_count_until_they_stop(
 ):
     [host] = reservable_hosts(1)
     lease = make_lease(at(-48), at(10), instances(PER_HOST))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
     vms = [vm_on(host, reservation=lease.reservations.get()) for _ in range(PER_HOST)]
-    services.end_lease(lease)  # their power-off jobs are queued, not done
+    lifecycle.end_lease(lease)  # their power-off jobs are queued, not done
 
     assert "only 0 of 1" in shortage(at(11), at(12), instances(1))
 

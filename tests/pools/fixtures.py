@@ -139,7 +139,7 @@ def run_queued_tasks(limit: int = 500) -> int:
 
 
 def prestart_jobs(pool: VmPool):
-    return Job.objects.filter(vm__pool=pool, kind=JobKind.START, params__reason=services.PRESTART)
+    return Job.objects.filter(vm__pool=pool, kind=JobKind.START, params__reason=monitor.PRESTART)
 
 
 @contextlib.contextmanager

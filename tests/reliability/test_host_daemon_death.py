@@ -22,6 +22,7 @@ from hosts import driver, jobs, simhosts, sync
 from hosts.driver.connection import drop
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from hosts.operations import spec_for
+from leases import lifecycle
 from leases import services as leases
 from leases.models import Allocation, Lease
 from project.models import Event, EventKind
@@ -84,7 +85,7 @@ def test_a_dead_hosts_vms_are_unknown_its_lease_capacity_moves_and_it_comes_back
         end=now + timedelta(hours=1),
         reservations=[instances(2, vcpus=1, memory_mb=128)],
     )
-    leases.start_lease(lease)
+    lifecycle.start_lease(lease)
     reservation = lease.reservations.get()
     assert _allocations(lease) == {host.name: 2}
     kept, stopped = (

@@ -15,7 +15,7 @@ from hosts import jobs
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools.models import VmPool
-from pools.services import PRESTART
+from pools.monitor import PRESTART
 from project.models import Event, EventKind
 from tests.conftest import wait_until
 from tests.reliability.hostview import active_jobs, disagreements, look

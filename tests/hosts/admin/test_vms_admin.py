@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, VirtualMachine
-from pools import services as pool_services
+from pools import monitor
 from project.models import Event
 from tests.conftest import lock_waiters, wait_until
 from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
@@ -372,7 +372,7 @@ def given_up_vm(make_pool, make_vm, cluster_a):
 def test_clearing_prestart_failures_lets_the_pool_prestart_the_vm_again(
     superuser_console, given_up_vm
 ):
-    assert pool_services.monitor_pool(given_up_vm.pool_id) == 0
+    assert monitor.monitor_pool(given_up_vm.pool_id) == 0
 
     response = run_action(superuser_console, LABEL, "clear_prestart_failures", [given_up_vm])
 
@@ -382,7 +382,7 @@ def test_clearing_prestart_failures_lets_the_pool_prestart_the_vm_again(
         "success",
         "Cleared prestart failures of 1 VM(s): lab-1; their pools may prestart them again.",
     ) in shown_messages(response)
-    assert pool_services.monitor_pool(given_up_vm.pool_id) == 1
+    assert monitor.monitor_pool(given_up_vm.pool_id) == 1
     assert Job.objects.filter(vm=given_up_vm, kind=JobKind.START).exists()
 
 

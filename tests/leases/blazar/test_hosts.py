@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hosts.models import Host
-from leases import services
+from leases import lifecycle, services
 from leases.models import Allocation, HostProperty, Lease
 from tests.conftest import unique
 from tests.leases.blazar.conftest import API
@@ -292,7 +292,7 @@ def test_a_host_running_vms_of_a_lease_cannot_be_unmarked(
 ):
     first, second = reservable_hosts(2, cluster=cluster_admin[1])
     lease = make_lease(at(-48), at(10), instances(1))
-    services.start_lease(lease)
+    lifecycle.start_lease(lease)
     vm = make_vm(
         cluster=first.cluster,
         host=first,

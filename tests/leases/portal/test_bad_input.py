@@ -23,6 +23,7 @@ from guardian.models import UserObjectPermission
 
 from hosts.models import Cluster, Host, Job, JobKind, JobState, Template, VirtualMachine
 from hosts.views import OPERATION_KINDS
+from leases import lifecycle
 from leases import services as lease_services
 from leases.models import Allocation, Lease, LeaseEvent, LeaseStatus, Reservation
 from pools.models import VmPool
@@ -132,7 +133,7 @@ def portal(make_user, grant) -> Portal:
         end=now + timedelta(days=2, hours=1),
         reservations=[request],
     )
-    lease_services.run_due_events()
+    lifecycle.run_due_events()
     lease.refresh_from_db()
     assert lease.status == LeaseStatus.ACTIVE
     launched = client_of(user).post(
@@ -355,7 +356,7 @@ def test_a_lease_named_with_markup_is_shown_as_text_on_every_page(portal):
         "/leases/new/", lease_fields(name=SCRIPT, start=None, start_now="on"), follow=True
     )
     lease = Lease.objects.get(name=SCRIPT)
-    lease_services.run_due_events()
+    lifecycle.run_due_events()
     reservation = lease.reservations.get()
     launched = client.post(
         f"/leases/{lease.pk}/launch/",

@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
-from leases import services
+from leases import lifecycle
 from leases.models import Lease, LeaseStatus, Reservation
 from tests.conftest import unique
 from tests.leases.fixtures import at, instances
@@ -198,7 +198,7 @@ def test_another_users_lease_is_not_found_for_every_page_and_action(
 ):
     hosts(1)
     lease = make_lease(timezone.now(), at(12), instances(2), owner=alice)
-    services.run_due_events()
+    lifecycle.run_due_events()
     before = Lease.objects.filter(pk=lease.pk).values().get()
 
     client = signed_in(bob)
@@ -265,7 +265,7 @@ def test_start_now_starts_the_lease_at_once(hosts, alice):
     lease = Lease.objects.get()
     assert before <= lease.start_date <= timezone.now()
     assert lease.reservations.get().affinity is True
-    services.run_due_events()
+    lifecycle.run_due_events()
     assert Lease.objects.get().status == LeaseStatus.ACTIVE
 
 
@@ -527,7 +527,7 @@ def test_deleting_an_active_lease_ends_it_and_powers_off_its_vms(
 ):
     hosts(1)
     lease = make_lease(timezone.now(), at(12), instances(1), owner=alice)
-    services.run_due_events()
+    lifecycle.run_due_events()
     template = make_template(cluster=None, vcpus=1, memory_mb=1024)
     client = signed_in(alice)
     reservation = lease.reservations.get()
@@ -575,7 +575,7 @@ def active_lease(hosts, alice, make_lease):
     """A lease of alice's from now, started by its start event, of two instances."""
     hosts(1)
     lease = make_lease(timezone.now(), at(12), instances(2), owner=alice, name="lab")
-    services.run_due_events()
+    lifecycle.run_due_events()
     lease.refresh_from_db()
     assert lease.status == LeaseStatus.ACTIVE
     return lease
