@@ -35,6 +35,7 @@ from hosts.models import (
     Cluster,
     CopyState,
     Host,
+    Image,
     ImageCopy,
     Job,
     JobKind,
@@ -247,6 +248,17 @@ def real_guests(measure):
             qemuhosts.kill_leftovers(daemon)
             shutil.rmtree(daemon.directory, ignore_errors=True)
         shutil.rmtree(store, ignore_errors=True)
+        _remove_rows()
+
+
+def _remove_rows() -> None:
+    """What the scenario made in the database, so that the scenarios after it start clean."""
+    VirtualMachine.objects.filter(cluster__name="bench-qemu").delete()
+    VmPool.objects.filter(cluster__name="bench-qemu").delete()
+    Host.objects.filter(cluster__name="bench-qemu").delete()
+    Cluster.objects.filter(name="bench-qemu").delete()
+    Template.objects.filter(name="bench-tiny").delete()
+    Image.objects.filter(name__in=("bench-kernel", "bench-initrd", "bench-disk")).delete()
 
 
 scenarios.ALL.append(real_guests)
