@@ -265,7 +265,7 @@ def test_two_monitors_at_once_never_start_more_than_is_missing(postgres_only, po
     ready = threading.Barrier(4)
     outcomes = []
 
-    def monitor() -> None:
+    def run_monitor() -> None:
         close_old_connections()
         try:
             ready.wait(10)
@@ -273,7 +273,7 @@ def test_two_monitors_at_once_never_start_more_than_is_missing(postgres_only, po
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=monitor) for _ in range(4)]
+    threads = [threading.Thread(target=run_monitor) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
