@@ -119,7 +119,12 @@ def test_a_user_past_their_limit_of_waits_gets_429_with_retry_after_and_others_a
     since = events.latest_token()
     waiting = Pages(server.url, [Page("poll", greedy, since) for _ in range(4)])
     waiting.start()
-    wait_until(lambda: not _answers_now(server.url, greedy, since) or None, timeout=20)
+    # Probed only once the four have opened (over a second): a probe is a wait too, and one
+    # that took a slot while a page opened would send that page into its back-off.
+    time.sleep(2)
+    wait_until(
+        lambda: not _answers_now(server.url, greedy, since) or None, timeout=20, interval=0.5
+    )
 
     poll = requests.get(
         f"{server.url}/api/events/",
