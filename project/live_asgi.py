@@ -76,13 +76,7 @@ class DirectRequest:
     async def until_answered(self, answer: Awaitable[bytes]) -> None:
         """Answer with ``answer`` once it is ready, unless the client goes away first."""
         waiting = asyncio.ensure_future(answer)
-        gone = asyncio.ensure_future(self.disconnected())
-        try:
-            done, _ = await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (waiting, gone):
-                task.cancel()
-        if waiting in done:
+        if await self._unless_gone(waiting):
             await self.answer(waiting.result())
 
     async def stream(self, chunks: AsyncIterator[str]) -> None:
@@ -98,15 +92,20 @@ class DirectRequest:
                     await self.send(body)
 
         writing = asyncio.ensure_future(write())
-        gone = asyncio.ensure_future(self.disconnected())
-        try:
-            done, _ = await asyncio.wait({writing, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (writing, gone):
-                task.cancel()
-        if writing in done:
+        if await self._unless_gone(writing):
             writing.result()
             await self.send({"type": "http.response.body", "body": b""})
+
+    async def _unless_gone(self, task: asyncio.Future) -> bool:
+        """Wait for ``task`` unless the client goes away first (then it is cancelled);
+        whether it finished."""
+        gone = asyncio.ensure_future(self.disconnected())
+        try:
+            done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, gone):
+                pending.cancel()
+        return task in done
 
     async def disconnected(self) -> None:
         """Returns when the client has gone."""
