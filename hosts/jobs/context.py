@@ -9,7 +9,7 @@ import socket
 import threading
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from hosts.models import Job, JobJournal, JobState, VirtualMachine
@@ -89,9 +89,18 @@ class JobContext:
         """Begin a step: check for cancellation, record it, move the progress bar."""
         self.check_cancelled()
         now = timezone.now()
-        Job.objects.filter(pk=self.job.pk).update(step=label, progress=progress, heartbeat_at=now)
+        # The step and its journal line together, and only while the job is still this
+        # worker's: a worker stalled here must not add a step after the reaper failed its job.
+        with transaction.atomic():
+            moved = Job.objects.filter(pk=self.job.pk, state__in=RUNNING_JOB_STATES).update(
+                step=label, progress=progress, heartbeat_at=now
+            )
+            if moved:
+                JobJournal.objects.create(job=self.job, message=label)
+        if not moved:
+            self.check_cancelled()
+            raise JobLost()
         self.job.step, self.job.progress = label, progress
-        JobJournal.objects.create(job=self.job, message=label)
         logger.info("%s", label, extra=log_extra(self.job))
         job_event(self.job, label)
 
