@@ -30,7 +30,7 @@ from rest_framework.test import APIClient
 
 from bench import scenarios
 from hosts import driver, guestinfo, jobs, labdemo, qemuhosts, sync, tinyguest
-from hosts.driver import guests
+from hosts.driver.libvirt import guests, volumes
 from hosts.models import (
     Cluster,
     CopyState,
@@ -97,7 +97,7 @@ def _distribution(template: Template, host: Host) -> float:
     rates = []
     for _ in range(COPIES):
         for image in images:
-            driver.volumes.delete(host.uri, host.storage_pool, image.volume_name)
+            volumes.delete(host.uri, host.storage_pool, image.volume_name)
         ImageCopy.objects.filter(host=host).delete()
         start = time.perf_counter()
         for image in images:

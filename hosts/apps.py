@@ -21,6 +21,7 @@ class HostsConfig(AppConfig):
         from hosts import (  # noqa: F401
             dashboard,
             demo,
+            driver,
             guestinfo,
             jobs,
             labdemo,
@@ -32,13 +33,14 @@ class HostsConfig(AppConfig):
             tasks,
         )
         from hosts.console_relay import ConsoleRelay
-        from hosts.driver import uris
+        from hosts.driver import lightsim
         from hosts.jobs import retention
         from hosts.signals import host_fenced
         from project import events, loops, scopes, websockets
         from project import metrics as project_metrics
 
-        uris.allow_lightsim_folder(str(settings.CORRAL_SIMHOSTS_DIR))
+        driver.register_backend(lightsim.SCHEME, lightsim, lightsim.check)
+        lightsim.allow_folder(str(settings.CORRAL_SIMHOSTS_DIR))
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
         roles.register()

@@ -1,7 +1,7 @@
 """cloud-init's NoCloud seed of a VM: an ISO 9660 volume labelled ``cidata`` holding
 ``meta-data`` (instance-id = the VM's UUID, local-hostname = its name) and ``user-data`` (a
 ``#cloud-config`` with the SSH keys of the VM's user, and the template's own user-data merged
-in). Written with pycdlib, uploaded to the VM's host (``hosts.driver.guests.write_seed``)
+in). Written with pycdlib, uploaded to the VM's host (``hosts.driver.libvirt.guests.write_seed``)
 before each start and whenever the VM changes hands, so its next boot sees its new user.
 """
 
@@ -15,7 +15,7 @@ import pycdlib
 import yaml
 from django.utils import timezone
 
-from hosts.driver import guests
+from hosts.driver.libvirt import guests
 from hosts.models import VirtualMachine
 from project.sshkeys import authorized_keys
 

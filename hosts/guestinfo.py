@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 
 from hosts import cloudinit, driver
-from hosts.driver import guests
+from hosts.driver.libvirt import guests
 from hosts.models import ConsoleLog, Host, VirtualMachine
 
 logger = logging.getLogger(__name__)

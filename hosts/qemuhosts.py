@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hosts import driver, simhosts
-from hosts.driver.connection import drop
-from hosts.driver.storage import ensure_storage_pool
+from hosts.driver.libvirt.connection import drop
+from hosts.driver.libvirt.storage import ensure_storage_pool
 
 MAX_DIRECTORY_LENGTH = 19
 SHORT_BASE = Path("/tmp")

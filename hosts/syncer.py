@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from hosts import guestinfo, sync
-from hosts.driver import LifecycleListener
+from hosts.driver.libvirt.events import LifecycleListener
 from hosts.models import HostStatus
 from hosts.sync import shard
 from project import loops

@@ -10,28 +10,69 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
-from hosts.driver.connection import DomainNotFound, DriverError, HostUnreachable, UriRefused
-from hosts.driver.uris import refusal
+from hosts.driver import uris
+from hosts.driver.base import (
+    DomainNotFound,
+    DomainReport,
+    DriverError,
+    HostReport,
+    HostUnreachable,
+    NotSupported,
+    check_uri,
+)
 
-SCHEME = "lightsim+unix://"
+SCHEME = "lightsim+unix"
 TIMEOUT_S = 30
+
+# Folders whose Unix sockets light simulated hosts may be reached on (``allow_folder``).
+FOLDERS: list[str] = []
+_URI = re.compile(r"lightsim\+unix:///(?P<name>[^?]*)\?socket=(?P<socket>[^&;=?]*)")
+URI_SHAPE = (
+    "A light simulated host's URI is lightsim+unix:///NAME?socket=/path/to/socket, nothing more."
+)
 
 _local = threading.local()
 
 
+def allow_folder(folder: str) -> None:
+    """Accept light simulated hosts whose socket lies under ``folder``."""
+    folder = folder.rstrip("/")
+    if folder and folder not in FOLDERS:
+        FOLDERS.append(folder)
+        uris.refusal.cache_clear()
+
+
+def check(uri: str) -> None:
+    """``lightsim+unix:///NAME?socket=PATH``: a plain host name and a socket path under an
+    allowed folder; no other part. Nothing in it names a program: the driver only connects
+    to the socket and exchanges JSON lines."""
+    match = _URI.fullmatch(uri)
+    if match is None:
+        raise uris.Refusal(URI_SHAPE)
+    uris.plain_name("a light simulated host's name", match["name"])
+    path = match["socket"]
+    uris.file_path("socket", path)
+    if ".." in path.split("/"):
+        raise uris.Refusal("The socket path may not hold '..'.")
+    if not any(path.startswith(folder + "/") for folder in FOLDERS):
+        raise uris.Refusal(
+            "A light simulated host's socket must lie under the simulated hosts' folder "
+            "(CORRAL_SIMHOSTS_DIR)."
+        )
+
+
 def handles(uri: str) -> bool:
-    return uri.startswith(SCHEME)
+    return uri.startswith(f"{SCHEME}://")
 
 
 def _address(uri: str) -> tuple[str, str]:
-    reason = refusal(uri)
-    if reason is not None:
-        raise UriRefused(f"Corral does not open this host's URI: {reason}", uri=uri)
+    check_uri(uri)
     parts = urlsplit(uri)
     return parts.path.lstrip("/"), parse_qs(parts.query)["socket"][0]
 
@@ -81,9 +122,7 @@ def request(uri: str, op: str, what: str, **values) -> dict:
     raise DriverError(message, uri=uri)
 
 
-def host_report(uri: str):
-    from hosts.driver.domains import DomainReport, HostReport
-
+def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
     read_at = datetime.now(UTC)
     reply = request(uri, "report", "read the host's domains")
     return HostReport(
@@ -104,8 +143,48 @@ def define(uri: str, spec) -> None:
     request(uri, "define", "define the VM", uuid=spec.uuid, name=spec.name, title=spec.title)
 
 
-def power(uri: str, op: str, uuid: str, what: str) -> None:
-    request(uri, op, what, uuid=uuid)
+def start(uri: str, uuid: str) -> None:
+    request(uri, "start", "start the VM", uuid=uuid)
+
+
+def shutdown(uri: str, uuid: str) -> None:
+    request(uri, "shutdown", "shut the VM down", uuid=uuid)
+
+
+def power_off(uri: str, uuid: str) -> None:
+    request(uri, "power_off", "power the VM off", uuid=uuid)
+
+
+def suspend(uri: str, uuid: str) -> None:
+    request(uri, "suspend", "suspend the VM", uuid=uuid)
+
+
+def resume(uri: str, uuid: str) -> None:
+    request(uri, "resume", "resume the VM", uuid=uuid)
+
+
+def undefine(uri: str, uuid: str) -> None:
+    request(uri, "undefine", "remove the VM from the host", uuid=uuid)
+
+
+def _no_snapshots(uri: str) -> NotSupported:
+    return NotSupported(f"The light simulated host at {uri} keeps no snapshots.", uri=uri)
+
+
+def snapshot_create(uri: str, uuid: str, name: str) -> None:
+    raise _no_snapshots(uri)
+
+
+def has_snapshot(uri: str, uuid: str, name: str) -> bool:
+    raise _no_snapshots(uri)
+
+
+def snapshot_revert(uri: str, uuid: str, name: str) -> None:
+    raise _no_snapshots(uri)
+
+
+def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+    raise NotSupported(f"The light simulated host at {source_uri} cannot migrate.", uri=source_uri)
 
 
 def control(uri: str, op: str, **values) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Callable
 
 # driver -> the paths Corral opens. Any other test-driver path is a file the test driver would
 # read on this machine; qemu:///embed runs QEMU inside the process opening the connection.
@@ -64,7 +65,7 @@ _PORT = re.compile(r"[0-9]{1,5}")
 _FILE_PATH = re.compile(r"/[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}")
 
 
-class _Refused(Exception):
+class Refusal(Exception):
     """The first reason found; ``refusal`` returns it."""
 
 
@@ -73,67 +74,49 @@ def refusal(uri: str) -> str | None:
     """Why Corral refuses to open ``uri``, or ``None`` when it accepts it."""
     try:
         _check(uri)
-    except _Refused as refused:
+    except Refusal as refused:
         return str(refused)
     return None
 
 
-# Folders whose Unix sockets light simulated hosts (``hosts/lightsim.py``) may be reached on:
-# set by the app (``allow_lightsim_folder``), none by default.
-LIGHTSIM_FOLDERS: list[str] = []
-_LIGHTSIM = re.compile(r"lightsim\+unix:///(?P<name>[^?]*)\?socket=(?P<socket>[^&;=?]*)")
-LIGHTSIM_SHAPE = (
-    "A light simulated host's URI is lightsim+unix:///NAME?socket=/path/to/socket, nothing more."
-)
+# scheme -> the allowlist of a backend other than libvirt (``base.register_backend``): a URI of
+# that scheme is accepted only when its check raises no ``Refusal``. None by default, so a
+# product without the lab refuses simulator URIs as it refuses any unknown driver.
+SCHEME_CHECKS: dict[str, Callable[[str], None]] = {}
 
 
-def allow_lightsim_folder(folder: str) -> None:
-    """Accept light simulated hosts whose socket lies under ``folder``."""
-    folder = folder.rstrip("/")
-    if folder and folder not in LIGHTSIM_FOLDERS:
-        LIGHTSIM_FOLDERS.append(folder)
-        refusal.cache_clear()
+def register_scheme(scheme: str, check: Callable[[str], None]) -> None:
+    SCHEME_CHECKS[scheme] = check
+    refusal.cache_clear()
 
 
-def _check_lightsim(uri: str) -> None:
-    """``lightsim+unix:///NAME?socket=PATH``: a plain host name and a socket path under an
-    allowed folder; no other part. Nothing in it names a program: the driver only connects
-    to the socket and exchanges JSON lines."""
-    match = _LIGHTSIM.fullmatch(uri)
-    if match is None:
-        raise _Refused(LIGHTSIM_SHAPE)
-    if not _DNS_LABEL.fullmatch(match["name"]):
-        raise _Refused(f"{match['name']!r} is not a light simulated host's name.")
-    path = match["socket"]
-    _file_path("socket", path)
-    if ".." in path.split("/"):
-        raise _Refused("The socket path may not hold '..'.")
-    if not any(path.startswith(folder + "/") for folder in LIGHTSIM_FOLDERS):
-        raise _Refused(
-            "A light simulated host's socket must lie under the simulated hosts' folder "
-            "(CORRAL_SIMHOSTS_DIR)."
-        )
+def plain_name(what: str, value: str) -> None:
+    """A DNS label: letters, digits and inner '-'."""
+    if not _DNS_LABEL.fullmatch(value):
+        raise Refusal(f"{value!r} is not {what}.")
 
 
 def _check(uri: str) -> None:
     if not uri:
-        raise _Refused("Give a libvirt URI, for example qemu+ssh://root@host1/system.")
+        raise Refusal("Give a libvirt URI, for example qemu+ssh://root@host1/system.")
     if any(ch.isspace() for ch in uri):
-        raise _Refused("A libvirt URI cannot contain spaces.")
+        raise Refusal("A libvirt URI cannot contain spaces.")
     if not (uri.isascii() and uri.isprintable()):
-        raise _Refused("A libvirt URI holds only printable ASCII characters.")
+        raise Refusal("A libvirt URI holds only printable ASCII characters.")
     if _PASSWORD.match(uri):
-        raise _Refused(PASSWORD)
+        raise Refusal(PASSWORD)
     if "%" in uri:
-        raise _Refused(PERCENT)
-    if uri.startswith(("lightsim+", "lightsim:")):
-        _check_lightsim(uri)
-        return
+        raise Refusal(PERCENT)
+    for scheme, check in SCHEME_CHECKS.items():
+        driver = scheme.split("+")[0]
+        if uri.startswith((f"{driver}+", f"{driver}:")):
+            check(uri)
+            return
     match = _URI.fullmatch(uri)
     if match is None or not match["scheme"]:
-        raise _Refused(NOT_A_URI)
+        raise Refusal(NOT_A_URI)
     if match["fragment"] is not None:
-        raise _Refused("A libvirt URI takes no fragment (the part from '#').")
+        raise Refusal("A libvirt URI takes no fragment (the part from '#').")
     driver, transport = _driver_and_transport(match["scheme"])
     host = _check_authority(match["authority"], transport)
     _check_path(driver, match["path"])
@@ -144,16 +127,16 @@ def _check(uri: str) -> None:
 def _driver_and_transport(scheme: str) -> tuple[str, str | None]:
     driver, plus, transport = scheme.partition("+")
     if driver not in DRIVER_PATHS:
-        raise _Refused(
+        raise Refusal(
             f"Corral does not open {driver!r} URIs: the libvirt drivers it supports are "
             f"{' and '.join(DRIVER_PATHS)}."
         )
     if not plus:
         return driver, None
     if transport == "ext":
-        raise _Refused(EXT_TRANSPORT)
+        raise Refusal(EXT_TRANSPORT)
     if transport not in TRANSPORTS:
-        raise _Refused(
+        raise Refusal(
             f"Unknown libvirt transport {transport!r}; use ssh, libssh, libssh2, tls, tcp or unix."
         )
     return driver, transport
@@ -163,31 +146,31 @@ def _check_authority(authority: str, transport: str | None) -> str:
     """Check ``[user@]host[:port]`` against the transport; returns the host ('' for none)."""
     userinfo, at, hostport = authority.rpartition("@")
     if "@" in userinfo:
-        raise _Refused("A libvirt URI names at most one user: it has more than one '@'.")
+        raise Refusal("A libvirt URI names at most one user: it has more than one '@'.")
     if at:
         _check_user(userinfo)
     host, port = _host_and_port(hostport)
     if transport == "unix" and authority:
-        raise _Refused(
+        raise Refusal(
             "The unix transport reaches a socket on this machine: it takes no user, host or port."
         )
     if transport in NETWORK_TRANSPORTS and not host:
-        raise _Refused(
+        raise Refusal(
             f"The {transport} transport needs a host, "
             f"for example qemu+{transport}://kvm1.example.org/system."
         )
     if not host and (at or port):
-        raise _Refused("A user or a port needs a host.")
+        raise Refusal("A user or a port needs a host.")
     return host
 
 
 def _check_user(user: str) -> None:
     if not user:
-        raise _Refused("The user name before '@' is empty.")
+        raise Refusal("The user name before '@' is empty.")
     if user.startswith("-"):
-        raise _Refused(f"The user name {user!r} starts with '-': ssh would read it as an option.")
+        raise Refusal(f"The user name {user!r} starts with '-': ssh would read it as an option.")
     if not _USER.fullmatch(user):
-        raise _Refused(
+        raise Refusal(
             f"The user name {user!r} may hold only letters, digits, '.', '_' and '-' (at most 64)."
         )
 
@@ -196,12 +179,12 @@ def _host_and_port(hostport: str) -> tuple[str, str]:
     if hostport.startswith("["):
         end = hostport.find("]")
         if end < 0:
-            raise _Refused("An IPv6 address in a URI needs its closing ']'.")
+            raise Refusal("An IPv6 address in a URI needs its closing ']'.")
         host, rest = hostport[: end + 1], hostport[end + 1 :]
         try:
             ipaddress.IPv6Address(host[1:-1])
         except ValueError as exc:
-            raise _Refused(f"{host!r} is not an IPv6 address in brackets.") from exc
+            raise Refusal(f"{host!r} is not an IPv6 address in brackets.") from exc
     else:
         host, colon, port = hostport.partition(":")
         rest = colon + port
@@ -211,14 +194,14 @@ def _host_and_port(hostport: str) -> tuple[str, str]:
         return host, ""
     port = rest[1:]
     if not rest.startswith(":") or not _PORT.fullmatch(port) or not 0 < int(port) < 65536:
-        raise _Refused(PORT)
+        raise Refusal(PORT)
     return host, port
 
 
 def _check_host_name(host: str) -> None:
     if host.startswith("-"):
-        raise _Refused(f"The host name {host!r} starts with '-': ssh would read it as an option.")
-    refused = _Refused(
+        raise Refusal(f"The host name {host!r} starts with '-': ssh would read it as an option.")
+    refused = Refusal(
         f"The host {host!r} is not a DNS name, an IPv4 address or an IPv6 address in brackets."
     )
     if re.fullmatch(r"[0-9.]+", host):
@@ -232,55 +215,53 @@ def _check_host_name(host: str) -> None:
 
 def _check_path(driver: str, path: str) -> None:
     if path in ("", "/"):
-        raise _Refused(
+        raise Refusal(
             "The URI needs a path naming the connection, such as /system, /session or /default."
         )
     allowed = DRIVER_PATHS[driver]
     if path in allowed:
         return
     if driver == "qemu" and path == "/embed":
-        raise _Refused(
-            "qemu:///embed runs QEMU inside the Corral process; use /system or /session."
-        )
+        raise Refusal("qemu:///embed runs QEMU inside the Corral process; use /system or /session.")
     if driver == "test":
-        raise _Refused(
+        raise Refusal(
             "The test driver's path must be /default: any other path names a file the test "
             "driver would read on the Corral server."
         )
-    raise _Refused(f"The {driver} driver's path is {' or '.join(allowed)}, not {path!r}.")
+    raise Refusal(f"The {driver} driver's path is {' or '.join(allowed)}, not {path!r}.")
 
 
 def _check_parameters(query: str, transport: str | None, host: str) -> None:
     seen = set()
     for section in query.split("&"):
         if not section:
-            raise _Refused("The URI has an empty parameter (a '?' or '&' with nothing after it).")
+            raise Refusal("The URI has an empty parameter (a '?' or '&' with nothing after it).")
         name, _, value = section.partition("=")
         if name.lower() in PROGRAM_PARAMETERS:
-            raise _Refused(
+            raise Refusal(
                 f"The libvirt parameter {name!r} {PROGRAM_PARAMETERS[name.lower()]}; "
                 "it is not accepted."
             )
         check = PARAMETER_CHECKS.get(name)
         if check is None:
-            raise _Refused(
+            raise Refusal(
                 f"Unknown libvirt URI parameter {name!r}; "
                 f"Corral accepts {', '.join(sorted(PARAMETER_CHECKS))}."
             )
         if name in seen:
-            raise _Refused(f"The parameter {name!r} is given more than once.")
+            raise Refusal(f"The parameter {name!r} is given more than once.")
         seen.add(name)
         check(name, value)
         if name == "socket" and not (transport == "unix" or (transport is None and not host)):
-            raise _Refused(
+            raise Refusal(
                 "The socket parameter names a socket on this machine: use it with the unix "
                 "transport or a local URI, such as qemu+unix:///system?socket=/run/x/sock."
             )
 
 
-def _file_path(name: str, value: str) -> None:
+def file_path(name: str, value: str) -> None:
     if not _FILE_PATH.fullmatch(value):
-        raise _Refused(
+        raise Refusal(
             f"The {name} parameter must be an absolute path of letters, digits, '.', '_', '-' "
             f"and '/', not {value!r}."
         )
@@ -288,38 +269,38 @@ def _file_path(name: str, value: str) -> None:
 
 def _flag(name: str, value: str) -> None:
     if value not in ("0", "1"):
-        raise _Refused(f"The {name} parameter is 0 or 1, not {value!r}.")
+        raise Refusal(f"The {name} parameter is 0 or 1, not {value!r}.")
 
 
 def _mode(name: str, value: str) -> None:
     if value not in MODES:
-        raise _Refused(f"The mode parameter is auto, legacy or direct, not {value!r}.")
+        raise Refusal(f"The mode parameter is auto, legacy or direct, not {value!r}.")
 
 
 def _ssh_auth(name: str, value: str) -> None:
     methods = value.split(",")
     if not all(method in SSH_AUTH_METHODS for method in methods):
-        raise _Refused(
+        raise Refusal(
             f"The sshauth parameter is a comma-separated list of {', '.join(SSH_AUTH_METHODS)}, "
             f"not {value!r}."
         )
     if len(set(methods)) != len(methods):
-        raise _Refused("The sshauth parameter names each method at most once.")
+        raise Refusal("The sshauth parameter names each method at most once.")
 
 
 def _local_uri(name: str, value: str) -> None:
     if value not in LOCAL_URIS:
-        raise _Refused(
+        raise Refusal(
             f"The name parameter is the URI the host's daemon opens: one of "
             f"{', '.join(LOCAL_URIS)}, not {value!r}."
         )
 
 
 PARAMETER_CHECKS = {
-    "socket": _file_path,
-    "keyfile": _file_path,
-    "known_hosts": _file_path,
-    "pkipath": _file_path,
+    "socket": file_path,
+    "keyfile": file_path,
+    "known_hosts": file_path,
+    "pkipath": file_path,
     "no_verify": _flag,
     "no_tty": _flag,
     "mode": _mode,

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hosts import driver
-from hosts.driver import guests, volumes
+from hosts.driver.libvirt import guests, volumes
 from hosts.images import image_path
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import CopyState, Host, Image, ImageCopy, VirtualMachine

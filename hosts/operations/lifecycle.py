@@ -8,7 +8,7 @@ import time
 from django.db import transaction
 
 from hosts import driver
-from hosts.driver import guests
+from hosts.driver.libvirt import guests
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine
 from hosts.operations import disks

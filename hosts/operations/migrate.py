@@ -8,7 +8,7 @@ import time
 from django.db import transaction
 
 from hosts import cloudinit, driver
-from hosts.driver import guests, migration
+from hosts.driver.libvirt import guests, migration
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from hosts import cloudinit, driver
-from hosts.driver import guests, migration, volumes
+from hosts.driver.libvirt import guests, migration, volumes
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks

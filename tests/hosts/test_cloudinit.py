@@ -5,7 +5,7 @@ rewrites it."""
 import pytest
 
 from hosts import cloudinit, guestinfo
-from hosts.driver import guests
+from hosts.driver.libvirt import guests
 from hosts.models import Host
 from pools.services import allocate_vm, return_vm
 from project import sshkeys

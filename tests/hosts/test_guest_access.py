@@ -2,7 +2,7 @@
 
 One tiny guest boots for the module, defined with the devices Corral gives every VM (serial
 console logged into the host's storage pool, guest agent channel, VNC on the loopback:
-``hosts.driver.guests.devices_xml``). The guest-info loop copies what it shows into the
+``hosts.driver.libvirt.guests.devices_xml``). The guest-info loop copies what it shows into the
 database; the API answers from there, and the console websocket relays its VNC stream.
 """
 
@@ -17,8 +17,8 @@ from django.test import Client
 from django.utils import timezone
 
 from hosts import cloudinit, guestinfo
-from hosts.driver import guests
-from hosts.driver.storage import storage_pool_path
+from hosts.driver.libvirt import guests
+from hosts.driver.libvirt.storage import storage_pool_path
 from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import Guest, lines

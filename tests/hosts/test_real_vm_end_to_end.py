@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 from hosts import driver, guestinfo, jobs, sync
+from hosts.driver.libvirt import volumes
 from hosts.models import ConsoleLog, Host, Job, JobKind, JobState, VirtualMachine
 from pools import monitor
 from pools.models import VmPool
@@ -89,7 +90,7 @@ def real_hosts(qemu_daemons, make_cluster):
     for vm in VirtualMachine.objects.filter(cluster=cluster):
         for host in hosts:
             driver.undefine(host.uri, str(vm.uuid))
-            driver.volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+            volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
 
 
 def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_moves_and_deletes_it(

@@ -25,7 +25,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from hosts import simhosts, sync
-from hosts.driver.connection import drop
+from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, HostStatus
 from leases import services
 from leases.capacity import LIVE_LEASES, LIVE_RESERVATIONS

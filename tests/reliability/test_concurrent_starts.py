@@ -17,6 +17,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from hosts import driver
+from hosts.driver.libvirt.connection import connection
 from hosts.models import Host, HostStatus, Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import put_in_maintenance
@@ -81,7 +82,7 @@ def _report(vms, workers, server):
 
 def _running_domains(uri: str, corral_uuids: set[str]) -> dict[str, int]:
     """UUID -> memory (MiB) of the running domains of Corral's VMs, as the host reports."""
-    conn = driver.connection(uri)
+    conn = connection(uri)
     running = conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
     return {
         dom.UUIDString(): dom.maxMemory() // 1024

@@ -19,7 +19,7 @@ import pytest
 from django.utils import timezone
 
 from hosts import driver, jobs, simhosts, sync
-from hosts.driver.connection import drop
+from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from hosts.operations import spec_for
 from leases import lifecycle

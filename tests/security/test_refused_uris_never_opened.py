@@ -16,7 +16,8 @@ import libvirt
 import pytest
 
 from hosts import driver, jobs, sync
-from hosts.driver import LifecycleListener
+from hosts.driver.libvirt.connection import connection
+from hosts.driver.libvirt.events import LifecycleListener
 from hosts.models import Host, HostStatus, Job, VirtualMachine
 from project.models import Event, EventKind
 from tests.conftest import wait_until
@@ -81,7 +82,7 @@ def test_the_driver_refuses_to_open_them(marker):
 
     for uri, phrase in uris.items():
         with pytest.raises(driver.UriRefused) as refused:
-            driver.connection(uri)
+            connection(uri)
         assert refused.value.code == "uri_refused"
         assert phrase in refused.value.message
         with pytest.raises(driver.UriRefused):

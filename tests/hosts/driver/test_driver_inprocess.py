@@ -5,6 +5,9 @@ import uuid
 import pytest
 
 from hosts import driver
+from hosts.driver.libvirt import domains
+from hosts.driver.libvirt.connection import connection
+from hosts.driver.libvirt.events import LifecycleListener
 
 URI = "test:///default"
 
@@ -29,7 +32,7 @@ def test_define_creates_a_stopped_domain_with_the_vm_uuid(spec):
 
 
 def test_domain_xml_carries_cpus_memory_and_networks(spec):
-    xml = driver.domains.domain_xml(spec, "TEST")
+    xml = domains.domain_xml(spec, "TEST")
     assert f"<uuid>{spec.uuid}</uuid>" in xml
     assert "<memory unit='MiB'>256</memory>" in xml
     assert "<vcpu>2</vcpu>" in xml
@@ -41,7 +44,7 @@ def test_domain_xml_escapes_names():
     spec = driver.DomainSpec(
         uuid=str(uuid.uuid4()), name="a<b>&c", vcpus=1, memory_mb=64, disk_gb=1
     )
-    xml = driver.domains.domain_xml(spec, "QEMU")
+    xml = domains.domain_xml(spec, "QEMU")
     assert "<name>a&lt;b&gt;&amp;c</name>" in xml
     assert '<domain type="kvm">' in xml
 
@@ -115,7 +118,7 @@ def test_an_unreachable_host_raises_host_unreachable_with_the_uri():
 
 
 def test_connections_are_reused_within_a_process():
-    assert driver.connection(URI) is driver.connection(URI)
+    assert connection(URI) is connection(URI)
 
 
 def test_lifecycle_events_reach_the_listener(spec):
@@ -130,7 +133,7 @@ def test_lifecycle_events_reach_the_listener(spec):
             if event == "started":
                 arrived.set()
 
-    listener = driver.LifecycleListener(on_event)
+    listener = LifecycleListener(on_event)
     try:
         assert listener.watch([URI]) == {}
         driver.define(URI, spec)

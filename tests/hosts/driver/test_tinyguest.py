@@ -16,7 +16,14 @@ from hosts import tinyguest
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.sync import sync_host
 from tests.conftest import wait_until
-from tests.hosts.driver.guests import HOSTNAME, SSH_KEYS, Guest, agent_addresses, lines, overlay
+from tests.hosts.driver.guests import (
+    HOSTNAME,
+    SSH_KEYS,
+    Guest,
+    agent_addresses,
+    lines,
+    overlay,
+)
 
 pytestmark = pytest.mark.slow
 

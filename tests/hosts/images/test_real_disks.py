@@ -11,6 +11,7 @@ import pytest
 from django.db import close_old_connections
 
 from hosts import driver, guestinfo, jobs, sync
+from hosts.driver.libvirt import guests, volumes
 from hosts.models import (
     ConsoleLog,
     CopyState,
@@ -40,7 +41,7 @@ def qemu_cluster(qemu_daemons, make_cluster):
     yield cluster
     for vm in VirtualMachine.objects.filter(cluster=cluster):
         driver.undefine(host.uri, str(vm.uuid))
-        driver.volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
 
 
 @pytest.fixture
@@ -277,7 +278,7 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
         assert all(path.startswith(_pool_dir(second) + "/") for path in named), named
     assert _vm_volumes(first, vm) == set()
     # The log goes on in the destination's pool, after what the guest printed before.
-    on_second = driver.guests.read_volume(second.uri, f"{vm.uuid}.log")
+    on_second = guests.read_volume(second.uri, f"{vm.uuid}.log")
     assert on_second.decode(errors="replace").replace("\0", "").startswith(printed)
     ConsoleLog.objects.filter(vm=vm).delete()
     guestinfo.refresh_host(second.pk)
@@ -287,12 +288,12 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
         _run(JobKind.DELETE, vm)
     finally:
         driver.undefine(second.uri, str(vm.uuid))
-        driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
+        volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
 
 
 def _console(host: Host, vm) -> str:
     """The VM's serial log as it is in ``host``'s pool ('' when there is none)."""
-    text = driver.guests.read_volume(host.uri, f"{vm.uuid}.log") or b""
+    text = guests.read_volume(host.uri, f"{vm.uuid}.log") or b""
     return text.decode(errors="replace").replace("\0", "")
 
 
@@ -373,7 +374,7 @@ def test_a_stopped_vm_started_on_another_host_takes_its_disk_or_a_free_stateless
         assert _vm_volumes(second, vm) == set()
     finally:
         driver.undefine(second.uri, str(vm.uuid))
-        driver.volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
+        volumes.delete(second.uri, "corral", f"{vm.uuid}.qcow2")
 
 
 def test_a_new_pool_copies_its_images_to_the_clusters_real_hosts_ahead_of_need(
@@ -400,7 +401,7 @@ def test_an_image_gone_from_a_host_is_copied_again_when_needed(qemu_cluster, tin
     image = Template.objects.get(pk=tiny_template).kernel_image
     first = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
     jobs.run(first.pk)
-    driver.volumes.delete(host.uri, "corral", image.volume_name)
+    volumes.delete(host.uri, "corral", image.volume_name)
 
     again = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
     jobs.run(again.pk)

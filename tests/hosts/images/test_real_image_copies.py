@@ -10,7 +10,8 @@ import libvirt
 import pytest
 from django.db import connection, transaction
 
-from hosts import driver, images, jobs, sync
+from hosts import images, jobs, sync
+from hosts.driver.libvirt import volumes
 from hosts.models import CopyState, Host, Image, ImageCopy, Job, JobKind, JobState
 from tests.conftest import lock_waiters, unique, wait_until
 
@@ -46,7 +47,7 @@ def _copy(host: Host, image: Image) -> Job:
 def test_an_image_bigger_than_the_pools_free_space_is_refused_and_leaves_no_volume(
     qemu_host, make_image, image_store
 ):
-    free = driver.volumes.ensure_pool(qemu_host.uri, qemu_host.storage_pool).free_bytes
+    free = volumes.ensure_pool(qemu_host.uri, qemu_host.storage_pool).free_bytes
     image = make_image(content=b"\0" * 512)
     # A sparse raw disk one GiB larger than what the host's pool really has free.
     with open(image_store / image.file, "r+b") as fh:

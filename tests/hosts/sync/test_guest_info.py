@@ -5,6 +5,7 @@ finds nothing new writes nothing. On real QEMU: tests/hosts/test_guest_access.py
 import pytest
 
 from hosts import driver, guestinfo, sync
+from hosts.driver.libvirt import guests
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
 from hosts.syncer import Syncer
@@ -34,7 +35,7 @@ def test_the_syncer_reads_the_guests_on_the_up_hosts_it_holds(transactional_db, 
     on_up, on_resting = placed(up), placed(resting)
     VirtualMachine.objects.filter(pk__in=[on_up.pk, on_resting.pk]).update(ip_addresses=[])
     Host.objects.filter(pk=resting.pk).update(status="maintenance")  # still answers
-    answers = driver.guests.guest_info(up.uri, {str(on_up.uuid): (True, -1)})
+    answers = guests.guest_info(up.uri, {str(on_up.uuid): (True, -1)})
     syncer = Syncer("guest-info-test")
 
     def read() -> list[str]:
@@ -57,9 +58,7 @@ def test_a_guests_addresses_are_stored_and_cleared_when_it_stops(
     host = sim_hosts[0]
     vms = [placed(host) for _ in range(3)]
     guestinfo.refresh_host(host.pk)
-    reported = {
-        str(vm.uuid): driver.guests.guest_info(host.uri, {str(vm.uuid): (True, -1)}) for vm in vms
-    }
+    reported = {str(vm.uuid): guests.guest_info(host.uri, {str(vm.uuid): (True, -1)}) for vm in vms}
 
     with django_assert_max_num_queries(4):
         assert guestinfo.refresh_host(host.pk) == 0  # nothing new: nothing written

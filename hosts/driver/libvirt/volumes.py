@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
-from hosts.driver import storage
-from hosts.driver.connection import DriverError, call
-from hosts.driver.storage import storage_pool_xml
+from hosts.driver.base import DriverError, PoolSpace
+from hosts.driver.libvirt import storage
+from hosts.driver.libvirt.connection import call
+from hosts.driver.libvirt.storage import storage_pool_xml
 
 CHUNK = 256 * 1024
 
@@ -27,12 +27,6 @@ class NoStoragePool(DriverError):
 
 class NoRoom(DriverError):
     code = "no_room"
-
-
-@dataclass(frozen=True)
-class PoolSpace:
-    capacity_bytes: int
-    free_bytes: int
 
 
 def simulated(uri: str) -> bool:

@@ -15,7 +15,14 @@ from typing import TypeVar
 
 import libvirt
 
-from hosts.driver.uris import refusal
+from hosts.driver.base import (
+    DomainNotFound,
+    DriverError,
+    HostUnreachable,
+    NotSupported,
+    check_uri,
+    claimed,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -32,35 +39,6 @@ UNREACHABLE_CODES = {
     libvirt.VIR_ERR_OPERATION_TIMEOUT,
     libvirt.VIR_ERR_INVALID_CONN,
 }
-
-
-class DriverError(Exception):
-    """A host refused or failed an operation. ``code`` is stable, ``message`` is for people."""
-
-    code = "driver_error"
-
-    def __init__(self, message: str, *, uri: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.uri = uri
-
-
-class HostUnreachable(DriverError):
-    code = "host_unreachable"
-
-
-class DomainNotFound(DriverError):
-    code = "domain_not_found"
-
-
-class NotSupported(DriverError):
-    code = "not_supported"
-
-
-class UriRefused(DriverError):
-    """The URI is not one Corral opens (``hosts.driver.uris``): libvirt was not asked."""
-
-    code = "uri_refused"
 
 
 _lock = threading.Lock()
@@ -115,11 +93,9 @@ def connection(uri: str) -> libvirt.virConnect:
     A URI the allowlist refuses is never handed to libvirt, wherever it came from: a row
     written before the allowlist, or straight into the database, must not run its program.
     """
-    reason = refusal(uri)
-    if reason is not None:
-        raise UriRefused(f"Corral does not open this host's URI: {reason}", uri=uri)
-    if uri.startswith("lightsim+"):
-        raise NotSupported(f"The light simulated host at {uri} has no libvirt connection.", uri=uri)
+    check_uri(uri)
+    if claimed(uri):
+        raise NotSupported(f"The host at {uri} has no libvirt connection.", uri=uri)
     ensure_event_loop()
     with _lock:
         _forget_after_fork()

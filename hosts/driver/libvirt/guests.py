@@ -8,42 +8,19 @@ test driver) gets the devices that need no file: a serial console, the agent cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from xml.etree import ElementTree
 from xml.sax.saxutils import quoteattr
 
 import libvirt
 
-from hosts.driver import storage
-from hosts.driver.connection import call
-from hosts.driver.storage import STORAGE_POOL, storage_pool_path
+from hosts.driver.base import STORAGE_POOL, GuestDevices, GuestInfo
+from hosts.driver.libvirt import storage
+from hosts.driver.libvirt.connection import call
+from hosts.driver.libvirt.storage import storage_pool_path
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 LOG_TAIL_BYTES = 64 * 1024
 LOOPBACK_NAMES = {"lo"}
-
-
-@dataclass(frozen=True)
-class GuestDevices:
-    """The devices that let people reach a guest: serial console (logged to the pool), the
-    guest agent's channel, a VNC screen listening on ``graphics_listen``, the cloud-init seed."""
-
-    guest_agent: bool = False
-    graphics: str = "vnc"
-    graphics_listen: str = "127.0.0.1"
-    seed: bool = False
-    storage_pool: str = STORAGE_POOL
-
-
-@dataclass
-class GuestInfo:
-    """What a running guest shows of itself, read in one round of calls."""
-
-    addresses: list[str] = field(default_factory=list)
-    log_size: int | None = None
-    log_tail: bytes | None = None  # None: unchanged since the size the caller knew
-    graphics_port: int | None = None
-    graphics_listen: str = ""
 
 
 def seed_volume(uuid: str) -> str:

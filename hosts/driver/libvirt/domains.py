@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
-from hosts.driver import lightsim
-from hosts.driver.connection import DriverError, call, translate
-from hosts.driver.guests import GuestDevices, with_devices
-from hosts.driver.volumes import PoolSpace, pool_space, running_pool
+from hosts.driver.base import (
+    ACTIVE_STATES,
+    DomainReport,
+    DomainSpec,
+    DriverError,
+    HostReport,
+    Hypervisor,
+)
+from hosts.driver.libvirt.connection import call, translate
+from hosts.driver.libvirt.guests import with_devices
+from hosts.driver.libvirt.volumes import pool_space, running_pool
 
 POWER_STATES = {
     libvirt.VIR_DOMAIN_NOSTATE: "nostate",
@@ -25,81 +32,11 @@ POWER_STATES = {
     libvirt.VIR_DOMAIN_CRASHED: "crashed",
     libvirt.VIR_DOMAIN_PMSUSPENDED: "pmsuspended",
 }
-# Power states of a domain that runs (or is about to stop, or paused).
-ACTIVE_STATES = frozenset({"running", "blocked", "paused", "shutdown", "pmsuspended"})
-
 # Undefine with the snapshots' metadata (the disks stay, as libvirt leaves them).
 UNDEFINE_FLAGS = libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
 
 CORRAL_XMLNS = "https://corral.invalid/xmlns/vm/1"
 IMAGE_DIR = "/var/lib/libvirt/images"
-
-
-@dataclass(frozen=True)
-class DomainSpec:
-    """What a domain is made of, taken from a VM, its template and its host.
-
-    ``name`` is the domain's name (``corral-<uuid>``), ``title`` the VM's name as people know it.
-    The boot fields are empty for simulated hosts. On a real host ``disk_path`` is the VM's
-    overlay volume and ``kernel``/``initrd`` the paths of image volumes; ``domain_type``,
-    ``machine`` and ``emulator`` come from the host's domain capabilities when left empty.
-    """
-
-    uuid: str
-    name: str
-    vcpus: int
-    memory_mb: int
-    disk_gb: int
-    networks: tuple[str, ...] = ()
-    os_type: str = "linux"
-    disk_path: str = ""
-    kernel: str = ""
-    initrd: str = ""
-    cmdline: str = ""
-    user_nic: bool = False
-    domain_type: str = ""
-    machine: str = ""
-    emulator: str = ""
-    guest: GuestDevices = GuestDevices()
-    title: str = ""
-
-
-@dataclass(frozen=True)
-class Hypervisor:
-    """How a host runs guests: ``kvm`` where it can, ``qemu`` (TCG) otherwise."""
-
-    domain_type: str
-    machine: str
-    emulator: str
-
-
-@dataclass(frozen=True)
-class DomainReport:
-    """One domain as its host reports it."""
-
-    uuid: str
-    name: str
-    power_state: str
-    # Nanoseconds of CPU the domain has used since it started (None: the host does not say).
-    cpu_time_ns: int | None = None
-
-
-@dataclass
-class HostReport:
-    """A host's capacity and every domain on it, from one round of calls started at
-    ``read_at``."""
-
-    cpus: int
-    memory_mb: int
-    cpu_model: str
-    domains: list[DomainReport] = field(default_factory=list)
-    networks: list[str] = field(default_factory=list)
-    read_at: datetime | None = None
-    storage: PoolSpace | None = None
-    hypervisor: Hypervisor | None = None
-    # The host's CPU counters in nanoseconds, summed over its CPUs: (busy, total). None when
-    # the host does not report them.
-    cpu_times_ns: tuple[int, int] | None = None
 
 
 def _cpu_times(conn: libvirt.virConnect) -> tuple[int, int] | None:
@@ -193,8 +130,6 @@ def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> Hos
     ``getAllDomainStats`` call), the storage pool's space and the hypervisor. With
     ``storage_path``, a missing pool is made there (a directory pool); without, a missing pool
     reports no storage."""
-    if lightsim.handles(uri):
-        return lightsim.host_report(uri)
 
     def read(conn: libvirt.virConnect) -> HostReport:
         read_at = datetime.now(UTC)
@@ -243,8 +178,6 @@ def _state(dom: libvirt.virDomain) -> str:
 
 def domain_power_state(uri: str, uuid: str) -> str | None:
     """The raw power state of one domain, or None when the host has no such domain."""
-    if lightsim.handles(uri):
-        return lightsim.domain_power_state(uri, uuid)
 
     def read(conn):
         try:
@@ -259,8 +192,6 @@ def domain_power_state(uri: str, uuid: str) -> str | None:
 
 def define(uri: str, spec: DomainSpec) -> None:
     """Define (or redefine) the domain for ``spec``; its UUID stays the VM's UUID."""
-    if lightsim.handles(uri):
-        return lightsim.define(uri, spec)
 
     def run(conn):
         try:
@@ -289,8 +220,6 @@ def define(uri: str, spec: DomainSpec) -> None:
 
 def start(uri: str, uuid: str) -> None:
     """Start the domain; a running domain is left as it is."""
-    if lightsim.handles(uri):
-        return lightsim.power(uri, "start", uuid, "start the VM")
 
     def run(conn):
         dom = _domain(conn, uuid)
@@ -302,8 +231,6 @@ def start(uri: str, uuid: str) -> None:
 
 def shutdown(uri: str, uuid: str) -> None:
     """Ask the guest to shut down (ACPI); the caller waits for the domain to stop."""
-    if lightsim.handles(uri):
-        return lightsim.power(uri, "shutdown", uuid, "shut the VM down")
 
     def run(conn):
         dom = _domain(conn, uuid)
@@ -315,8 +242,6 @@ def shutdown(uri: str, uuid: str) -> None:
 
 def power_off(uri: str, uuid: str) -> None:
     """Stop the domain at once, like pulling the plug."""
-    if lightsim.handles(uri):
-        return lightsim.power(uri, "power_off", uuid, "power the VM off")
 
     def run(conn):
         dom = _domain(conn, uuid)
@@ -327,21 +252,15 @@ def power_off(uri: str, uuid: str) -> None:
 
 
 def suspend(uri: str, uuid: str) -> None:
-    if lightsim.handles(uri):
-        return lightsim.power(uri, "suspend", uuid, "suspend the VM")
     call(uri, "suspend the VM", lambda conn: _domain(conn, uuid).suspend())
 
 
 def resume(uri: str, uuid: str) -> None:
-    if lightsim.handles(uri):
-        return lightsim.power(uri, "resume", uuid, "resume the VM")
     call(uri, "resume the VM", lambda conn: _domain(conn, uuid).resume())
 
 
 def undefine(uri: str, uuid: str) -> None:
     """Remove the domain (stopping it first) with its snapshot metadata; gone already is fine."""
-    if lightsim.handles(uri):
-        return lightsim.power(uri, "undefine", uuid, "remove the VM from the host")
 
     def run(conn):
         try:

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 
 import libvirt
 
-from hosts.driver.connection import DriverError, connection
+from hosts.driver.base import DriverError, claimed
+from hosts.driver.libvirt.connection import connection
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,8 @@ class LifecycleListener:
 
     def watch(self, uris: Iterable[str]) -> dict[str, str]:
         """Make sure every URI is watched (and no other); returns {uri: error} for failures."""
-        # Light simulated hosts (``lightsim``) send no events: the sync's interval covers them.
-        wanted = {uri for uri in uris if not uri.startswith("lightsim+")}
+        # Hosts of other backends send no events: the sync's interval covers them.
+        wanted = {uri for uri in uris if not claimed(uri)}
         errors = {}
         with self._lock:
             for uri in list(self._registered):

@@ -12,9 +12,9 @@ from xml.sax.saxutils import escape
 
 import libvirt
 
-from hosts.driver.connection import call
+from hosts.driver.base import STORAGE_POOL
+from hosts.driver.libvirt.connection import call
 
-STORAGE_POOL = "corral"
 REFRESH_TRIES = 10
 REFRESH_PAUSE_S = 0.2
 

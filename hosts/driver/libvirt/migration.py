@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 
 import libvirt
 
-from hosts.driver.connection import call, translate
+from hosts.driver.libvirt.connection import call, translate
 
 FLAGS = (
     libvirt.VIR_MIGRATE_LIVE

@@ -1,0 +1,226 @@
+"""What every host driver backend shares: the interface, the data it takes and gives, its errors,
+and the table that picks a backend by the URI's scheme.
+
+A backend is a module (or any object) with the functions of ``HostDriver``. libvirt's
+(``hosts.driver.libvirt``) answers every URI no other backend claimed; another backend, such as
+the lab's in-process simulator, claims its own scheme with ``register_backend`` together with
+the check its URIs must pass. ``backend_for`` asks the URI allowlist (``hosts.driver.uris``)
+first: a URI it refuses reaches no backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from hosts.driver import uris
+
+# Power states of a domain that runs (or is about to stop, or paused).
+ACTIVE_STATES = frozenset({"running", "blocked", "paused", "shutdown", "pmsuspended"})
+# The storage pool Corral keeps its volumes in, on every host that has one.
+STORAGE_POOL = "corral"
+
+
+class DriverError(Exception):
+    """A host refused or failed an operation. ``code`` is stable, ``message`` is for people."""
+
+    code = "driver_error"
+
+    def __init__(self, message: str, *, uri: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.uri = uri
+
+
+class HostUnreachable(DriverError):
+    code = "host_unreachable"
+
+
+class DomainNotFound(DriverError):
+    code = "domain_not_found"
+
+
+class NotSupported(DriverError):
+    code = "not_supported"
+
+
+class UriRefused(DriverError):
+    """The URI is not one Corral opens (``hosts.driver.uris``): no backend was asked."""
+
+    code = "uri_refused"
+
+
+@dataclass(frozen=True)
+class GuestDevices:
+    """The devices that let people reach a guest: serial console (logged to the pool), the
+    guest agent's channel, a VNC screen listening on ``graphics_listen``, the cloud-init seed."""
+
+    guest_agent: bool = False
+    graphics: str = "vnc"
+    graphics_listen: str = "127.0.0.1"
+    seed: bool = False
+    storage_pool: str = STORAGE_POOL
+
+
+@dataclass
+class GuestInfo:
+    """What a running guest shows of itself, read in one round of calls."""
+
+    addresses: list[str] = field(default_factory=list)
+    log_size: int | None = None
+    log_tail: bytes | None = None  # None: unchanged since the size the caller knew
+    graphics_port: int | None = None
+    graphics_listen: str = ""
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """What a domain is made of, taken from a VM, its template and its host.
+
+    ``name`` is the domain's name (``corral-<uuid>``), ``title`` the VM's name as people know it.
+    The boot fields are empty for simulated hosts. On a real host ``disk_path`` is the VM's
+    overlay volume and ``kernel``/``initrd`` the paths of image volumes; ``domain_type``,
+    ``machine`` and ``emulator`` come from the host's domain capabilities when left empty.
+    """
+
+    uuid: str
+    name: str
+    vcpus: int
+    memory_mb: int
+    disk_gb: int
+    networks: tuple[str, ...] = ()
+    os_type: str = "linux"
+    disk_path: str = ""
+    kernel: str = ""
+    initrd: str = ""
+    cmdline: str = ""
+    user_nic: bool = False
+    domain_type: str = ""
+    machine: str = ""
+    emulator: str = ""
+    guest: GuestDevices = GuestDevices()
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Hypervisor:
+    """How a host runs guests: ``kvm`` where it can, ``qemu`` (TCG) otherwise."""
+
+    domain_type: str
+    machine: str
+    emulator: str
+
+
+@dataclass(frozen=True)
+class PoolSpace:
+    capacity_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    """One domain as its host reports it."""
+
+    uuid: str
+    name: str
+    power_state: str
+    # Nanoseconds of CPU the domain has used since it started (None: the host does not say).
+    cpu_time_ns: int | None = None
+
+
+@dataclass
+class HostReport:
+    """A host's capacity and every domain on it, from one round of calls started at
+    ``read_at``."""
+
+    cpus: int
+    memory_mb: int
+    cpu_model: str
+    domains: list[DomainReport] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
+    read_at: datetime | None = None
+    storage: PoolSpace | None = None
+    hypervisor: Hypervisor | None = None
+    # The host's CPU counters in nanoseconds, summed over its CPUs: (busy, total). None when
+    # the host does not report them.
+    cpu_times_ns: tuple[int, int] | None = None
+
+
+@runtime_checkable
+class HostDriver(Protocol):
+    """What a backend does for the hosts whose URIs it serves. Every call takes the host's URI
+    (already accepted by the allowlist) and plain values, and raises ``DriverError``s."""
+
+    def host_report(
+        self, uri: str, storage_pool: str = "", storage_path: str = ""
+    ) -> HostReport: ...
+
+    def domain_power_state(self, uri: str, uuid: str) -> str | None: ...
+
+    def define(self, uri: str, spec: DomainSpec) -> None: ...
+
+    def start(self, uri: str, uuid: str) -> None: ...
+
+    def shutdown(self, uri: str, uuid: str) -> None: ...
+
+    def power_off(self, uri: str, uuid: str) -> None: ...
+
+    def suspend(self, uri: str, uuid: str) -> None: ...
+
+    def resume(self, uri: str, uuid: str) -> None: ...
+
+    def undefine(self, uri: str, uuid: str) -> None: ...
+
+    def snapshot_create(self, uri: str, uuid: str, name: str) -> None: ...
+
+    def has_snapshot(self, uri: str, uuid: str, name: str) -> bool: ...
+
+    def snapshot_revert(self, uri: str, uuid: str, name: str) -> None: ...
+
+    def migrate(self, source_uri: str, destination_uri: str, uuid: str) -> None: ...
+
+
+# scheme -> the backend serving it; the default backend serves every other scheme.
+_BACKENDS: dict[str, HostDriver] = {}
+_default: HostDriver | None = None
+
+
+def set_default_backend(backend: HostDriver) -> None:
+    global _default
+    _default = backend
+
+
+def register_backend(scheme: str, backend: HostDriver, check: Callable[[str], None]) -> None:
+    """Serve URIs of ``scheme`` (``lightsim+unix``) with ``backend``. ``check(uri)`` is the
+    allowlist for them: it raises ``uris.Refusal`` with the reason a URI is refused."""
+    if not isinstance(backend, HostDriver):
+        raise TypeError(f"{backend!r} does not implement HostDriver")
+    _BACKENDS[scheme] = backend
+    uris.register_scheme(scheme, check)
+
+
+def scheme(uri: str) -> str:
+    return uri.split("://", 1)[0] if "://" in uri else uri.split(":", 1)[0]
+
+
+def check_uri(uri: str) -> None:
+    """Raise ``UriRefused`` unless the allowlist accepts ``uri``."""
+    reason = uris.refusal(uri)
+    if reason is not None:
+        raise UriRefused(f"Corral does not open this host's URI: {reason}", uri=uri)
+
+
+def claimed(uri: str) -> bool:
+    """Whether a backend other than the default one serves ``uri``."""
+    return scheme(uri) in _BACKENDS
+
+
+def backend_for(uri: str) -> HostDriver:
+    """The backend serving ``uri``, once the allowlist accepted it."""
+    check_uri(uri)
+    backend = _BACKENDS.get(scheme(uri), _default)
+    if backend is None:
+        raise NotSupported(f"No host driver serves {uri}.", uri=uri)
+    return backend
