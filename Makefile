@@ -9,7 +9,7 @@ PORT ?= 8000
 # Web processes of `make serve` (each serves thousands of open pages; see docs/production.md).
 WEB_WORKERS ?= 2
 # libvirt-python compiles against libvirt-dev; libvirtd serves the simulated hosts; the QEMU
-# driver, QEMU (TCG) and qemu-img run real guests (hosts/qemuhosts.py, hosts/tinyguest.py);
+# driver, QEMU (TCG) and qemu-img run real guests (lab/qemuhosts.py, lab/tinyguest.py);
 # curl and jq run the README's API walkthrough (tests/project/test_readme_walkthrough.py).
 APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-qemu \
 	qemu-system-x86 qemu-utils curl jq
@@ -44,7 +44,7 @@ system-packages:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@# The tiny guest (hosts/tinyguest.py) is built from packages apt must know of.
+	@# The tiny guest (lab/tinyguest.py) is built from packages apt must know of.
 	@apt-cache show --no-all-versions linux-image-cloud-amd64 >/dev/null 2>&1 || \
 		$(SUDO) apt-get update -qq
 

@@ -29,7 +29,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from bench import scenarios
-from hosts import driver, guestinfo, jobs, labdemo, qemuhosts, sync, tinyguest
+from hosts import driver, guestinfo, jobs, sync
 from hosts.driver.libvirt import guests, volumes
 from hosts.models import (
     Cluster,
@@ -44,6 +44,8 @@ from hosts.models import (
     VirtualMachine,
     VmStatus,
 )
+from lab import demo as labdemo
+from lab import qemuhosts, tinyguest
 from pools import monitor
 from pools.models import VmPool
 from pools.services import create_pool

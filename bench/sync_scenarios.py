@@ -24,10 +24,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from bench import scenarios
-from hosts import simhosts
-from hosts.driver import lightsim
-from hosts.lightsim import NAMESPACE
 from hosts.models import ExternalDomain, Host, HostStatus
+from lab import simhosts
+from lab.lightsim import driver as lightsim
+from lab.lightsim.server import NAMESPACE
 from project.childprocess import child_env
 
 HOSTS = int(os.environ.get("BENCH_SYNC_HOSTS", "200"))

@@ -15,7 +15,6 @@ class HostsConfig(AppConfig):
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured. Importing operations registers each with the job
         # runner by its kind.
-        from django.conf import settings
         from django_q.signals import post_spawn
 
         from hosts import (  # noqa: F401
@@ -24,7 +23,6 @@ class HostsConfig(AppConfig):
             driver,
             guestinfo,
             jobs,
-            labdemo,
             metrics,
             operations,
             roles,
@@ -33,14 +31,11 @@ class HostsConfig(AppConfig):
             tasks,
         )
         from hosts.console_relay import ConsoleRelay
-        from hosts.driver import lightsim
         from hosts.jobs import retention
         from hosts.signals import host_fenced
         from project import events, loops, scopes, websockets
         from project import metrics as project_metrics
 
-        driver.register_backend(lightsim.SCHEME, lightsim, lightsim.check)
-        lightsim.allow_folder(str(settings.CORRAL_SIMHOSTS_DIR))
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
         roles.register()
@@ -60,7 +55,6 @@ class HostsConfig(AppConfig):
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )
         demo.register()
-        labdemo.register()
         post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
         post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
         post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")

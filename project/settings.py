@@ -66,6 +66,11 @@ INSTALLED_APPS = [
     "pools",
     "leases",
 ]
+# The lab (simulated and QEMU lab hosts, the tiny guest, their commands) is for development and
+# tests only: installed with DEBUG on (make run) and by the test settings (make test, make
+# bench), never in production, which then refuses simulator URIs.
+if DEBUG:
+    INSTALLED_APPS.append("lab")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -257,15 +262,15 @@ else:
     Q_CLUSTER["orm"] = "default"
     Q_CLUSTER["poll"] = float(os.environ.get("Q_POLL", "0.5"))
 
-# Simulated hosts (manage.py simhosts): one folder per libvirt daemon. Under /tmp by default,
-# since the daemons run as an unprivileged user who must be able to reach the folder.
+# The lab's simulated hosts (manage.py simhosts): one folder per libvirt daemon. Under /tmp by
+# default, since the daemons run as an unprivileged user who must be able to reach the folder.
 CORRAL_SIMHOSTS_DIR = Path(
     os.environ.get(
         "CORRAL_SIMHOSTS_DIR",
         f"/tmp/corral-simhosts/{hashlib.sha1(str(BASE_DIR).encode()).hexdigest()[:8]}",
     )
 )
-# The tiny guest real QEMU hosts boot (hosts/tinyguest.py): built once per package versions.
+# The tiny guest real QEMU hosts boot (lab/tinyguest.py): built once per package versions.
 CORRAL_TINYGUEST_DIR = Path(os.environ.get("CORRAL_TINYGUEST_DIR", VAR_DIR / "tinyguest"))
 # Uploaded images (disks, kernels, initrds), before they are copied to hosts' storage pools.
 CORRAL_IMAGE_STORE = Path(os.environ.get("CORRAL_IMAGE_STORE", VAR_DIR / "images"))

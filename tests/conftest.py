@@ -152,7 +152,7 @@ def sim_daemons(tmp_path_factory):
     import tempfile
     from pathlib import Path
 
-    from hosts import simhosts
+    from lab import simhosts
 
     base = Path(tempfile.mkdtemp(prefix="corral-sim-", dir="/tmp"))
     base.chmod(0o755)
@@ -174,7 +174,7 @@ def qemu_daemons():
     """
     import shutil
 
-    from hosts import qemuhosts
+    from lab import qemuhosts
 
     hosts = [
         qemuhosts.QemuHost(name=f"qemu-{i}", directory=qemuhosts.new_directory()) for i in (1, 2)
@@ -191,8 +191,8 @@ def qemu_daemons():
 
 @pytest.fixture(scope="session")
 def tiny_guest():
-    """The tiny guest's kernel, initrd and blank disk (hosts/tinyguest.py), built once."""
-    from hosts import tinyguest
+    """The tiny guest's kernel, initrd and blank disk (lab/tinyguest.py), built once."""
+    from lab import tinyguest
 
     return tinyguest.build()
 

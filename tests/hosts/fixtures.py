@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from hosts import driver, jobs, simhosts, sync
-from hosts.driver import lightsim
+from hosts import driver, jobs, sync
 from hosts.models import Host, Job, VirtualMachine
+from lab import simhosts
+from lab.lightsim import driver as lightsim
 from project.permissions import permission_for
 from project.roles import ensure_grant_permissions
 from tests.conftest import unique
@@ -183,7 +184,7 @@ def make_image(db, image_store):
 
 @pytest.fixture(scope="session")
 def light_server():
-    """One process serving light simulated hosts (hosts/lightsim.py) for the whole run."""
+    """One process serving light simulated hosts (lab/lightsim/server.py) for the whole run."""
     from django.conf import settings
 
     server = simhosts.LightServer(settings.CORRAL_SIMHOSTS_DIR / f"light-tests-{os.getpid()}")

@@ -24,9 +24,10 @@ import pytest
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from hosts import simhosts, sync
+from hosts import sync
 from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, HostStatus
+from lab import simhosts
 from leases import services
 from leases.capacity import LIVE_LEASES, LIVE_RESERVATIONS
 from leases.models import Allocation, Lease, Reservation

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from hosts import driver, jobs, simhosts, sync
+from hosts import driver, jobs, sync
 from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from hosts.operations import spec_for
+from lab import simhosts
 from leases import lifecycle
 from leases import services as leases
 from leases.models import Allocation, Lease

@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape, quoteattr
 import libvirt
 import pycdlib
 
-from hosts import tinyguest
+from lab import tinyguest
 from tests.conftest import wait_until
 
 BOOT_TIMEOUT_S = 60

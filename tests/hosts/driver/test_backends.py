@@ -8,8 +8,8 @@ from django.conf import settings
 
 from hosts import driver
 from hosts.driver import libvirt as libvirt_backend
-from hosts.driver import lightsim
 from hosts.driver.libvirt.connection import connection
+from lab.lightsim import driver as lightsim
 
 URI = "test:///default"
 

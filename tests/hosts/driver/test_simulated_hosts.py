@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from hosts import driver, simhosts
+from hosts import driver
+from lab import simhosts
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hosts import driver, simhosts, sync
+from hosts import driver, sync
 from hosts.models import Host
 from hosts.operations import spec_for
+from lab import simhosts
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hosts import driver, jobs, simhosts, sync
+from hosts import driver, jobs, sync
 from hosts.models import Host, Job, JobKind
+from lab import simhosts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,9 +3,10 @@
 import pytest
 from django.utils import timezone
 
-from hosts import driver, simhosts, sync
+from hosts import driver, sync
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
+from lab import simhosts
 from project.models import Event, EventKind
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hosts.driver import lightsim
 from hosts.models import Host
+from lab.lightsim import driver as lightsim
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow

@@ -1,10 +1,10 @@
 """Light simulated hosts: many hosts served by one process, no libvirt daemon each.
 
-    python -m hosts.lightsim SOCKET      serve until killed (``manage.py simhosts --light``)
+    python -m lab.lightsim.server SOCKET      serve until killed (``manage.py simhosts --light``)
 
 The process listens on a Unix socket and speaks JSON lines: one request object per line
 (``{"op": "report", "host": "light-1"}``), one answer per line (``{"ok": true, ...}`` or
-``{"ok": false, "error": "no_domain", "message": ...}``). ``hosts.driver.lightsim`` is the
+``{"ok": false, "error": "no_domain", "message": ...}``). ``lab.lightsim.driver`` is the
 driver side (hosts reached by ``lightsim+unix:///NAME?socket=SOCKET`` URIs); ``add`` and
 ``set`` are the control side: they add a host with its domains, and change a domain's state
 behind Corral's back. Each host answers after its own latency, and counts its reports (and

@@ -1,4 +1,4 @@
-"""Real QEMU hosts (hosts/qemuhosts.py): started with a storage pool, stopped leaving nothing."""
+"""Real QEMU hosts (lab/qemuhosts.py): started with a storage pool, stopped leaving nothing."""
 
 import shutil
 from io import StringIO
@@ -8,8 +8,9 @@ import libvirt
 import pytest
 from django.core.management import call_command
 
-from hosts import driver, qemuhosts
+from hosts import driver
 from hosts.models import Host
+from lab import qemuhosts
 from tests.hosts.driver.guests import Guest
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The driver side of light simulated hosts (``hosts/lightsim.py``): JSON lines over a Unix
+"""The driver side of light simulated hosts (``lab/lightsim/server.py``): JSON lines over a Unix
 socket instead of libvirt, for the calls the sync and the basic VM operations make.
 
 A light host's URI is ``lightsim+unix:///NAME?socket=/path/to/socket`` (checked by

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from hosts import driver, qemuhosts
+from hosts import driver
 from hosts.models import Host, HostStatus, VirtualMachine, VmStatus
+from lab import qemuhosts
 from pools.models import VmPool
 from project.childprocess import database_env, free_port
 from tests.conftest import wait_until

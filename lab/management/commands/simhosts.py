@@ -2,18 +2,19 @@
 | light-change HOST VM STATE | stop | status — local libvirt hosts.
 
 Simulated hosts serve libvirt's test driver; with ``--qemu`` they are real QEMU hosts
-(hosts/qemuhosts.py) that run real guests; with ``--light`` one process serves them all
-without libvirt (hosts/lightsim.py), each with M running domains, for scale tests.
+(lab/qemuhosts.py) that run real guests; with ``--light`` one process serves them all
+without libvirt (lab/lightsim/server.py), each with M running domains, for scale tests.
 """
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from hosts import driver, qemuhosts, simhosts
-from hosts.driver import lightsim
+from hosts import driver
 from hosts.models import Cluster, Host
 from hosts.sync import sync_host
+from lab import qemuhosts, simhosts
+from lab.lightsim import driver as lightsim
 
 
 class Command(BaseCommand):
@@ -90,7 +91,7 @@ class Command(BaseCommand):
             folder = f"{cluster_name}-{name}"
             try:
                 if qemu:
-                    # Their folder must be short (see hosts/qemuhosts.py): a link records it.
+                    # Their folder must be short (see lab/qemuhosts.py): a link records it.
                     directory = qemuhosts.named_directory(base / folder)
                     host = qemuhosts.QemuHost(name=folder, directory=directory)
                     qemuhosts.link(base, folder, host)

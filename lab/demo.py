@@ -13,8 +13,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from hosts import images, tinyguest
+from hosts import images
 from hosts.models import Cluster, Image, Template
+from lab import tinyguest
 from project import demo
 
 TEMPLATE = "tiny-qemu"

@@ -1,5 +1,5 @@
 """Simulated hosts: one libvirt daemon per host, serving libvirt's test driver; and light
-simulated hosts, all served by one process without libvirt (``hosts/lightsim.py``).
+simulated hosts, all served by one process without libvirt (``lab/lightsim/server.py``).
 
 Every process (web server, task workers, tests) reaches a simulated host over libvirt's real
 RPC, so they all see the same domains. Each daemon runs in session mode as an unprivileged
@@ -165,12 +165,12 @@ def discover(base: Path) -> list[SimHost]:
     return [
         SimHost(name=path.name, directory=path)
         for path in sorted(base.iterdir())
-        # Links name real QEMU hosts' short folders: hosts/qemuhosts.py lists those.
+        # Links name real QEMU hosts' short folders: lab/qemuhosts.py lists those.
         if path.is_dir() and not path.is_symlink() and (path / PID_FILE).exists()
     ]
 
 
-# -- light simulated hosts: one process serves them all (hosts/lightsim.py) ----------------------
+# -- light simulated hosts: one process serves them all (lab/lightsim/server.py) -------------
 
 LIGHT_FOLDER = "lightsim"
 LIGHT_PID_FILE = "corral-lightsim.pid"
@@ -198,7 +198,7 @@ class LightServer:
             pid = int(self.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
-        return pid if _alive(pid, b"hosts.lightsim") else None
+        return pid if _alive(pid, b"lab.lightsim.server") else None
 
 
 def light_server(base: Path) -> LightServer:
@@ -213,7 +213,7 @@ def start_light(server: LightServer, timeout: float = 15.0) -> int:
     server.directory.mkdir(parents=True, exist_ok=True)
     log = open(server.directory / "lightsim.log", "ab")  # noqa: SIM115 (owned by the process)
     process = subprocess.Popen(
-        [sys.executable, "-m", "hosts.lightsim", str(server.socket)],
+        [sys.executable, "-m", "lab.lightsim.server", str(server.socket)],
         cwd=Path(__file__).resolve().parent.parent,
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -238,5 +238,5 @@ def stop_light(server: LightServer) -> bool:
     server.pid_file.unlink(missing_ok=True)
     if pid is None:
         return False
-    _kill_and_wait(pid, program=b"hosts.lightsim")
+    _kill_and_wait(pid, program=b"lab.lightsim.server")
     return True

@@ -1,6 +1,6 @@
 """Real QEMU hosts on this machine: one session libvirtd per host, running real guests.
 
-A kind of simulated host (``hosts/simhosts.py``): the same unprivileged session daemon in its
+A kind of simulated host (``lab/simhosts.py``): the same unprivileged session daemon in its
 own folder, but serving QEMU (under TCG where there is no usable KVM), with a directory storage
 pool ``corral`` at ``<folder>/pool`` made through libvirt's API. The URI is
 ``qemu+unix:///session?socket=<folder>/run/libvirt/libvirt-sock``.
@@ -25,9 +25,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hosts import driver, simhosts
+from hosts import driver
 from hosts.driver.libvirt.connection import drop
 from hosts.driver.libvirt.storage import ensure_storage_pool
+from lab import simhosts
 
 MAX_DIRECTORY_LENGTH = 19
 SHORT_BASE = Path("/tmp")

@@ -8,11 +8,11 @@ How it is built (``build()``, or ``manage.py tinyguest build``):
 
 1. ``apt-cache`` names the candidate versions of ``linux-image-cloud-amd64`` (and the versioned
    kernel package it depends on), ``busybox-static`` and ``qemu-guest-agent``. Those versions
-   and the guest's own files (``hosts/tinyguest_files/``) make the cache key: a second build
+   and the guest's own files (``lab/tinyguest_files/``) make the cache key: a second build
    with the same key does nothing.
 2. ``apt-get download`` fetches the four packages into a temporary folder and ``dpkg-deb -x``
    extracts them.
-3. The initramfs is written in Python (``hosts/initramfs.py``): ``/dev/console``, busybox,
+3. The initramfs is written in Python (``lab/initramfs.py``): ``/dev/console``, busybox,
    ``/init`` and its scripts, the kernel modules for virtio devices, the ACPI power button and
    a cloud-init CD-ROM (decompressed when the kernel ships them compressed; those built into
    the kernel are skipped), and ``qemu-ga`` with the shared libraries ``ldd`` lists, copied
@@ -24,7 +24,7 @@ Results go to ``CORRAL_TINYGUEST_DIR/<kernel version>-<key>/``: ``vmlinuz``, ``i
 file lock, and is renamed into place whole, so concurrent builds neither collide nor leave a
 half-built guest behind.
 
-What the guest does at boot (``hosts/tinyguest_files/init``), each step announced on the
+What the guest does at boot (``lab/tinyguest_files/init``), each step announced on the
 serial console as ``corral-guest: ...``: load the modules; take an address by DHCP (``ip
 10.0.2.15`` on a user-mode NIC); format ``/dev/vda`` when it holds no filesystem, then count
 boots on it (``boot N``, so a test can tell a reverted disk); read a NoCloud seed labelled
@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hosts import initramfs
+from lab import initramfs
 
 KERNEL_PACKAGE = "linux-image-cloud-amd64"
 BUSYBOX_PACKAGE = "busybox-static"

@@ -12,9 +12,9 @@ from xml.etree import ElementTree
 import libvirt
 import pytest
 
-from hosts import tinyguest
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.sync import sync_host
+from lab import tinyguest
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import (
     HOSTNAME,

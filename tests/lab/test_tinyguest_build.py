@@ -1,4 +1,4 @@
-"""Building the tiny guest (hosts/tinyguest.py): once per package versions, safe when raced."""
+"""Building the tiny guest (lab/tinyguest.py): once per package versions, safe when raced."""
 
 import json
 import os
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hosts import tinyguest
+from lab import tinyguest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_command(dest: Path) -> subprocess.Popen:

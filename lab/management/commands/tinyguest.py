@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from hosts import tinyguest
+from lab import tinyguest
 
 
 class Command(BaseCommand):

@@ -1,0 +1,19 @@
+from django.apps import AppConfig
+
+
+class LabConfig(AppConfig):
+    name = "lab"
+    verbose_name = "Lab"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from hosts import driver
+        from lab import demo
+        from lab.lightsim import driver as lightsim
+
+        # Light simulated hosts: their own driver backend, reached only under the simulated
+        # hosts' folder.
+        driver.register_backend(lightsim.SCHEME, lightsim, lightsim.check)
+        lightsim.allow_folder(str(settings.CORRAL_SIMHOSTS_DIR))
+        demo.register()
