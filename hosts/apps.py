@@ -33,12 +33,14 @@ class HostsConfig(AppConfig):
         )
         from hosts.console_relay import ConsoleRelay
         from hosts.driver import uris
+        from hosts.error_codes import HostErrorCode
         from hosts.jobs import retention
         from hosts.signals import host_fenced
-        from project import events, loops, scopes, websockets
+        from project import error_codes, events, loops, scopes, websockets
         from project import metrics as project_metrics
 
         uris.allow_lightsim_folder(str(settings.CORRAL_SIMHOSTS_DIR))
+        error_codes.register("hosts", HostErrorCode)
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
         roles.register()

@@ -24,6 +24,8 @@ import time
 import uuid
 from pathlib import Path
 
+from hosts.error_codes import HostErrorCode
+
 STATES = ("running", "paused", "shutoff", "crashed", "pmsuspended")
 NAMESPACE = uuid.UUID("4f8a1e52-3c1d-4f0e-9a57-6c3b2f1d0e77")
 
@@ -58,13 +60,13 @@ class Simulator:
         op = request.get("op")
         method = getattr(self, f"op_{op}", None)
         if not isinstance(op, str) or method is None:
-            raise Refused("bad_request", f"Unknown operation {op!r}.")
+            raise Refused(HostErrorCode.BAD_REQUEST, f"Unknown operation {op!r}.")
         return method(request)
 
     def _host(self, request: dict) -> Host:
         host = self.hosts.get(request.get("host", ""))
         if host is None:
-            raise Refused("no_host", f"No simulated host {request.get('host')!r} here.")
+            raise Refused(HostErrorCode.NO_HOST, f"No simulated host {request.get('host')!r} here.")
         return host
 
     def _domain(self, host: Host, request: dict) -> dict:
@@ -75,7 +77,7 @@ class Simulator:
                 (d for d in host.domains.values() if key in (d["name"], d["title"])), None
             )
         if domain is None:
-            raise Refused("no_domain", f"Domain {key!r} not found on {host.name}.")
+            raise Refused(HostErrorCode.NO_DOMAIN, f"Domain {key!r} not found on {host.name}.")
         return domain
 
     # -- control -----------------------------------------------------------------------------
@@ -106,7 +108,7 @@ class Simulator:
         """Change a domain's state behind Corral's back."""
         state = request.get("state")
         if state not in STATES:
-            raise Refused("bad_request", f"A state is one of {', '.join(STATES)}.")
+            raise Refused(HostErrorCode.BAD_REQUEST, f"A state is one of {', '.join(STATES)}.")
         with self.lock:
             self._domain(self._host(request), request)["state"] = state
         return {"ok": True}
@@ -157,7 +159,9 @@ class Simulator:
             host = self._host(request)
             key, name = request["uuid"], request["name"]
             if any(d["name"] == name for u, d in host.domains.items() if u != key):
-                raise Refused("exists", f"The host already has another domain named {name!r}.")
+                raise Refused(
+                    HostErrorCode.EXISTS, f"The host already has another domain named {name!r}."
+                )
             current = host.domains.get(key, {"state": "shutoff"})
             host.domains[key] = {
                 "name": name,
