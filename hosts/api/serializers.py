@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from hosts import checks
 from hosts.models import (
@@ -18,6 +19,7 @@ from hosts.models import (
 from hosts.services import NOT_HELD_OUTSIDE_POOLS
 from hosts.validators import without_password
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
+from project.errors import Refused
 from project.models import Event
 
 
@@ -224,7 +226,15 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 attrs.setdefault(name, getattr(template, name))
         if self.instance is None:
             for rule in checks.launch_rules:
-                rule(attrs)
+                try:
+                    rule(attrs)
+                except Refused as refused:
+                    # As a field error, so that a form validating through this serializer (the
+                    # portal's launch form) shows it as the API does.
+                    raise serializers.ValidationError(
+                        {refused.field or api_settings.NON_FIELD_ERRORS_KEY: [refused.message]},
+                        code=refused.code,
+                    ) from refused
             if attrs.get("cluster") is None:
                 raise serializers.ValidationError({"cluster": "This field is required."})
         held_before = self.instance.admin_hold if self.instance is not None else False
