@@ -2,10 +2,12 @@
 
 from types import SimpleNamespace
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from hosts import checks
+from hosts.error_codes import JobErrorCode
 from hosts.models import (
     Cluster,
     ExternalDomain,
@@ -254,6 +256,13 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 )
 
 
+class JobErrorSerializer(serializers.Serializer):
+    """Why the job failed: a stable code and words for people."""
+
+    code = serializers.ChoiceField(choices=JobErrorCode.choices())
+    message = serializers.CharField()
+
+
 class JobSerializer(serializers.ModelSerializer):
     requested_by = serializers.SlugRelatedField(
         slug_field="username",
@@ -288,6 +297,7 @@ class JobSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(JobErrorSerializer(allow_null=True))
     def get_error(self, job: Job) -> dict | None:
         if not job.error_code:
             return None
