@@ -55,6 +55,8 @@ def check_launch(attrs: dict) -> None:
         attrs["cluster"] = allocation.host.cluster
     errors = fit_errors(attrs, reservation)
     if errors:
+        # Several fields may be at fault at once (a VM too large in vCPUs and in memory): a
+        # ValidationError names each, where a Refused names one field.
         raise ValidationError(errors)
 
 
