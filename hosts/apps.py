@@ -31,11 +31,13 @@ class HostsConfig(AppConfig):
             tasks,
         )
         from hosts.console_relay import ConsoleRelay
+        from hosts.error_codes import HostErrorCode
         from hosts.jobs import retention
         from hosts.signals import host_fenced
-        from project import events, loops, scopes, websockets
+        from project import error_codes, events, loops, scopes, websockets
         from project import metrics as project_metrics
 
+        error_codes.register("hosts", HostErrorCode)
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
         roles.register()

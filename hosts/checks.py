@@ -1,7 +1,8 @@
 """Rules the apps above hosts add to writing inventory objects through the API.
 
 Registered from their ``AppConfig.ready()``; each rule takes the validated fields (a dict it
-may complete) and raises a ValidationError naming the field at fault:
+may complete) and raises a ValidationError or a ``project.errors.Refused`` naming the field at
+fault:
 
 - ``cluster_rules``: ``rule(attrs, cluster)`` on creating or changing a cluster (``cluster``
   None when creating): the scheduling app checks the policy's property values.

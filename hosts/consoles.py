@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from hosts.error_codes import HostErrorCode
 from hosts.models import ConsoleTicket, VirtualMachine, VmStatus
 from project.errors import Refused
 from project.permissions import holds
@@ -70,12 +71,12 @@ def issue_ticket(vm: VirtualMachine, user) -> tuple[str, datetime]:
     """
     if vm.status not in (VmStatus.UP, VmStatus.PAUSED) or vm.host_id is None:
         raise Refused(
-            "console_unavailable",
+            HostErrorCode.CONSOLE_UNAVAILABLE,
             f"VM {vm.name} is {vm.get_status_display().lower()}; its console opens while it runs.",
         )
     if not vm.graphics_port:
         raise Refused(
-            "console_unavailable",
+            HostErrorCode.CONSOLE_UNAVAILABLE,
             f"VM {vm.name} has no screen Corral knows of yet (no VNC, or its port is not read "
             "from its host yet); try again in a few seconds.",
         )

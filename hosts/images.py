@@ -21,6 +21,7 @@ from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.db import IntegrityError, transaction
 
 from hosts import jobs
+from hosts.error_codes import HostErrorCode
 from hosts.models import (
     Cluster,
     CopyState,
@@ -124,21 +125,21 @@ def inspect(kind: str, head: bytes, size: int) -> tuple[str, int]:
     cpio archive or a compressed one.
     """
     if size == 0:
-        raise Refused("empty_image", "The file is empty.", field="file")
+        raise Refused(HostErrorCode.EMPTY_IMAGE, "The file is empty.", field="file")
     if kind == ImageKind.DISK:
         if head.startswith(QCOW2_MAGIC):
             return ImageFormat.QCOW2, _qcow2_virtual_size(head)
         for magic, name in FOREIGN_MAGIC.items():
             if head.startswith(magic) or (name == "VDI" and magic in head[:128]):
                 raise Refused(
-                    "unknown_format",
+                    HostErrorCode.UNKNOWN_FORMAT,
                     f"This is a {name} file; disks must be qcow2 or raw "
                     f"(qemu-img convert -O qcow2 …).",
                     field="file",
                 )
         if size % 512:
             raise Refused(
-                "unknown_format",
+                HostErrorCode.UNKNOWN_FORMAT,
                 "Not a disk image: neither qcow2 nor raw (a raw disk is whole 512-byte sectors).",
                 field="file",
             )
@@ -146,12 +147,14 @@ def inspect(kind: str, head: bytes, size: int) -> tuple[str, int]:
     if kind == ImageKind.KERNEL:
         if head[0x202:0x206] != b"HdrS":
             raise Refused(
-                "unknown_format", "Not a Linux kernel (bzImage) the host can boot.", field="file"
+                HostErrorCode.UNKNOWN_FORMAT,
+                "Not a Linux kernel (bzImage) the host can boot.",
+                field="file",
             )
         return ImageFormat.RAW, size
     if not (head.startswith((b"070701", b"070702")) or head.startswith(COMPRESSED_INITRD)):
         raise Refused(
-            "unknown_format",
+            HostErrorCode.UNKNOWN_FORMAT,
             "Not an initrd: a cpio archive, plain or gzip/xz/zstd/lz4-compressed.",
             field="file",
         )
@@ -160,15 +163,17 @@ def inspect(kind: str, head: bytes, size: int) -> tuple[str, int]:
 
 def _qcow2_virtual_size(head: bytes) -> int:
     if len(head) < 104:
-        raise Refused("unknown_format", "A truncated qcow2 header.", field="file")
+        raise Refused(HostErrorCode.UNKNOWN_FORMAT, "A truncated qcow2 header.", field="file")
     version, backing_offset, _backing_size, _bits, virtual_size = struct.unpack(
         ">IQIIQ", head[4:32]
     )
     if version not in (2, 3):
-        raise Refused("unknown_format", f"qcow2 version {version} is unknown.", field="file")
+        raise Refused(
+            HostErrorCode.UNKNOWN_FORMAT, f"qcow2 version {version} is unknown.", field="file"
+        )
     if backing_offset:
         raise Refused(
-            "backing_file",
+            HostErrorCode.BACKING_FILE,
             "This qcow2 image has a backing file; upload a standalone image "
             "(qemu-img convert -O qcow2 …).",
             field="file",
@@ -178,13 +183,15 @@ def _qcow2_virtual_size(head: bytes) -> int:
         if incompatible & QCOW2_EXTERNAL_DATA:
             # Its data would be read from a file named in the header, on the host.
             raise Refused(
-                "backing_file",
+                HostErrorCode.BACKING_FILE,
                 "This qcow2 image keeps its data in an external file; upload a standalone "
                 "image (qemu-img convert -O qcow2 …).",
                 field="file",
             )
         if incompatible & QCOW2_CORRUPT:
-            raise Refused("corrupt_image", "This qcow2 image is marked corrupt.", field="file")
+            raise Refused(
+                HostErrorCode.CORRUPT_IMAGE, "This qcow2 image is marked corrupt.", field="file"
+            )
     return virtual_size
 
 
@@ -204,7 +211,7 @@ def create_image(
         image_format, virtual_size = inspect(kind, upload.head, upload.size)
         if declared_format and declared_format != image_format:
             raise Refused(
-                "format_mismatch",
+                HostErrorCode.FORMAT_MISMATCH,
                 f"The file is {image_format}, not {declared_format}.",
                 field="format",
             )
@@ -227,7 +234,7 @@ def create_image(
     except IntegrityError as exc:
         upload.discard()
         raise Refused(
-            "name_taken", "An image with this name exists already.", field="name"
+            HostErrorCode.NAME_TAKEN, "An image with this name exists already.", field="name"
         ) from exc
     except BaseException:
         upload.discard()
@@ -287,7 +294,8 @@ def delete_image(image: Image, *, requested_by=None) -> list:
     names = list(using.values_list("name", flat=True)[:5])
     if names:
         raise Refused(
-            "image_in_use", f"Templates use this image: {', '.join(names)}; change them first."
+            HostErrorCode.IMAGE_IN_USE,
+            f"Templates use this image: {', '.join(names)}; change them first.",
         )
     path = image_path(image)
     volume = image.volume_name

@@ -17,6 +17,7 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
+from hosts.error_codes import JobErrorCode
 from hosts.models import Host, HostStatus, Job, JobKind, JobState, VirtualMachine, VmStatus
 from project.metrics import RECENT, gauge_by
 
@@ -91,7 +92,7 @@ def _decisions(now) -> Iterator[Metric]:
     counts: Counter = Counter()
     for outcome, error_code, n in rows:
         # Decisions recorded before outcomes were: a failed one is the job's no_host.
-        counts[outcome or ("no_host" if error_code == "no_host" else "placed")] += n
+        counts[outcome or ("no_host" if error_code == JobErrorCode.NO_HOST else "placed")] += n
     decisions = CounterMetricFamily(
         "corral_scheduler_decisions",
         "Placement decisions recorded on the jobs stored, by outcome.",

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts import checks, jobs
+from hosts.error_codes import HostErrorCode
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.signals import host_withdrawn
@@ -35,7 +36,7 @@ def delete_vm(vm: VirtualMachine, *, requested_by=None) -> Job | None:
     vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
     if vm.status != VmStatus.DOWN:
         raise Refused(
-            "vm_not_down",
+            HostErrorCode.VM_NOT_DOWN,
             f"VM {vm.name} is {vm.get_status_display()}; shut it down before deleting it.",
         )
     busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
@@ -73,11 +74,11 @@ def request_operation(
     if not busy and vm.status not in ALLOWED_FROM[kind]:
         if vm.status == VmStatus.UNKNOWN:
             raise Refused(
-                "host_unreachable",
+                HostErrorCode.HOST_UNREACHABLE,
                 f"The host of VM {vm.name} is not responding; its state is unknown.",
             )
         raise Refused(
-            "bad_state",
+            HostErrorCode.BAD_STATE,
             f"VM {vm.name} is {vm.get_status_display()}; "
             f"it cannot {JobKind(kind).label.lower()} from there.",
         )
@@ -95,7 +96,9 @@ def set_admin_hold(vm: VirtualMachine, held: bool, *, requested_by=None) -> Virt
     it) or release it. Refused (400 on ``admin_hold``) for a VM in no pool."""
     vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
     if vm.pool_id is None:
-        raise Refused("not_in_pool", NOT_HELD_OUTSIDE_POOLS.format(vm=vm), field="admin_hold")
+        raise Refused(
+            HostErrorCode.NOT_IN_POOL, NOT_HELD_OUTSIDE_POOLS.format(vm=vm), field="admin_hold"
+        )
     if vm.admin_hold != held:
         VirtualMachine.objects.filter(pk=vm.pk).update(admin_hold=held, updated_at=timezone.now())
         vm.admin_hold = held
@@ -168,7 +171,7 @@ def put_in_maintenance(host: Host, *, requested_by=None) -> list[Job]:
     # foreign key to this row at commit, and must not wait here while we wait for that VM.
     host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status == HostStatus.MAINTENANCE:
-        raise Refused("in_maintenance", f"Host {host.name} is in maintenance already.")
+        raise Refused(HostErrorCode.IN_MAINTENANCE, f"Host {host.name} is in maintenance already.")
     by = f" by {requested_by.get_username()}" if requested_by is not None else ""
     Host.objects.filter(pk=host.pk).update(
         status=HostStatus.MAINTENANCE,
@@ -200,7 +203,8 @@ def activate_host(host: Host, *, requested_by=None) -> Host:
     host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status != HostStatus.MAINTENANCE:
         raise Refused(
-            "not_in_maintenance", f"Host {host.name} is not in maintenance; nothing to activate."
+            HostErrorCode.NOT_IN_MAINTENANCE,
+            f"Host {host.name} is not in maintenance; nothing to activate.",
         )
     host.status, host.status_detail = HostStatus.CONNECTING, ""
     host.save(update_fields=["status", "status_detail", "updated_at"])
@@ -229,18 +233,20 @@ def confirm_down(host: Host, *, requested_by=None, fenced_by: str = "") -> Job:
     host = Host.objects.select_for_update(no_key=True).get(pk=host.pk)
     if host.status != HostStatus.NON_RESPONSIVE:
         raise Refused(
-            "host_not_lost",
+            HostErrorCode.HOST_NOT_LOST,
             f"Host {host.name} is {host.get_status_display()}; only a host that does not "
             "respond may be confirmed down.",
         )
     if host.confirmed_down_at is not None:
-        raise Refused("confirmed_already", f"Host {host.name} was confirmed down already.")
+        raise Refused(
+            HostErrorCode.CONFIRMED_ALREADY, f"Host {host.name} was confirmed down already."
+        )
     now = timezone.now()
     grace = settings.CORRAL_HOST_DOWN_GRACE
     lost_for = (now - (host.non_responsive_since or now)).total_seconds()
     if lost_for < grace:
         raise Refused(
-            "not_lost_long_enough",
+            HostErrorCode.NOT_LOST_LONG_ENOUGH,
             f"Host {host.name} has not responded for {lost_for:.0f} s only; it may be "
             f"confirmed down once it has not for {grace:g} s.",
         )

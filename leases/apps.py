@@ -15,10 +15,12 @@ class LeasesConfig(AppConfig):
         from hosts import checks, signals
         from hosts.models import Host
         from leases import demo, host_changes, launch, metrics, placement, roles, tasks
-        from project import events, scopes
+        from leases.error_codes import LeaseErrorCode
+        from project import error_codes, events, scopes
         from project import metrics as project_metrics
         from scheduling import constraints
 
+        error_codes.register("leases", LeaseErrorCode)
         scopes.register("lease", "leases.Lease", rank=30)
         roles.register()
         events.register_object_type("lease", "leases.view_lease")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
+from leases.error_codes import LeaseErrorCode
 from leases.models import LeaseStatus
+from project.errors import Refused
 
 
 def check_launch(attrs: dict) -> None:
@@ -16,25 +18,27 @@ def check_launch(attrs: dict) -> None:
         return
     lease = reservation.lease
     if lease.status != LeaseStatus.ACTIVE:
-        raise ValidationError(
-            {
-                "reservation": f"Lease {lease.name} is not active; launch from "
-                f"{lease.start_date:%Y-%m-%d %H:%M} to {lease.end_date:%Y-%m-%d %H:%M}."
-            }
+        raise Refused(
+            LeaseErrorCode.LEASE_NOT_ACTIVE,
+            f"Lease {lease.name} is not active; launch from "
+            f"{lease.start_date:%Y-%m-%d %H:%M} to {lease.end_date:%Y-%m-%d %H:%M}.",
+            field="reservation",
         )
     instances = reservation.resource_type == "virtual:instance"
     launched = reservation.vms.count() if instances else 0
     if instances and launched >= (reservation.amount or 0):
-        raise ValidationError(
-            {"reservation": f"The reservation's {reservation.amount} instances are all launched."}
+        raise Refused(
+            LeaseErrorCode.RESERVATION_FULL,
+            f"The reservation's {reservation.amount} instances are all launched.",
+            field="reservation",
         )
     held = (reservation.amount or 0) - reservation.missing
     if instances and reservation.missing and launched >= held:
-        raise ValidationError(
-            {
-                "reservation": f"Lease {lease.name} is degraded: the reservation holds {held} of "
-                f"its {reservation.amount} instances, and {launched} are launched."
-            }
+        raise Refused(
+            LeaseErrorCode.RESERVATION_DEGRADED,
+            f"Lease {lease.name} is degraded: the reservation holds {held} of "
+            f"its {reservation.amount} instances, and {launched} are launched.",
+            field="reservation",
         )
     if attrs.get("cluster") is None:
         allocation = (
@@ -43,10 +47,16 @@ def check_launch(attrs: dict) -> None:
             .first()
         )
         if allocation is None:
-            raise ValidationError({"reservation": "The reservation holds no hosts."})
+            raise Refused(
+                LeaseErrorCode.RESERVATION_WITHOUT_HOSTS,
+                "The reservation holds no hosts.",
+                field="reservation",
+            )
         attrs["cluster"] = allocation.host.cluster
     errors = fit_errors(attrs, reservation)
     if errors:
+        # Several fields may be at fault at once (a VM too large in vCPUs and in memory): a
+        # ValidationError names each, where a Refused names one field.
         raise ValidationError(errors)
 
 

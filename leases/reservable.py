@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from hosts.models import HOLDING_STATUSES, Cluster, Host
 from leases.capacity import LIVE_LEASES, lock_reservable_hosts
+from leases.error_codes import LeaseErrorCode
 from leases.models import Allocation, HostProperty, ReservationStatus
 from leases.properties import HYPERVISOR_PROPERTIES
 from leases.repair import Outcome, withdraw_host
@@ -27,7 +28,7 @@ from project.models import EventKind
 
 class HostRefused(Refused):
     def __init__(self, message: str) -> None:
-        super().__init__("host_refused", message)
+        super().__init__(LeaseErrorCode.HOST_REFUSED, message)
 
 
 def _live_allocations(host: Host):

@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
 from leases.capacity import LIVE_LEASES, DoesNotFit, lock_reservable_hosts, plan
+from leases.error_codes import LeaseErrorCode
 from leases.lifecycle import end_lease
 from leases.models import (
     Allocation,
@@ -44,7 +44,7 @@ from project.models import EventKind, Role
 
 class LeaseRefused(Refused):
     def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__("lease_refused", message, field=field)
+        super().__init__(LeaseErrorCode.LEASE_REFUSED, message, field=field)
 
 
 def _check_duration(start: datetime, end: datetime) -> None:
@@ -156,11 +156,10 @@ def _check_reservations_of(lease: Lease, changes: dict[int, dict]) -> None:
     held = lease.reservations.exclude(status=ReservationStatus.DELETED).values_list("pk", flat=True)
     unknown = sorted(set(changes) - set(held))
     if unknown:
-        raise ValidationError(
-            {
-                "reservations": f"Lease {lease.name} has no reservation "
-                f"{', '.join(map(str, unknown))}."
-            }
+        raise Refused(
+            LeaseErrorCode.UNKNOWN_RESERVATION,
+            f"Lease {lease.name} has no reservation {', '.join(map(str, unknown))}.",
+            field="reservations",
         )
 
 
@@ -170,11 +169,11 @@ def _changed_request(reservation: Reservation, request: dict, change: dict) -> d
     change = dict(change)
     kind = change.pop("resource_type", reservation.resource_type)
     if kind != reservation.resource_type:
-        raise ValidationError(
-            {
-                "reservations": f"Reservation {reservation.pk} is {reservation.resource_type}; "
-                "its resource_type cannot change."
-            }
+        raise Refused(
+            LeaseErrorCode.RESOURCE_TYPE_FIXED,
+            f"Reservation {reservation.pk} is {reservation.resource_type}; "
+            "its resource_type cannot change.",
+            field="reservations",
         )
     other_kind = (
         ("min", "max")
@@ -183,11 +182,10 @@ def _changed_request(reservation: Reservation, request: dict, change: dict) -> d
     )
     wrong = [name for name in other_kind if name in change]
     if wrong:
-        raise ValidationError(
-            {
-                "reservations": f"Reservation {reservation.pk} is {kind}; it has no "
-                f"{', '.join(wrong)}."
-            }
+        raise Refused(
+            LeaseErrorCode.NOT_OF_RESOURCE_TYPE,
+            f"Reservation {reservation.pk} is {kind}; it has no {', '.join(wrong)}.",
+            field="reservations",
         )
     properties = dict(reservation.host_properties or {})
     parts = change.pop("hypervisor_properties", None), change.pop("resource_properties", None)
@@ -203,8 +201,10 @@ def _changed_request(reservation: Reservation, request: dict, change: dict) -> d
     vms = list(reservation.vms.select_related("host"))
     if reservation.resource_type == ResourceType.HOST:
         if request["min"] > request["max"]:
-            raise ValidationError(
-                {"reservations": f"Reservation {reservation.pk}: max must be at least min."}
+            raise Refused(
+                LeaseErrorCode.MIN_ABOVE_MAX,
+                f"Reservation {reservation.pk}: max must be at least min.",
+                field="reservations",
             )
         hosts = {vm.host_id for vm in vms if vm.host_id}
         if len(hosts) > request["max"]:
@@ -283,7 +283,9 @@ def _moved(moment: datetime, shift: timedelta | None, field: str) -> datetime:
     except OverflowError:
         moved = None
     if moved is None or not 1 < moved.year < 9999:
-        raise ValidationError({field: "That moves the date out of range."})
+        raise Refused(
+            LeaseErrorCode.DATE_OUT_OF_RANGE, "That moves the date out of range.", field=field
+        )
     return moved
 
 
@@ -313,14 +315,22 @@ def update_lease(lease: Lease, changes: dict) -> Lease:
     if started and start != lease.start_date:
         raise LeaseRefused("The lease has started; its start cannot move (extend its end).")
     if end <= start:
-        raise ValidationError({"end_date": "The lease must end after it starts."})
+        raise Refused(
+            LeaseErrorCode.END_BEFORE_START, "The lease must end after it starts.", field="end_date"
+        )
     if started and end <= timezone.now():
         raise LeaseRefused("A running lease cannot end in the past; delete it to end it now.")
     if end <= timezone.now():
-        raise ValidationError({"end_date": "The lease must end in the future."})
+        raise Refused(
+            LeaseErrorCode.END_IN_PAST, "The lease must end in the future.", field="end_date"
+        )
     before_end = changes.get("before_end")
     if before_end is not None and not start <= before_end <= end:
-        raise ValidationError({"before_end_date": "Between the start and the end of the lease."})
+        raise Refused(
+            LeaseErrorCode.BEFORE_END_OUTSIDE_LEASE,
+            "Between the start and the end of the lease.",
+            field="before_end_date",
+        )
     reservation_changes = {
         pk: dict(change) for pk, change in changes.get("reservations", {}).items()
     }

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -224,9 +223,6 @@ def lease_end(request, lease_id: int):
             lease = services.update_lease(lease, {"end": form.cleaned_data["end"]})
         except Refused as refused:
             form.add_error("end", refused.message)
-        except ValidationError as invalid:
-            for message in invalid.messages:
-                form.add_error("end", message)
         else:
             end = timezone.localtime(lease.end_date)
             messages.success(request, f"Lease {lease.name} now ends at {end:%Y-%m-%d %H:%M}.")

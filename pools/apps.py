@@ -14,12 +14,14 @@ class PoolsConfig(AppConfig):
         from hosts import views as vm_pages
         from hosts.signals import job_finished, vm_stopped
         from pools import dashboard, demo, metrics, monitor, roles, services, tasks, views
-        from project import events, scopes
+        from pools.error_codes import PoolErrorCode
+        from project import error_codes, events, scopes
         from project import metrics as project_metrics
 
         # A pool grant reaches the pool's VMs only for roles that manage the pool: UserRole on
         # a pool lets a user take VMs from it, not see or use the VMs other users took.
         scopes.register("pool", "pools.VmPool", rank=20, contents_need="pools.change_vmpool")
+        error_codes.register("pools", PoolErrorCode)
         roles.register()
         events.register_object_type("pool", "pools.view_vmpool")
         project_metrics.register(metrics.collect)

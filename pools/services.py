@@ -17,9 +17,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, Max, When
 
 from hosts import images, jobs
+from hosts.error_codes import HostErrorCode
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
+from pools.error_codes import PoolErrorCode
 from pools.models import PoolType, VmPool
 from pools.monitor import nudge_monitor
 from pools.queries import DOWN, STARTING, UP, active_job, pick_free_vm, unassigned
@@ -34,12 +36,12 @@ User = get_user_model()
 
 class PoolExhausted(Refused):
     def __init__(self, message: str) -> None:
-        super().__init__("pool_exhausted", message)
+        super().__init__(PoolErrorCode.POOL_EXHAUSTED, message)
 
 
 class UserLimitReached(Refused):
     def __init__(self, message: str) -> None:
-        super().__init__("user_limit", message)
+        super().__init__(PoolErrorCode.USER_LIMIT, message)
 
 
 @dataclass
@@ -85,7 +87,9 @@ def _add_vms(pool: VmPool, count: int) -> list[VirtualMachine]:
         with transaction.atomic():
             VirtualMachine.objects.bulk_create(made)
     except IntegrityError as exc:
-        raise Refused("vm_create_failed", f"Could not create the pool's VMs: {exc}") from exc
+        raise Refused(
+            PoolErrorCode.VM_CREATE_FAILED, f"Could not create the pool's VMs: {exc}"
+        ) from exc
     created = list(VirtualMachine.objects.filter(pool=pool, pool_index__gte=start))
     for vm in created:
         jobs.submit(JobKind.PREPARE, vm=vm)
@@ -151,7 +155,7 @@ def _shrink(pool: VmPool, count: int) -> None:
     if len(chosen) < count:
         stopped = removable.filter(status=VmStatus.DOWN).count()
         raise Refused(
-            "cannot_shrink",
+            PoolErrorCode.CANNOT_SHRINK,
             f"Cannot shrink {pool.name} by {count}: only {stopped} unassigned stopped and "
             f"{removable.count() - stopped} unassigned running VMs can go (the others are "
             "assigned or busy).",
@@ -168,7 +172,8 @@ def _remove_vm(vm: VirtualMachine) -> None:
     )
     if not taken_out:
         raise Refused(
-            "vm_taken", f"VM {vm.name} was given to a user meanwhile; it was not removed."
+            PoolErrorCode.VM_TAKEN,
+            f"VM {vm.name} was given to a user meanwhile; it was not removed.",
         )
     if vm.status in (VmStatus.UP, VmStatus.PAUSED):
         jobs.submit(JobKind.POWEROFF, vm=vm)
@@ -192,7 +197,7 @@ def delete_pool(pool: VmPool, *, force: bool = False) -> None:
     if held and not force:
         names = ", ".join(vm.name for vm in held[:5])
         raise Refused(
-            "pool_in_use",
+            PoolErrorCode.POOL_IN_USE,
             f"Users hold VMs of {pool.name} ({names}); return them first, or delete with force.",
         )
     for vm in vms:
@@ -284,7 +289,7 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
             .get(pk=vm.pk)
         )
         if vm.pool is None:
-            raise Refused("not_in_pool", f"VM {vm.name} is not in a pool.")
+            raise Refused(HostErrorCode.NOT_IN_POOL, f"VM {vm.name} is not in a pool.")
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)

@@ -8,12 +8,15 @@ message or a form error; nothing above the services builds its own refusal.
 
 from __future__ import annotations
 
+from project.error_codes import ErrorCode
+
 
 class Refused(Exception):
-    """An operation the rules refuse now. ``code`` is stable for clients, ``message`` is for
-    people; ``field`` names the input at fault, when there is one."""
+    """An operation the rules refuse now. ``code`` is stable for clients (a member of the app's
+    ``ErrorCode`` enum, ``project.error_codes``), ``message`` is for people; ``field`` names the
+    input at fault, when there is one."""
 
-    def __init__(self, code: str, message: str, *, field: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

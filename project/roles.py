@@ -101,7 +101,9 @@ def sync_builtin_roles(sender=None, **kwargs) -> None:
     post_migrate is sent once per app, in INSTALLED_APPS order, and each app's permissions are
     created on its own signal: run once, after the last app, when they all exist.
     """
-    if sender is not None and sender is not list(apps.get_app_configs())[-1]:
+    # Only apps with models get the signal (the lab, last when installed, has none).
+    with_models = [config for config in apps.get_app_configs() if config.models_module is not None]
+    if sender is not None and sender is not with_models[-1]:
         return
 
     with transaction.atomic():

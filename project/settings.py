@@ -241,7 +241,13 @@ SPECTACULAR_SETTINGS = {
         "AffinityRuleEnum": "scheduling.models.AffinityRule",
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
+        "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
     },
+    # The registered refusal codes (project/error_codes.py) as the RefusalCode component.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "project.api.schema.add_refusal_codes",
+    ],
 }
 
 # django-q2: the ORM broker by default (no extra service), Redis when REDIS_URL is set.

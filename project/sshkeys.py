@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from project.error_codes import ProjectErrorCode
 from project.errors import Refused
 from project.models import SshKey
 
@@ -68,11 +69,11 @@ def parse_public_key(text: str) -> PublicKey:
     ``public_key``) when it is not a well-formed OpenSSH public key of an accepted type."""
     line = (text or "").strip()
     if "\n" in line or "\r" in line or "\0" in line:
-        raise Refused("invalid_key", "Give one key on one line.", field="public_key")
+        raise Refused(ProjectErrorCode.INVALID_KEY, "Give one key on one line.", field="public_key")
     fields = line.split(None, 2)
     if len(fields) < 2:
         raise Refused(
-            "invalid_key",
+            ProjectErrorCode.INVALID_KEY,
             "This is not an OpenSSH public key: expected 'TYPE BASE64 [COMMENT]', as in "
             "~/.ssh/id_ed25519.pub.",
             field="public_key",
@@ -81,7 +82,7 @@ def parse_public_key(text: str) -> PublicKey:
     comment = fields[2].strip() if len(fields) == 3 else ""
     if key_type not in ALLOWED_TYPES:
         raise Refused(
-            "key_type_refused",
+            ProjectErrorCode.KEY_TYPE_REFUSED,
             f"Key type {key_type[:40]!r} is not accepted; use one of: "
             f"{', '.join(sorted(ALLOWED_TYPES))}.",
             field="public_key",
@@ -90,18 +91,22 @@ def parse_public_key(text: str) -> PublicKey:
         blob = base64.b64decode(encoded, validate=True)
     except binascii.Error as exc:
         raise Refused(
-            "invalid_key", "The key's data is not valid base64.", field="public_key"
+            ProjectErrorCode.INVALID_KEY, "The key's data is not valid base64.", field="public_key"
         ) from exc
     try:
         parts = _strings(blob)
     except ValueError as exc:
         raise Refused(
-            "invalid_key", f"This {key_type} key is damaged: {exc}.", field="public_key"
+            ProjectErrorCode.INVALID_KEY,
+            f"This {key_type} key is damaged: {exc}.",
+            field="public_key",
         ) from exc
     problem = _problem(key_type, parts)
     if problem:
         raise Refused(
-            "invalid_key", f"This {key_type} key is damaged: {problem}.", field="public_key"
+            ProjectErrorCode.INVALID_KEY,
+            f"This {key_type} key is damaged: {problem}.",
+            field="public_key",
         )
     return PublicKey(key_type=key_type, blob=blob, comment=comment)
 
@@ -138,26 +143,39 @@ def add_key(user, name: str, public_key: str) -> SshKey:
     or more than MAX_KEYS_PER_USER keys; nothing is stored then."""
     name = (name or "").strip()
     if not name:
-        raise Refused("name_required", "Give the key a name.", field="name")
+        raise Refused(ProjectErrorCode.NAME_REQUIRED, "Give the key a name.", field="name")
     if len(name) > 64:
-        raise Refused("name_too_long", "A key's name is at most 64 characters.", field="name")
+        raise Refused(
+            ProjectErrorCode.NAME_TOO_LONG, "A key's name is at most 64 characters.", field="name"
+        )
     key = parse_public_key(public_key)
     with transaction.atomic():
         if SshKey.objects.filter(owner=user).count() >= MAX_KEYS_PER_USER:
             raise Refused(
-                "too_many_keys", f"You have {MAX_KEYS_PER_USER} keys, the most one may keep."
+                ProjectErrorCode.TOO_MANY_KEYS,
+                f"You have {MAX_KEYS_PER_USER} keys, the most one may keep.",
             )
         if SshKey.objects.filter(owner=user, name=name).exists():
-            raise Refused("duplicate_name", "You have a key with this name already.", field="name")
+            raise Refused(
+                ProjectErrorCode.DUPLICATE_NAME,
+                "You have a key with this name already.",
+                field="name",
+            )
         if SshKey.objects.filter(owner=user, fingerprint=key.fingerprint).exists():
-            raise Refused("duplicate_key", "You have added this key already.", field="public_key")
+            raise Refused(
+                ProjectErrorCode.DUPLICATE_KEY,
+                "You have added this key already.",
+                field="public_key",
+            )
         try:
             with transaction.atomic():
                 return SshKey.objects.create(
                     owner=user, name=name, public_key=key.line, fingerprint=key.fingerprint
                 )
         except IntegrityError as exc:  # the same key or name added at the same moment
-            raise Refused("duplicate_key", "You have this key or name already.") from exc
+            raise Refused(
+                ProjectErrorCode.DUPLICATE_KEY, "You have this key or name already."
+            ) from exc
 
 
 def delete_key(user, key_id: int) -> bool:

@@ -13,11 +13,13 @@ class SchedulingConfig(AppConfig):
         from hosts import checks, placement
         from hosts.models import Cluster
         from hosts.signals import host_reported
-        from project import events
+        from project import error_codes, events
         from scheduling import balancer, roles, scheduler, services, tasks, unit_calls
+        from scheduling.error_codes import SchedulingErrorCode
         from scheduling.models import Policy, PolicyFilter, PolicyUnit, PolicyWeight
         from scheduling.registry import sync
 
+        error_codes.register("scheduling", SchedulingErrorCode)
         roles.register()
         tasks.register()
         placement.set_provider(scheduler.place)

@@ -9,6 +9,7 @@ from rest_framework import parsers, serializers, status
 from rest_framework.response import Response
 
 from hosts import images
+from hosts.error_codes import HostErrorCode
 from hosts.models import Cluster, Image, ImageCopy, ImageFormat, ImageKind
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
 from project.api.viewsets import ScopedModelViewSet
@@ -121,7 +122,7 @@ class ImageViewSet(ScopedModelViewSet):
         body = request.data  # parses the body: the upload handler runs here
         if self.upload_handler.too_big:
             raise Refused(
-                "image_too_big",
+                HostErrorCode.IMAGE_TOO_BIG,
                 f"The file is over the limit of {images.limit_text()}.",
                 field="file",
             )

@@ -2,9 +2,12 @@
 
 from types import SimpleNamespace
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from hosts import checks
+from hosts.error_codes import JobErrorCode
 from hosts.models import (
     Cluster,
     ExternalDomain,
@@ -18,6 +21,7 @@ from hosts.models import (
 from hosts.services import NOT_HELD_OUTSIDE_POOLS
 from hosts.validators import without_password
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
+from project.errors import Refused
 from project.models import Event
 
 
@@ -224,7 +228,15 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 attrs.setdefault(name, getattr(template, name))
         if self.instance is None:
             for rule in checks.launch_rules:
-                rule(attrs)
+                try:
+                    rule(attrs)
+                except Refused as refused:
+                    # As a field error, so that a form validating through this serializer (the
+                    # portal's launch form) shows it as the API does.
+                    raise serializers.ValidationError(
+                        {refused.field or api_settings.NON_FIELD_ERRORS_KEY: [refused.message]},
+                        code=refused.code,
+                    ) from refused
             if attrs.get("cluster") is None:
                 raise serializers.ValidationError({"cluster": "This field is required."})
         held_before = self.instance.admin_hold if self.instance is not None else False
@@ -242,6 +254,13 @@ class VirtualMachineSerializer(ModelCleanSerializer):
                 raise serializers.ValidationError(
                     {n: "Shut the VM down before changing its hardware." for n in changed}
                 )
+
+
+class JobErrorSerializer(serializers.Serializer):
+    """Why the job failed: a stable code and words for people."""
+
+    code = serializers.ChoiceField(choices=JobErrorCode.choices())
+    message = serializers.CharField()
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -278,6 +297,7 @@ class JobSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(JobErrorSerializer(allow_null=True))
     def get_error(self, job: Job) -> dict | None:
         if not job.error_code:
             return None

@@ -28,6 +28,7 @@ from hosts.api.serializers import (
     TemplateSerializer,
     VirtualMachineSerializer,
 )
+from hosts.error_codes import HostErrorCode
 from hosts.models import (
     Cluster,
     ConsoleLog,
@@ -226,7 +227,7 @@ class JobViewSet(ScopedReadOnlyViewSet):
         job = self.get_object()
         if job.state not in (JobState.PENDING, JobState.RUNNING):
             raise Refused(
-                "nothing_to_cancel",
+                HostErrorCode.NOTHING_TO_CANCEL,
                 f"Job {job.pk} is {job.get_state_display().lower()}; nothing to cancel.",
             )
         job = jobs.request_cancel(job)

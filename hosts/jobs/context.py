@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from hosts.error_codes import JobErrorCode
 from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import RUNNING_JOB_STATES
 from project import events
@@ -31,7 +32,8 @@ class JobLost(Exception):
 
 
 class JobFailed(Exception):
-    """A step failed; ``code`` is stable for clients, the message is for people."""
+    """A step failed; ``code`` is stable for clients (a ``JobErrorCode``, or a host driver's
+    code, which ``JobErrorCode`` lists too), the message is for people."""
 
     def __init__(self, code: str, message: str, result: dict | None = None):
         super().__init__(message)
@@ -122,7 +124,9 @@ class JobContext:
         """The job's VM; a job whose VM was deleted before it ran fails here, with a reason."""
         if self._vm is None:
             name = f" {self.job.target_name}" if self.job.target_name else ""
-            raise JobFailed("vm_gone", f"The VM{name} was deleted before this job could run")
+            raise JobFailed(
+                JobErrorCode.VM_GONE, f"The VM{name} was deleted before this job could run"
+            )
         return self._vm
 
     def refresh_vm(self) -> VirtualMachine:

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hosts.error_codes import JobErrorCode
 from hosts.jobs.context import job_event, log_extra, logger
 from hosts.jobs.dispatch import dispatch_next
 from hosts.jobs.settle import finish_vm
@@ -40,7 +41,7 @@ def _why_reap(job: Job, stale, too_old) -> tuple[str, str, dict, str] | None:
     the journal) when the running ``job`` must be failed, else None."""
     if job.heartbeat_at is not None and job.heartbeat_at < stale:
         return (
-            "worker_lost",
+            JobErrorCode.WORKER_LOST,
             f"The worker running this job ({job.worker}) stopped responding; "
             "the VM was set to what its host reports.",
             {"heartbeat_at__lt": stale},
@@ -48,7 +49,7 @@ def _why_reap(job: Job, stale, too_old) -> tuple[str, str, dict, str] | None:
         )
     if _dead_here(job.worker):
         return (
-            "worker_lost",
+            JobErrorCode.WORKER_LOST,
             f"The worker running this job ({job.worker}) is gone (its task cluster stopped); "
             "the VM was set to what its host reports.",
             {"worker": job.worker},
@@ -57,7 +58,7 @@ def _why_reap(job: Job, stale, too_old) -> tuple[str, str, dict, str] | None:
     if job.started_at is not None and job.started_at < too_old:
         limit = settings.CORRAL_JOB_MAX_SECONDS
         return (
-            "timeout",
+            JobErrorCode.TIMEOUT,
             f"The job ran longer than {limit:g} s (CORRAL_JOB_MAX_SECONDS); "
             "the VM was set to what its host reports.",
             {"started_at__lt": too_old},

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.utils import timezone
 
+from hosts.error_codes import JobErrorCode
 from hosts.jobs.context import (
     Heartbeat,
     JobCancelled,
@@ -88,7 +89,11 @@ def run(job_id: int) -> str:
             context.log(f"Failed: {exc.message}")
         except Exception as exc:  # a bug or an unexpected libvirt answer: fail, never hang
             logger.exception("job %s crashed", job.pk, extra=extra)
-            state, error_code, error_message = JobState.FAILED, "internal_error", str(exc)
+            state, error_code, error_message = (
+                JobState.FAILED,
+                JobErrorCode.INTERNAL_ERROR,
+                str(exc),
+            )
             context.log(f"Failed: {exc}")
         finally:
             # A job failed meanwhile by the reaper (it ran too long, say, in one long call) is
@@ -109,7 +114,11 @@ def run(job_id: int) -> str:
         # came after the job's own wait (during its last hooks, say) contradicts it.
         contradiction = changed_outside(job.kind, settled)
         if contradiction:
-            state, error_code, error_message = JobState.FAILED, "changed_outside", contradiction
+            state, error_code, error_message = (
+                JobState.FAILED,
+                JobErrorCode.CHANGED_OUTSIDE,
+                contradiction,
+            )
             context.log(f"Failed: {contradiction}")
             events.alert(
                 "vm",

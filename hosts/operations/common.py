@@ -9,6 +9,7 @@ from django.conf import settings
 
 from hosts import driver
 from hosts.consoles import listen_address
+from hosts.error_codes import JobErrorCode
 from hosts.hooks import HookFailed, hooks_for, run_hooks
 from hosts.jobs import JobContext, JobFailed
 from hosts.jobs.settle import RUNNING, STOPPED
@@ -84,7 +85,7 @@ def run_event_hooks(ctx: JobContext, event: str, progress: float) -> None:
             event, vm_uuid=str(ctx.vm.uuid), vm_id=ctx.vm.pk, reason=ctx.job.kind, log=ctx.log
         )
     except HookFailed as exc:
-        raise JobFailed("hook_failed", exc.message) from exc
+        raise JobFailed(JobErrorCode.HOOK_FAILED, exc.message) from exc
 
 
 def host_call(fn, *args):
@@ -92,7 +93,7 @@ def host_call(fn, *args):
     try:
         return fn(*args)
     except driver.HostUnreachable as exc:
-        raise JobFailed("host_unreachable", exc.message) from exc
+        raise JobFailed(JobErrorCode.HOST_UNREACHABLE, exc.message) from exc
     except driver.DriverError as exc:
         raise JobFailed(exc.code, exc.message) from exc
 
@@ -125,14 +126,14 @@ def wait_for(
             return state
         if state in failing or state is None:
             raise JobFailed(
-                "unexpected_state",
+                JobErrorCode.UNEXPECTED_STATE,
                 f"The VM is {state or 'gone'} on {host.name} while {what}; the host decides.",
             )
         if time.monotonic() > deadline:
             if timeout is not None:
                 return None
             raise JobFailed(
-                "timeout",
+                JobErrorCode.TIMEOUT,
                 f"The VM was still {state} on {host.name} after {limit:.0f} s while {what}.",
             )
         ctx.check_cancelled()
@@ -155,7 +156,9 @@ def place_vm(ctx: JobContext, vm: VirtualMachine, record, exclude=()):
         except NoHostAvailable as exc:
             if attempt == 2 or not wait_for_pending(vm):
                 decided(ctx, exc.explanation, started, refusal(exc))
-                raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
+                raise JobFailed(
+                    JobErrorCode.NO_HOST, exc.message, {"placement": exc.explanation}
+                ) from exc
             ctx.log("No host fitted while the cluster was settling; trying once more")
 
 
@@ -208,7 +211,7 @@ class Attempts:
             if not self.tried:
                 raise
             last = self.tried[-1]
-            if exc.code == "no_host" and last["outcome"] == "failed":
+            if exc.code == JobErrorCode.NO_HOST and last["outcome"] == "failed":
                 # No other host can take it: what the user needs is why the hosts failed.
                 names = ", ".join(attempt["host"] for attempt in self.tried)
                 raise JobFailed(

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from hosts import driver
 from hosts.driver.libvirt import guests, volumes
+from hosts.error_codes import JobErrorCode
 from hosts.images import image_path
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import CopyState, Host, Image, ImageCopy, VirtualMachine
@@ -96,7 +97,7 @@ def copy_image(ctx: JobContext) -> dict:
     host = ctx.job.host
     image = Image.objects.filter(pk=ctx.job.params.get("image")).first()
     if image is None or host is None:
-        raise JobFailed("gone", "The image or the host is gone.")
+        raise JobFailed(JobErrorCode.GONE, "The image or the host is gone.")
     if not real_storage(host):
         return {"simulated": True}
     try:
@@ -112,9 +113,11 @@ def delete_image_copy(ctx: JobContext) -> dict:
     host = ctx.job.host
     volume = ctx.job.params.get("volume", "")
     if host is None:
-        raise JobFailed("gone", "The host is gone.")
+        raise JobFailed(JobErrorCode.GONE, "The host is gone.")
     if not IMAGE_VOLUME.fullmatch(volume):
-        raise JobFailed("bad_volume", f"{volume!r} is not the name of an image's volume.")
+        raise JobFailed(
+            JobErrorCode.BAD_VOLUME, f"{volume!r} is not the name of an image's volume."
+        )
     if not real_storage(host):
         return {"simulated": True}
     deleted = host_call(volumes.delete, host.uri, host.storage_pool, volume)
@@ -136,7 +139,7 @@ def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
             return _copy(ctx, image, host, token)
         copy = ImageCopy.objects.filter(image=image, host=host).first()
         if copy is None:  # no claim could be had and no row is left: the image was deleted
-            raise JobFailed("image_deleted", f"Image {image.name} was deleted.")
+            raise JobFailed(JobErrorCode.IMAGE_DELETED, f"Image {image.name} was deleted.")
         if copy.state == CopyState.READY:
             path = host_call(volumes.volume_path, host.uri, host.storage_pool, image.volume_name)
             if path:
@@ -146,7 +149,9 @@ def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
             )
             continue
         if time.monotonic() > deadline:
-            raise JobFailed("timeout", f"Image {image.name} was still being copied to {host.name}.")
+            raise JobFailed(
+                JobErrorCode.TIMEOUT, f"Image {image.name} was still being copied to {host.name}."
+            )
         ctx.check_cancelled()
         time.sleep(POLL_S * 5)
 
@@ -184,7 +189,7 @@ def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
             f"The file of image {image.name} is missing from the image store; upload it again."
         )
         mine.update(state=CopyState.FAILED, error=message)
-        raise JobFailed("image_missing", message)
+        raise JobFailed(JobErrorCode.IMAGE_MISSING, message)
     try:
         path = volumes.upload(
             host.uri,
@@ -198,7 +203,7 @@ def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
     except (driver.DriverError, OSError) as exc:
         message = getattr(exc, "message", None) or str(exc)
         mine.update(state=CopyState.FAILED, error=message[:500])
-        code = getattr(exc, "code", "copy_failed")
+        code = getattr(exc, "code", JobErrorCode.COPY_FAILED)
         raise JobFailed(code, f"Copying image {image.name} to {host.name}: {message}") from exc
     with transaction.atomic():
         # Under the image's row lock, which images.delete_image takes first: either the delete
@@ -212,7 +217,7 @@ def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
         host_call(volumes.delete, host.uri, host.storage_pool, image.volume_name)
         ctx.log(f"Deleted volume {image.volume_name} on {host.name}: its image was deleted")
         raise JobFailed(
-            "image_deleted",
+            JobErrorCode.IMAGE_DELETED,
             f"Image {image.name} was deleted while it was being copied to {host.name}; "
             "the copy was removed from the host.",
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from hosts import jobs
+from hosts.error_codes import JobErrorCode
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import HostStatus, JobKind, PowerState, VirtualMachine, VmStatus
 from hosts.models.jobs import RUNNING_JOB_STATES
@@ -18,7 +19,7 @@ def failover(ctx: JobContext) -> dict:
     host.refresh_from_db()
     if host.status != HostStatus.NON_RESPONSIVE or host.confirmed_down_at is None:
         raise JobFailed(
-            "host_not_down",
+            JobErrorCode.HOST_NOT_DOWN,
             f"Host {host.name} is {host.get_status_display()} and not confirmed down: its VMs "
             "are left where they are.",
         )

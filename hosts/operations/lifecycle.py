@@ -9,6 +9,7 @@ from django.db import transaction
 
 from hosts import driver
 from hosts.driver.libvirt import guests
+from hosts.error_codes import JobErrorCode
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine
 from hosts.operations import disks
@@ -27,7 +28,9 @@ def delete(ctx: JobContext) -> dict:
     vm = ctx.refresh_vm()
     state = current_state(vm)
     if state is not None and state not in STOPPED:
-        raise JobFailed("not_stopped", f"VM {vm.name} is {state}; stop it before deleting it.")
+        raise JobFailed(
+            JobErrorCode.NOT_STOPPED, f"VM {vm.name} is {state}; stop it before deleting it."
+        )
     if vm.host is not None:
         ctx.step(f"Removing the VM from {vm.host.name}", 0.4)
         host_call(driver.undefine, vm.host.uri, str(vm.uuid))
@@ -49,7 +52,9 @@ def prepare(ctx: JobContext) -> dict:
         vm.host = place_vm(ctx, vm, lambda host: _define_on(vm, host)).host
     state = current_state(vm)
     if state is not None and state not in STOPPED:
-        raise JobFailed("not_stopped", f"VM {vm.name} is {state}; a base snapshot needs it off.")
+        raise JobFailed(
+            JobErrorCode.NOT_STOPPED, f"VM {vm.name} is {state}; a base snapshot needs it off."
+        )
     boot = disks.boot_for(ctx, vm, vm.host)
     ctx.step(f"Defining the VM on {vm.host.name}", 0.5)
     host_call(driver.define, vm.host.uri, spec_for(vm, **boot))
@@ -71,7 +76,9 @@ def revert(ctx: JobContext) -> dict:
         return {"already": True}
     state = current_state(vm)
     if state is not None and state not in STOPPED:
-        raise JobFailed("not_stopped", f"VM {vm.name} is {state}; stop it before reverting it.")
+        raise JobFailed(
+            JobErrorCode.NOT_STOPPED, f"VM {vm.name} is {state}; stop it before reverting it."
+        )
     if disks.real_storage(vm.host):
         boot = disks.reset_disk(ctx, vm)
         host_call(driver.define, vm.host.uri, spec_for(vm, **boot))
@@ -80,7 +87,7 @@ def revert(ctx: JobContext) -> dict:
     try:
         host_call(driver.snapshot_revert, vm.host.uri, str(vm.uuid), BASE_SNAPSHOT)
     except JobFailed as exc:
-        if exc.code != "domain_not_found":
+        if exc.code != JobErrorCode.DOMAIN_NOT_FOUND:
             raise
         ctx.log("No base snapshot on the host: defining the VM afresh and taking one")
         host_call(driver.define, vm.host.uri, spec_for(vm))

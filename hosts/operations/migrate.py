@@ -9,6 +9,7 @@ from django.db import transaction
 
 from hosts import cloudinit, driver
 from hosts.driver.libvirt import guests, migration
+from hosts.error_codes import JobErrorCode
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -34,7 +35,9 @@ def migrate(ctx: JobContext) -> dict:
     source = vm.host
     state = current_state(vm)
     if state not in RUNNING | {"paused"}:
-        raise JobFailed("not_running", f"VM {vm.name} is not running, so it cannot migrate.")
+        raise JobFailed(
+            JobErrorCode.NOT_RUNNING, f"VM {vm.name} is not running, so it cannot migrate."
+        )
     run_event_hooks(ctx, "vm-pre-migrate", 0.05)
     ctx.step("Choosing the destination", 0.15)
     # A requested host is the only one to try.
@@ -85,7 +88,7 @@ def _choose(ctx: JobContext, vm: VirtualMachine, source: Host, exclude: set[int]
         return chosen
     except NoHostAvailable as exc:
         decided(ctx, exc.explanation, started, refusal(exc))
-        raise JobFailed("no_host", exc.message, {"placement": exc.explanation}) from exc
+        raise JobFailed(JobErrorCode.NO_HOST, exc.message, {"placement": exc.explanation}) from exc
 
 
 def _destinations(vm: VirtualMachine, params: dict, exclude: set[int]):
@@ -95,9 +98,13 @@ def _destinations(vm: VirtualMachine, params: dict, exclude: set[int]):
     if params.get("host") is not None:
         destination = Host.objects.filter(pk=params["host"], cluster_id=vm.cluster_id).first()
         if destination is None:
-            raise JobFailed("bad_destination", "The destination host is not in the VM's cluster.")
+            raise JobFailed(
+                JobErrorCode.BAD_DESTINATION, "The destination host is not in the VM's cluster."
+            )
         if destination.pk == vm.host_id:
-            raise JobFailed("bad_destination", f"VM {vm.name} is already on {destination.name}.")
+            raise JobFailed(
+                JobErrorCode.BAD_DESTINATION, f"VM {vm.name} is already on {destination.name}."
+            )
         return place(vm, purpose="migrate", hosts=[destination])
     if params.get("candidates"):
         hosts = list(

@@ -7,6 +7,7 @@ from django.conf import settings
 
 from hosts import cloudinit, driver
 from hosts.driver.libvirt import guests, migration, volumes
+from hosts.error_codes import JobErrorCode
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -38,7 +39,7 @@ def start(ctx: JobContext) -> dict:
     if vm.reservation_id is not None and vm.reservation.lease.status != "ACTIVE":
         lease = vm.reservation.lease
         raise JobFailed(
-            "lease_not_active",
+            JobErrorCode.LEASE_NOT_ACTIVE,
             f"Lease {lease.name} is {lease.status.lower()}; its VMs run only from "
             f"{lease.start_date:%Y-%m-%d %H:%M} to {lease.end_date:%Y-%m-%d %H:%M}.",
         )
@@ -200,7 +201,9 @@ def suspend(ctx: JobContext) -> dict:
     if state == "paused":
         return {"already": True}
     if state not in RUNNING:
-        raise JobFailed("not_running", f"VM {vm.name} is not running, so it cannot be suspended.")
+        raise JobFailed(
+            JobErrorCode.NOT_RUNNING, f"VM {vm.name} is not running, so it cannot be suspended."
+        )
     set_status(vm, VmStatus.SUSPENDING)
     ctx.step("Suspending", 0.4)
     host_call(driver.suspend, vm.host.uri, str(vm.uuid))
@@ -215,7 +218,9 @@ def resume(ctx: JobContext) -> dict:
     if state in RUNNING:
         return {"already": True}
     if state != "paused":
-        raise JobFailed("not_paused", f"VM {vm.name} is not suspended, so it cannot be resumed.")
+        raise JobFailed(
+            JobErrorCode.NOT_PAUSED, f"VM {vm.name} is not suspended, so it cannot be resumed."
+        )
     set_status(vm, VmStatus.RESUMING)
     ctx.step("Resuming", 0.4)
     host_call(driver.resume, vm.host.uri, str(vm.uuid))

@@ -12,7 +12,8 @@ what it cannot see:
   lists ``""``;
 - pagination and list filters only where the rows are paginated: the ``list`` action of a
   paginated view, never a custom action answering with a plain list;
-- a serializer's own docstring as its description, never one inherited from a base class.
+- a serializer's own docstring as its description, never one inherited from a base class;
+- the registered refusal codes (``project.error_codes``) as the ``RefusalCode`` component.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from django.core.exceptions import FieldDoesNotExist
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent, is_patched_serializer
 from rest_framework import serializers
+
+from project.error_codes import refusal_codes
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
@@ -241,3 +244,23 @@ def _may_be_blank(field) -> bool:
         and found[-1].blank
         and len(found) == len(getattr(field, "source_attrs", ()))
     )
+
+
+def add_refusal_codes(result, generator, request, public):
+    """Add ``RefusalCode``: every code a refusal (``project.errors.Refused``) may have, by app,
+    with what each means (a postprocessing hook, ``SPECTACULAR_SETTINGS``)."""
+    lines, codes = [], []
+    for app, enum in refusal_codes().items():
+        for member in enum:
+            lines.append(f"* `{member.value}` ({app}): {member.meaning}")
+            codes.append(member.value)
+    result.setdefault("components", {}).setdefault("schemas", {})["RefusalCode"] = {
+        "type": "string",
+        "enum": sorted(set(codes)),
+        "description": (
+            "Why Corral refused an operation, one stable code per reason (docs/error-codes.md)."
+            ' A refusal answers a 409 with its message in "detail", or a 400 with the message'
+            " on the field at fault; the code itself is not in that body.\n\n" + "\n".join(lines)
+        ),
+    }
+    return result

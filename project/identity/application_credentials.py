@@ -11,6 +11,7 @@ from django.contrib.auth.hashers import check_password, make_password
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from project.error_codes import ProjectErrorCode
 from project.errors import Refused
 from project.models import ApplicationCredential
 
@@ -37,21 +38,31 @@ def create(
     """A new credential of ``owner`` and its secret (the given one, else a generated one): the
     only time the secret is known; only its hash is kept. Names are unique per owner."""
     if not name or len(name) > NAME_LENGTH:
-        raise Refused("invalid_name", f"A name of 1 to {NAME_LENGTH} characters.", field="name")
+        raise Refused(
+            ProjectErrorCode.INVALID_NAME, f"A name of 1 to {NAME_LENGTH} characters.", field="name"
+        )
     if description is not None and len(description) > DESCRIPTION_LENGTH:
         raise Refused(
-            "invalid_description",
+            ProjectErrorCode.INVALID_DESCRIPTION,
             f"A description of at most {DESCRIPTION_LENGTH} characters.",
             field="description",
         )
     if secret is not None and not 0 < len(secret) <= SECRET_LENGTH:
         raise Refused(
-            "invalid_secret", f"A secret of 1 to {SECRET_LENGTH} characters.", field="secret"
+            ProjectErrorCode.INVALID_SECRET,
+            f"A secret of 1 to {SECRET_LENGTH} characters.",
+            field="secret",
         )
     if expires_at is not None and expires_at <= timezone.now():
-        raise Refused("expired", "The expiration time must be in the future.", field="expires_at")
+        raise Refused(
+            ProjectErrorCode.EXPIRED,
+            "The expiration time must be in the future.",
+            field="expires_at",
+        )
     if ApplicationCredential.objects.filter(owner=owner).count() >= MAX_PER_USER:
-        raise Refused("too_many", f"A user has at most {MAX_PER_USER} application credentials.")
+        raise Refused(
+            ProjectErrorCode.TOO_MANY, f"A user has at most {MAX_PER_USER} application credentials."
+        )
     secret = secret or new_secret()
     try:
         with transaction.atomic():
@@ -65,7 +76,8 @@ def create(
             )
     except IntegrityError:
         raise Refused(
-            "duplicate_name", f"You already have an application credential named {name!r}."
+            ProjectErrorCode.DUPLICATE_NAME,
+            f"You already have an application credential named {name!r}.",
         ) from None
     return credential, secret
 

@@ -29,6 +29,7 @@ from scheduling.api.serializers import (
     PolicyWeightSerializer,
 )
 from scheduling.balancer import balance_cluster
+from scheduling.error_codes import SchedulingErrorCode
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
 
 
@@ -81,7 +82,8 @@ class PolicyUnitViewSet(
         )
         if in_use:
             raise Refused(
-                "unit_in_use", f"Unit {unit.name} is used by a policy; remove it from there first."
+                SchedulingErrorCode.UNIT_IN_USE,
+                f"Unit {unit.name} is used by a policy; remove it from there first.",
             )
         unit.delete()
 
@@ -119,7 +121,8 @@ class PolicyViewSet(viewsets.ModelViewSet):
         _as_drf(services.check_may_change, self.request.user, policy)
         if Cluster.objects.filter(policy=policy).exists() or policy.is_default:
             raise Refused(
-                "policy_in_use", f"Policy {policy.name} is in use; give its clusters another first."
+                SchedulingErrorCode.POLICY_IN_USE,
+                f"Policy {policy.name} is in use; give its clusters another first.",
             )
         policy.delete()
 
@@ -172,7 +175,10 @@ class _PolicyPartViewSet(
         _as_drf(services.check_may_change, self.request.user, policy)
         unit = serializer.validated_data["unit"]
         if self.model.objects.filter(policy=policy, unit=unit).exists():
-            raise Refused("unit_in_policy", f"{unit.name} is in policy {policy.name} already.")
+            raise Refused(
+                SchedulingErrorCode.UNIT_IN_POLICY,
+                f"{unit.name} is in policy {policy.name} already.",
+            )
         serializer.save(policy=policy)
 
     def perform_destroy(self, part):
@@ -215,7 +221,7 @@ class PolicyBalanceViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         if policy.balance_id is not None:
             raise Refused(
-                "balancer_exists",
+                SchedulingErrorCode.BALANCER_EXISTS,
                 f"Policy {policy.name} has a balancer; delete it first (one at most).",
             )
         policy.balance = body.validated_data["unit"]

@@ -193,3 +193,17 @@ def test_prolong_for_moves_the_end_in_corrals_api_too(client, lease):
 
     assert response.status_code == 200, response.json()
     assert Lease.objects.get(pk=lease["id"]).end_date == at(13.5)
+
+
+def test_a_whole_host_reservation_whose_max_goes_below_its_min_is_a_400(client, reservable_hosts):
+    reservable_hosts(3)
+    made = create(client, whole_hosts(2)).json()
+    reservation = made["reservations"][0]["id"]
+
+    response = patch(client, made["id"], {"reservations": [{"id": reservation, "max": 1}]})
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "reservations": [f"Reservation {reservation}: max must be at least min."]
+    }
+    assert len(Lease.objects.get(pk=made["id"]).reservations.get().allocations.all()) == 2

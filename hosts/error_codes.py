@@ -1,0 +1,91 @@
+"""The stable codes of the hosts app: its refusals (``HostErrorCode``) and why a job failed
+(``JobErrorCode``, a job's ``error.code`` in the API)."""
+
+from __future__ import annotations
+
+from project.error_codes import ErrorCode
+
+
+class HostErrorCode(ErrorCode):
+    """Refusals of inventory, VM and host operations, images and consoles."""
+
+    VM_NOT_DOWN = "vm_not_down", "The VM must be shut down first (deleting it)."
+    HOST_UNREACHABLE = (
+        "host_unreachable",
+        "The VM's host does not respond, so its state is unknown and no operation is queued.",
+    )
+    BAD_STATE = "bad_state", "The VM's status does not allow this operation now."
+    NOT_IN_POOL = "not_in_pool", "The VM is in no pool (only a pool's VMs are held or returned)."
+    IN_MAINTENANCE = "in_maintenance", "The host is in maintenance already."
+    NOT_IN_MAINTENANCE = (
+        "not_in_maintenance",
+        "The host is not in maintenance; nothing to activate.",
+    )
+    HOST_NOT_LOST = "host_not_lost", "Only a host that does not respond can be confirmed down."
+    CONFIRMED_ALREADY = "confirmed_already", "The host was confirmed down already."
+    NOT_LOST_LONG_ENOUGH = (
+        "not_lost_long_enough",
+        "The host has not been silent long enough to be confirmed down.",
+    )
+    NOTHING_TO_CANCEL = "nothing_to_cancel", "The job has ended (or never ran); nothing to cancel."
+    CONSOLE_UNAVAILABLE = (
+        "console_unavailable",
+        "The VM shows no screen now: not running, no VNC, or its port not known yet.",
+    )
+    EMPTY_IMAGE = "empty_image", "The uploaded image file is empty."
+    UNKNOWN_FORMAT = "unknown_format", "The uploaded file is not an image of the kind given."
+    BACKING_FILE = "backing_file", "The qcow2 image has a backing or external data file."
+    CORRUPT_IMAGE = "corrupt_image", "The qcow2 image is marked corrupt."
+    FORMAT_MISMATCH = "format_mismatch", "The file's format is not the format given."
+    NAME_TAKEN = "name_taken", "An image with this name exists already."
+    IMAGE_IN_USE = "image_in_use", "Templates use the image; change them first."
+    IMAGE_TOO_BIG = "image_too_big", "The uploaded file is over the image size limit."
+
+
+class JobErrorCode(ErrorCode):
+    """Why a job failed (``JobFailed``, the job runner and the reaper). Codes of the host
+    driver (``hosts.driver``: ``DriverError.code``) are passed on as they are, so they are
+    listed here too."""
+
+    VM_GONE = "vm_gone", "The job's VM was deleted before the job could run."
+    NO_HOST = "no_host", "No host can take the VM (the placement says why)."
+    HOOK_FAILED = "hook_failed", "A hook run before or after the operation failed."
+    HOST_UNREACHABLE = "host_unreachable", "The host did not respond."
+    UNEXPECTED_STATE = (
+        "unexpected_state",
+        "The VM was in another state on its host than the step expected.",
+    )
+    TIMEOUT = (
+        "timeout",
+        "The job, or a wait in it (for the VM's state, an image copy), took longer than allowed.",
+    )
+    NOT_RUNNING = "not_running", "The VM is not running (suspending or migrating it)."
+    NOT_PAUSED = "not_paused", "The VM is not suspended (resuming it)."
+    NOT_STOPPED = "not_stopped", "The VM is not stopped (deleting it, or a base snapshot)."
+    LEASE_NOT_ACTIVE = "lease_not_active", "The VM's lease is not active now."
+    BAD_DESTINATION = (
+        "bad_destination",
+        "The migration's destination is not a host the VM can move to.",
+    )
+    HOST_NOT_DOWN = (
+        "host_not_down",
+        "The host is not confirmed down, so its VMs are not failed over.",
+    )
+    GONE = "gone", "The image or the host the job works on was deleted."
+    BAD_VOLUME = "bad_volume", "The volume named is not an image's volume."
+    IMAGE_DELETED = "image_deleted", "The image was deleted while the job copied it."
+    IMAGE_MISSING = "image_missing", "The image's file is missing from the image store."
+    COPY_FAILED = "copy_failed", "Copying the image to the host failed."
+    INTERNAL_ERROR = "internal_error", "An unexpected error in Corral (the message says which)."
+    CHANGED_OUTSIDE = (
+        "changed_outside",
+        "The host's last word on the VM contradicts the job: changed outside Corral.",
+    )
+    WORKER_LOST = "worker_lost", "The worker running the job stopped responding or is gone."
+    # From the host driver.
+    DRIVER_ERROR = "driver_error", "The host refused or failed the operation (libvirt's words)."
+    DOMAIN_NOT_FOUND = "domain_not_found", "The host has no domain for the VM."
+    NOT_SUPPORTED = "not_supported", "The host does not support the operation."
+    URI_REFUSED = "uri_refused", "Corral does not open the host's URI."
+    NO_STORAGE_POOL = "no_storage_pool", "The host has no storage pool Corral can use."
+    NO_ROOM = "no_room", "The host's storage pool has no room for the volume."
