@@ -13,8 +13,7 @@ class HostsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
-        # once every app is configured. Importing operations registers each with the job
-        # runner by its kind.
+        # once every app is configured.
         from django.conf import settings
         from django_q.signals import post_spawn
 
@@ -25,7 +24,6 @@ class HostsConfig(AppConfig):
             jobs,
             labdemo,
             metrics,
-            operations,
             roles,
             services,
             syncer,

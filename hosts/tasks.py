@@ -28,6 +28,7 @@ from django_q.models import Schedule
 from django_q.tasks import async_task
 
 from hosts import jobs
+from hosts.operations import OPERATION_BY_KIND
 from hosts.syncer import cluster_id
 from project import loops
 
@@ -36,8 +37,9 @@ TICKER_LOCK = "ticker"
 
 
 def run_job(job_id: int) -> str:
+    """The task that runs one job: the runner with the operation of each job kind."""
     close_old_connections()
-    return jobs.run(job_id)
+    return jobs.run(job_id, OPERATION_BY_KIND)
 
 
 def queue_tick() -> None:

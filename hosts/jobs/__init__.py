@@ -9,8 +9,9 @@ died) is failed by ``reap()``, and its VM set to what its host reports.
 
 ``dispatch`` holds the queue, ``runner`` runs one job, ``reaper`` fails the lost ones,
 ``settle`` sets a VM to what its host reports after any job, ``context`` is what an
-operation's steps work with. Operations themselves live in ``hosts.operations`` and register
-here by kind (``register_operation``): the runner imports none of them.
+operation's steps work with. Operations themselves live in ``hosts.operations``; the task that
+runs a job (``hosts.tasks.run_job``) hands ``run`` their table by kind: the runner imports none
+of them.
 """
 
 from hosts.jobs.context import (
@@ -29,12 +30,11 @@ from hosts.jobs.dispatch import (
     submit_to_idle_vm,
 )
 from hosts.jobs.reaper import reap
-from hosts.jobs.runner import OPERATIONS, register_operation, run
+from hosts.jobs.runner import run
 from hosts.jobs.settle import changed_outside, finish_vm
 from hosts.models import JobKind, JobState
 
 __all__ = [
-    "OPERATIONS",
     "JobCancelled",
     "JobContext",
     "JobFailed",
@@ -46,7 +46,6 @@ __all__ = [
     "finish_vm",
     "log_extra",
     "reap",
-    "register_operation",
     "request_cancel",
     "run",
     "submit",

@@ -15,6 +15,7 @@ from django.db import connection
 from hosts import driver, jobs, simhosts, sync
 from hosts.driver import lightsim
 from hosts.models import Host, Job, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from project.permissions import permission_for
 from project.roles import ensure_grant_permissions
 from tests.conftest import unique
@@ -75,7 +76,9 @@ def running_vm(sim_vm):
     def make(**fields) -> VirtualMachine:
         vm = sim_vm(**fields)
         job = jobs.submit("start", vm=vm)
-        assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+        assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", Job.objects.get(
+            pk=job.pk
+        ).error_message
         vm.refresh_from_db()
         return vm
 
@@ -125,7 +128,7 @@ class JobThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.outcome = jobs.run(self.job_id)
+            self.outcome = jobs.run(self.job_id, OPERATION_BY_KIND)
         finally:
             connection.close()
 

@@ -18,6 +18,7 @@ from guardian.models import UserObjectPermission
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.operations import OPERATION_BY_KIND
 from pools import monitor, services
 from pools.models import VmPool
 from project.models import Role
@@ -113,7 +114,7 @@ def queued_tasks(func: str | None = None) -> list[OrmQ]:
 
 # What a task worker would call for each task the application queues.
 TASK_BODIES = {
-    "hosts.tasks.run_job": jobs.run,
+    "hosts.tasks.run_job": lambda job_id: jobs.run(job_id, OPERATION_BY_KIND),
     "pools.tasks.monitor_pool": monitor.run_nudged,
 }
 

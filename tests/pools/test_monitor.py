@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
+from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
 from project.models import Event, EventKind
 from tests.pools.fixtures import (
@@ -128,7 +129,7 @@ def _monitor_and_run(pool, capture) -> list[str]:
         monitor.monitor_pool(pool.pk)
         queued = list(prestart_jobs(pool).filter(state=JobState.PENDING))
         for job in queued:
-            jobs.run(job.pk)
+            jobs.run(job.pk, OPERATION_BY_KIND)
     return [job.vm.name for job in queued]
 
 
@@ -188,11 +189,16 @@ def test_a_vm_given_up_on_is_prestarted_again_once_any_start_of_it_succeeds(
 
     # An admin starts it by hand (the host problem is fixed), then powers it off again.
     with django_capture_on_commit_callbacks(execute=True):
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+        assert (
+            jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == JobState.SUCCEEDED
+        )
     vm.refresh_from_db()
     assert (vm.status, vm.prestart_failures) == (VmStatus.UP, 0)
     with django_capture_on_commit_callbacks(execute=True):
-        assert jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk) == JobState.SUCCEEDED
+        assert (
+            jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk, OPERATION_BY_KIND)
+            == JobState.SUCCEEDED
+        )
 
     assert monitor.monitor_pool(pool.pk) == 1
     assert _started(pool) == [vm.name]
@@ -204,7 +210,7 @@ def test_a_failed_start_a_user_asked_for_is_not_a_failed_prestart(
 ):
     vm = pool_vms(hostless_pool)[0]
     with django_capture_on_commit_callbacks(execute=True):
-        jobs.run(jobs.submit(JobKind.START, vm=vm).pk)
+        jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND)
 
     vm.refresh_from_db()
     assert vm.prestart_failures == 0
