@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
 
 # How often finished jobs past their retention are pruned.
 PRUNE_JOBS_EVERY_S = 600
@@ -27,7 +26,6 @@ class HostsConfig(AppConfig):
             roles,
             services,
             syncer,
-            tasks,
         )
         from hosts.console_relay import ConsoleRelay
         from hosts.driver import uris
@@ -57,7 +55,5 @@ class HostsConfig(AppConfig):
         )
         demo.register()
         labdemo.register()
-        post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
-        post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
         post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")

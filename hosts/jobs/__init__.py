@@ -20,7 +20,6 @@ from hosts.jobs.context import (
     JobFailed,
     JobLost,
     log_extra,
-    worker_name,
 )
 from hosts.jobs.dispatch import (
     dispatch_next,
@@ -51,5 +50,4 @@ __all__ = [
     "submit",
     "submit_many",
     "submit_to_idle_vm",
-    "worker_name",
 ]

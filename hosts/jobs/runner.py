@@ -21,7 +21,6 @@ from hosts.jobs.context import (
     job_event,
     log_extra,
     logger,
-    worker_name,
 )
 from hosts.jobs.dispatch import dispatch_next
 from hosts.jobs.settle import changed_outside, finish_vm
@@ -29,6 +28,7 @@ from hosts.models import Job, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from hosts.signals import job_finished
 from project import events
+from project.workers import worker_name
 
 Operation = Callable[[JobContext], dict | None]
 

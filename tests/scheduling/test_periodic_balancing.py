@@ -11,8 +11,8 @@ from django.utils import timezone
 from hosts import driver, jobs, sync
 from hosts.models import Cluster, Host, Job, JobKind, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
-from hosts.tasks import Ticker
 from project.models import LoopLock
+from project.ticker import Ticker
 from scheduling.balancer import balance_cluster
 from scheduling.models import PolicyUnit
 from scheduling.scheduler import schedule
