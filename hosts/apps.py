@@ -25,12 +25,12 @@ class HostsConfig(AppConfig):
             metrics,
             roles,
             services,
-            syncer,
         )
         from hosts.console_relay import ConsoleRelay
         from hosts.driver import uris
         from hosts.jobs import retention
         from hosts.signals import host_fenced
+        from hosts.sync import loop as sync_loop
         from project import events, loops, scopes, websockets
         from project import metrics as project_metrics
 
@@ -55,5 +55,5 @@ class HostsConfig(AppConfig):
         )
         demo.register()
         labdemo.register()
-        post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")
+        post_spawn.connect(sync_loop.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")

@@ -7,7 +7,7 @@ import pytest
 from hosts import driver, guestinfo, sync
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
-from hosts.syncer import Syncer
+from hosts.sync.loop import Syncer
 from tests.conftest import wait_until
 
 
