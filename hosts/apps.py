@@ -25,6 +25,7 @@ class HostsConfig(AppConfig):
             metrics,
             roles,
             services,
+            tasks,
         )
         from hosts.console_relay import ConsoleRelay
         from hosts.driver import uris
@@ -49,6 +50,7 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
+        jobs.run_jobs_with(tasks.run_job)
         websockets.register("ws/console/<str:ticket>/", ConsoleRelay)
         loops.register(
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False

@@ -24,6 +24,7 @@ from hosts.jobs.context import (
 from hosts.jobs.dispatch import (
     dispatch_next,
     request_cancel,
+    run_jobs_with,
     submit,
     submit_many,
     submit_to_idle_vm,
@@ -47,6 +48,7 @@ __all__ = [
     "reap",
     "request_cancel",
     "run",
+    "run_jobs_with",
     "submit",
     "submit_many",
     "submit_to_idle_vm",

@@ -11,6 +11,7 @@ from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
+from pools.tasks import monitor_pool
 from project.models import Event, EventKind
 from tests.pools.fixtures import (
     pool_vms,
@@ -313,7 +314,7 @@ def test_a_monitor_run_that_comes_before_the_vms_are_prepared_still_reaches_the_
     real_pool,
 ):
     pool = real_pool(size=3, prestarted_vms=2)
-    [nudge] = queued_tasks("pools.tasks.monitor_pool")
+    [nudge] = queued_tasks(monitor_pool)
     nudge.delete()  # a second worker takes the nudge while the prepare jobs still run
     monitor.monitor_pool(pool.pk)
 
