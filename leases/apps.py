@@ -14,7 +14,7 @@ class LeasesConfig(AppConfig):
 
         from hosts import checks, signals
         from hosts.models import Host
-        from leases import demo, host_changes, launch, metrics, placement, roles, tasks
+        from leases import demo, host_changes, launch, metrics, reserved_hosts, roles, tasks
         from project import events, scopes
         from project import metrics as project_metrics
         from scheduling import constraints
@@ -23,7 +23,7 @@ class LeasesConfig(AppConfig):
         roles.register()
         events.register_object_type("lease", "leases.view_lease")
         project_metrics.register(metrics.collect)
-        constraints.register(placement.reserved_hosts)
+        constraints.register(reserved_hosts.reserved_hosts)
         checks.add_launch_rule(launch.check_launch)
         tasks.register()
         demo.register()

@@ -11,9 +11,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from hosts import jobs, sync
+from hosts.host_choice import decision
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
-from hosts.placement import decision
 from leases.models import Lease, LeaseEvent
 from tests.hosts.fixtures import remove_domains
 

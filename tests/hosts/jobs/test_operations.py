@@ -8,9 +8,9 @@ import pytest
 from django.db import close_old_connections, connection
 
 from hosts import driver, jobs
+from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
-from hosts.placement import NoHostAvailable, decision, place
 
 # Jobs run in this process; they commit as a task worker would.
 pytestmark = pytest.mark.django_db(transaction=True)
