@@ -19,8 +19,10 @@ from rest_framework.test import APIClient
 from hosts.models import Cluster, Job, Template, VirtualMachine, VmStatus
 from pools import monitor, services
 from pools.models import VmPool
+from pools.tasks import monitor_pool
 from project.grants import grant_role, revoke_role
 from project.models import Role
+from project.workers import task_path
 
 User = get_user_model()
 _serial = count(1)
@@ -199,7 +201,7 @@ def pool_refill(measure):
     burst_end = time.perf_counter()
     runs = 0
     while monitor.prestarted_count(pool) < pool.prestarted_vms:
-        nudges = [t for t in OrmQ.objects.order_by("id") if t.func() == "pools.tasks.monitor_pool"]
+        nudges = [t for t in OrmQ.objects.order_by("id") if t.func() == task_path(monitor_pool)]
         if not nudges:
             raise RuntimeError("the burst left too few nudges to refill the pool")
         nudges[0].delete()

@@ -44,6 +44,7 @@ from hosts.models import (
     VirtualMachine,
     VmStatus,
 )
+from hosts.operations import OPERATION_BY_KIND
 from lab import demo as labdemo
 from lab import qemuhosts, tinyguest
 from pools import monitor
@@ -62,7 +63,7 @@ TIMEOUT_S = 120
 def _run_pending(pool: VmPool) -> None:
     """Run the pool's pending jobs here, in order (jobs other scenarios left are theirs)."""
     while job := Job.objects.filter(state=JobState.PENDING, vm__pool=pool).order_by("pk").first():
-        jobs.run(job.pk)
+        jobs.run(job.pk, OPERATION_BY_KIND)
         job.refresh_from_db()
         if job.state != JobState.SUCCEEDED:
             raise RuntimeError(f"job {job.kind} failed: {job.error_message}")
@@ -103,7 +104,10 @@ def _distribution(template: Template, host: Host) -> float:
         ImageCopy.objects.filter(host=host).delete()
         start = time.perf_counter()
         for image in images:
-            jobs.run(jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk}).pk)
+            jobs.run(
+                jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk}).pk,
+                OPERATION_BY_KIND,
+            )
         rates.append(total / 1e6 / (time.perf_counter() - start))
         assert ImageCopy.objects.filter(host=host, state=CopyState.READY).count() == 3
     return statistics.median(rates)
@@ -129,15 +133,15 @@ def _cold_start(template: Template, cluster: Cluster, host: Host) -> float:
     )
     start = time.perf_counter()
     job = jobs.submit(JobKind.START, vm=vm)
-    runner = threading.Thread(target=jobs.run, args=(job.pk,))
+    runner = threading.Thread(target=jobs.run, args=(job.pk, OPERATION_BY_KIND))
     runner.start()
     try:
         _wait(lambda: FIRST_LINE in _serial_log(host, vm), "the first serial line")
         seconds = time.perf_counter() - start
     finally:
         runner.join(TIMEOUT_S)
-    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk)
-    jobs.run(jobs.submit(JobKind.DELETE, vm=vm).pk)
+    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk, OPERATION_BY_KIND)
+    jobs.run(jobs.submit(JobKind.DELETE, vm=vm).pk, OPERATION_BY_KIND)
     return seconds
 
 
@@ -186,7 +190,7 @@ def _allocate_to_console(template: Template, cluster: Cluster) -> float:
     seconds = time.perf_counter() - start
     if not greeting.startswith(b"RFB 003.008"):
         raise RuntimeError(f"the console answered {greeting!r}")
-    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk)
+    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk, OPERATION_BY_KIND)
     return seconds
 
 

@@ -11,7 +11,7 @@ from itertools import count
 from django.db import connection
 from django.utils import timezone
 
-from hosts import placement
+from hosts import host_choice
 from hosts.models import Cluster, Host, Template, VirtualMachine
 from scheduling.balancer import balance_cluster
 from scheduling.models import Policy
@@ -84,8 +84,8 @@ def placement_decision(measure):
 
         def decide(vm_id=vm.pk, cluster_id=cluster.pk):
             starting = VirtualMachine.objects.get(pk=vm_id)
-            with placement.decision(cluster_id):
-                return placement.place(starting)
+            with host_choice.decision(cluster_id):
+                return host_choice.place(starting)
 
         ms, queries[hosts] = measure(decide)
         chosen = decide().host.name

@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
 
 # How often finished jobs past their retention are pruned.
 PRUNE_JOBS_EVERY_S = 600
@@ -13,8 +12,7 @@ class HostsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
-        # once every app is configured. Importing operations registers each with the job
-        # runner by its kind.
+        # once every app is configured.
         from django_q.signals import post_spawn
 
         from hosts import (  # noqa: F401
@@ -24,16 +22,15 @@ class HostsConfig(AppConfig):
             guestinfo,
             jobs,
             metrics,
-            operations,
             roles,
             services,
-            syncer,
             tasks,
         )
         from hosts.console_relay import ConsoleRelay
         from hosts.error_codes import HostErrorCode
         from hosts.jobs import retention
         from hosts.signals import host_fenced
+        from hosts.sync import loop as sync_loop
         from project import error_codes, events, loops, scopes, websockets
         from project import metrics as project_metrics
 
@@ -52,12 +49,11 @@ class HostsConfig(AppConfig):
         project_metrics.allow_scraping_with("hosts.view_host")
         dashboard.register()
         loops.register("reap", jobs.reap)
+        jobs.run_jobs_with(tasks.run_job)
         websockets.register("ws/console/<str:ticket>/", ConsoleRelay)
         loops.register(
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )
         demo.register()
-        post_migrate.connect(tasks.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
-        post_spawn.connect(tasks.revive_ticker, dispatch_uid="corral-revive-ticker")
-        post_spawn.connect(syncer.start_in_worker, dispatch_uid="corral-syncer")
+        post_spawn.connect(sync_loop.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")

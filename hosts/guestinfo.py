@@ -2,7 +2,7 @@
 the database so that requests never ask a host.
 
 Every CORRAL_GUEST_INFO_INTERVAL seconds, per Up host (run by the task cluster's syncer that
-holds the host, ``hosts.syncer``, on threads of its own), one round of libvirt calls reads for
+holds the host, ``hosts.sync.loop``, on threads of its own), one round of libvirt calls reads for
 each of its VMs: the guest's addresses (from the QEMU guest agent where the VM has one, else
 the DHCP leases of libvirt networks), the VNC port of its screen, and the tail of its serial
 console log (the log file in the host's storage pool, downloaded through libvirt only when its

@@ -40,14 +40,14 @@ def extend_vm_pages(*, decorate=None, leaves_on_stop_if=None) -> None:
 
 
 # The buttons a VM offers, in order: (operation, label, the statuses it applies to).
-OPERATIONS = [
+PORTAL_VM_ACTIONS = [
     (JobKind.START, "Start", services.ALLOWED_FROM[JobKind.START]),
     (JobKind.SHUTDOWN, "Shut down", services.ALLOWED_FROM[JobKind.SHUTDOWN]),
     (JobKind.POWEROFF, "Power off", services.ALLOWED_FROM[JobKind.POWEROFF]),
     (JobKind.SUSPEND, "Suspend", services.ALLOWED_FROM[JobKind.SUSPEND]),
     (JobKind.RESUME, "Resume", services.ALLOWED_FROM[JobKind.RESUME]),
 ]
-OPERATION_KINDS = {kind.value for kind, _, _ in OPERATIONS}
+OPERATION_KINDS = {kind.value for kind, _, _ in PORTAL_VM_ACTIONS}
 STOPS = {JobKind.SHUTDOWN.value, JobKind.POWEROFF.value}
 SCREEN_STATUSES = {VmStatus.UP, VmStatus.PAUSED}
 
@@ -88,7 +88,7 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         busy = bool(vm.active_jobs)
         vm.offered = [
             (kind.value, label)
-            for kind, label, allowed in OPERATIONS
+            for kind, label, allowed in PORTAL_VM_ACTIONS
             if vm.pk in operable and (busy or vm.status in allowed)
         ]
         # Holding a pool's VM for the admins (or releasing it) is for those who may change it.

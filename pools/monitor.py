@@ -142,9 +142,11 @@ def nudge_monitor(pool_id: int, *, coalesce: bool = False) -> None:
     """
     from django_q.tasks import async_task
 
+    from pools.tasks import monitor_pool  # the task module imports this one
+
     if coalesce and not _claim_nudge(pool_id):
         return
-    async_task("pools.tasks.monitor_pool", pool_id, task_name=f"prestart-{pool_id}")
+    async_task(monitor_pool, pool_id, task_name=f"prestart-{pool_id}")
 
 
 def _claim_nudge(pool_id: int) -> bool:

@@ -12,11 +12,6 @@ def monitor_pool(pool_id: int) -> int:
     return monitor.run_nudged(pool_id)
 
 
-def monitor_all() -> dict:
-    close_old_connections()
-    return monitor.monitor_all()
-
-
 def register() -> None:
     """The prestart monitor over every pool, every VMPOOL_MONITOR_INTERVAL seconds."""
     loops.register(

@@ -13,14 +13,17 @@ class ProjectConfig(AppConfig):
         # once every app is configured.
         from django.contrib.auth.signals import user_logged_out
         from django.contrib.sessions.models import Session
+        from django_q.signals import post_spawn
         from rest_framework.authtoken.models import Token
 
-        from project import dashboard, scopes, tasks
+        from project import dashboard, scopes, tasks, ticker
         from project.accounts import refuse_username_in_use
         from project.live_asgi import forget_credentials
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
+        post_migrate.connect(ticker.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
+        post_spawn.connect(ticker.revive_ticker, dispatch_uid="corral-revive-ticker")
         pre_save.connect(
             refuse_username_in_use,
             sender=settings.AUTH_USER_MODEL,

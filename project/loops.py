@@ -2,7 +2,7 @@
 task cluster and machine.
 
 Each app registers its loops (``register`` from its ``AppConfig.ready()``); the ticker in
-``hosts.tasks`` runs them. A holder renews its lock every tick; one that dies loses it when it
+``project.ticker`` runs them. A holder renews its lock every tick; one that dies loses it when it
 expires. Conditional UPDATEs make acquiring atomic on PostgreSQL and SQLite alike.
 """
 
@@ -97,7 +97,7 @@ DUE = "due-"
 
 @dataclass(frozen=True)
 class Loop:
-    """A periodic loop, run by the ticker (``hosts.tasks``) across every task cluster.
+    """A periodic loop, run by the ticker (``project.ticker``) across every task cluster.
 
     ``every`` gives the seconds between runs (read at each tick, so settings may change);
     without it the loop runs on every tick, inline. With ``keys``, each key (a cluster id, say)

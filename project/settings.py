@@ -353,7 +353,7 @@ CONTENT_SECURITY_POLICY = {
 
 # Timing of Corral's background loops (seconds unless named otherwise).
 CORRAL_SYNC_INTERVAL = float(os.environ.get("CORRAL_SYNC_INTERVAL", "5"))
-# Threads each task cluster syncs its share of the hosts with (hosts/syncer.py).
+# Threads each task cluster syncs its share of the hosts with (hosts/sync/loop.py).
 CORRAL_SYNC_THREADS = int(os.environ.get("CORRAL_SYNC_THREADS", "4"))
 # How often guests' addresses, VNC ports and serial console tails are read (hosts/guestinfo.py),
 # and at most how many VMs of one host each round reads.

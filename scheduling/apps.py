@@ -10,7 +10,7 @@ class SchedulingConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured.
-        from hosts import checks, placement
+        from hosts import checks, host_choice
         from hosts.models import Cluster
         from hosts.signals import host_reported
         from project import error_codes, events
@@ -22,8 +22,8 @@ class SchedulingConfig(AppConfig):
         error_codes.register("scheduling", SchedulingErrorCode)
         roles.register()
         tasks.register()
-        placement.set_provider(scheduler.place)
-        placement.add_after_decision(unit_calls.record_pending)
+        host_choice.set_provider(scheduler.place)
+        host_choice.add_after_decision(unit_calls.record_pending)
         events.register_object_type("policyunit", "scheduling.view_policyunit")
         checks.add_cluster_rule(services.check_cluster_policy)
         host_reported.connect(balancer.on_host_reported, dispatch_uid="balancer-track-load")

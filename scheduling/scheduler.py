@@ -8,7 +8,7 @@ total wins, ties going to the lower host id. Raw scores live on unrelated scales
 percentage, MiB of memory, a VM count), so adding them would let one unit swamp the others —
 the reason oVirt moved to rank-based selection. Factors still say which unit matters more.
 
-Callers hold the cluster's scheduling lock (``hosts.placement.decision``) while they decide
+Callers hold the cluster's scheduling lock (``hosts.host_choice.decision``) while they decide
 and record the decision, so decisions in a cluster never race.
 """
 
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from hosts.host_choice import Decision, NoHostAvailable
 from hosts.models import (
     HOLDING_STATUSES,
     Cluster,
@@ -31,7 +32,6 @@ from hosts.models import (
     VirtualMachine,
     VmStatus,
 )
-from hosts.placement import Decision, NoHostAvailable
 from scheduling import constraints
 from scheduling.models import AffinityGroup, OnFailure, Policy
 from scheduling.unit_calls import UnitCalls, UnitFailed
@@ -377,7 +377,7 @@ def running_vms(hosts: list[Host]) -> list[RunningVm]:
 
 
 def place(vm: VirtualMachine, *, purpose: str = "start", hosts: list[Host] | None = None):
-    """The placement provider ``hosts.placement`` calls: ``schedule()`` by the VM's cluster's
+    """The provider ``hosts.host_choice`` calls: ``schedule()`` by the VM's cluster's
     policy."""
     return schedule(vm, hosts=hosts, purpose=purpose)
 

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from hosts import placement
+from hosts import host_choice
 from project import events
 from project.models import EventKind
 from scheduling import registry
@@ -139,8 +139,8 @@ class UnitCalls:
 
     def settle(self) -> None:
         """Record what the calls left behind: now, or once the scheduling lock is released
-        when inside a decision (``hosts.placement.decision``)."""
-        if placement.deciding():
+        when inside a decision (``hosts.host_choice.decision``)."""
+        if host_choice.deciding():
             pending = getattr(_pending, "calls", None)
             if pending is None:
                 pending = _pending.calls = []
@@ -199,7 +199,7 @@ _pending = threading.local()
 
 
 def record_pending() -> None:
-    """After a decision (``hosts.placement.add_after_decision``): record the calls it made."""
+    """After a decision (``hosts.host_choice.add_after_decision``): record the calls it made."""
     pending = getattr(_pending, "calls", None) or []
     _pending.calls = []
     for calls in pending:

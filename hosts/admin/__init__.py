@@ -16,12 +16,12 @@ from hosts.admin.clusters import (
 )
 from hosts.admin.images import ImageAdmin, ImageCopyInline
 from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin, JobJournalInline
-from hosts.admin.vms import VM_OPERATIONS, VirtualMachineAdmin
+from hosts.admin.vms import ADMIN_VM_ACTIONS, VirtualMachineAdmin
 
 __all__ = [
     "HOST_PAGE_ROWS",
     "ONLY_VISIBLE",
-    "VM_OPERATIONS",
+    "ADMIN_VM_ACTIONS",
     "ClusterAdmin",
     "ExternalDomainAdmin",
     "HostAdmin",

@@ -14,7 +14,7 @@ from project.errors import Refused
 from project.permissions import holds
 
 # Admin action -> (job kind, the action it needs on each VM, what the message calls it).
-VM_OPERATIONS = {
+ADMIN_VM_ACTIONS = {
     "start": (JobKind.START, "hosts.operate_virtualmachine", "start"),
     "shut_down": (JobKind.SHUTDOWN, "hosts.operate_virtualmachine", "shut down"),
     "power_off": (JobKind.POWEROFF, "hosts.operate_virtualmachine", "power off"),
@@ -23,7 +23,7 @@ VM_OPERATIONS = {
 
 
 def _vm_operation(name: str, description: str, permission: str):
-    kind, action, verb = VM_OPERATIONS[name]
+    kind, action, verb = ADMIN_VM_ACTIONS[name]
 
     def run(modeladmin, request, queryset):
         queued = []

@@ -9,8 +9,9 @@ died) is failed by ``reap()``, and its VM set to what its host reports.
 
 ``dispatch`` holds the queue, ``runner`` runs one job, ``reaper`` fails the lost ones,
 ``settle`` sets a VM to what its host reports after any job, ``context`` is what an
-operation's steps work with. Operations themselves live in ``hosts.operations`` and register
-here by kind (``register_operation``): the runner imports none of them.
+operation's steps work with. Operations themselves live in ``hosts.operations``; the task that
+runs a job (``hosts.tasks.run_job``) hands ``run`` their table by kind: the runner imports none
+of them.
 """
 
 from hosts.jobs.context import (
@@ -19,22 +20,21 @@ from hosts.jobs.context import (
     JobFailed,
     JobLost,
     log_extra,
-    worker_name,
 )
 from hosts.jobs.dispatch import (
     dispatch_next,
     request_cancel,
+    run_jobs_with,
     submit,
     submit_many,
     submit_to_idle_vm,
 )
 from hosts.jobs.reaper import reap
-from hosts.jobs.runner import OPERATIONS, register_operation, run
+from hosts.jobs.runner import run
 from hosts.jobs.settle import changed_outside, finish_vm
 from hosts.models import JobKind, JobState
 
 __all__ = [
-    "OPERATIONS",
     "JobCancelled",
     "JobContext",
     "JobFailed",
@@ -46,11 +46,10 @@ __all__ = [
     "finish_vm",
     "log_extra",
     "reap",
-    "register_operation",
     "request_cancel",
     "run",
+    "run_jobs_with",
     "submit",
     "submit_many",
     "submit_to_idle_vm",
-    "worker_name",
 ]

@@ -4,8 +4,6 @@ heartbeat that shows its worker is alive, and the ways a job ends early."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 
 from django.conf import settings
@@ -40,10 +38,6 @@ class JobFailed(Exception):
         self.code = code
         self.message = message
         self.result = result
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def log_extra(job: Job) -> dict:

@@ -7,6 +7,7 @@ finishes the next one is. The VM row is the queue's lock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -18,17 +19,26 @@ from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from project import events
 
-# The django-q2 task that runs a job: its name is stored with every queued task, so it stays
-# the same across upgrades.
-RUN_JOB_TASK = "hosts.tasks.run_job"
+# The django-q2 task that runs a job, ``hosts.tasks.run_job``: it hands the runner the
+# operations, so it sits above this module, and the hosts app hands it down from its ready()
+# (``run_jobs_with``) instead of this module importing upward. django-q2 stores its dotted path
+# with every queued task, so that path stays the same across upgrades.
+_run_job_task: list[Callable[[int], str]] = []
+
+
+def run_jobs_with(task: Callable[[int], str]) -> None:
+    """Queue every job run as ``task(job_id)`` (``hosts.tasks.run_job``, from hosts' ready())."""
+    _run_job_task[:] = [task]
 
 
 def queue_run(job_ids) -> None:
-    """Hand jobs to the task workers, now (call it once their rows are committed)."""
+    """Hand jobs to the task workers, now (call it once their rows are committed): the one
+    place a job run is queued."""
     from django_q.tasks import async_task
 
+    [run_job] = _run_job_task
     for job_id in job_ids:
-        async_task(RUN_JOB_TASK, job_id, task_name=f"job-{job_id}")
+        async_task(run_job, job_id, task_name=f"job-{job_id}")
 
 
 def submit(

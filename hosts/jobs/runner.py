@@ -1,13 +1,13 @@
 """Running one job: claim it if it heads its VM's queue, run its operation's steps under a
 heartbeat, settle its VM, record the outcome and hand the VM's next job over.
 
-Operations are found by kind in ``OPERATIONS``, which ``hosts.operations`` fills when it is
-imported (the app's ``ready()`` imports it): the runner knows no operation by name.
+The caller hands over the operation of each job kind (``hosts.tasks.run_job`` passes
+``hosts.operations.OPERATION_BY_KIND``): the runner knows no operation by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from django.db import transaction
 from django.utils import timezone
@@ -22,7 +22,6 @@ from hosts.jobs.context import (
     job_event,
     log_extra,
     logger,
-    worker_name,
 )
 from hosts.jobs.dispatch import dispatch_next
 from hosts.jobs.settle import changed_outside, finish_vm
@@ -30,14 +29,9 @@ from hosts.models import Job, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from hosts.signals import job_finished
 from project import events
+from project.workers import worker_name
 
 Operation = Callable[[JobContext], dict | None]
-OPERATIONS: dict[str, Operation] = {}
-
-
-def register_operation(kind: str, operation: Operation) -> None:
-    """Run ``operation`` for jobs of ``kind`` (one per kind; registering again replaces it)."""
-    OPERATIONS[kind] = operation
 
 
 def claim(job_id: int) -> Job | None:
@@ -63,12 +57,12 @@ def claim(job_id: int) -> Job | None:
     return job
 
 
-def run(job_id: int) -> str:
-    """Run one job to its end (the django-q2 task body). Returns its final state."""
+def run(job_id: int, operations: Mapping[str, Operation]) -> str:
+    """Run one job to its end with ``operations[job.kind]``. Returns its final state."""
     job = claim(job_id)
     if job is None:
         return "skipped"
-    operation = OPERATIONS[job.kind]
+    operation = operations[job.kind]
     context = JobContext(job)
     extra = log_extra(job)
     logger.info("job %s (%s) started", job.pk, job.kind, extra=extra)

@@ -7,11 +7,10 @@ reports (``hosts.jobs.settle``): a failed step never leaves a guess behind.
 
 ``power`` starts and stops VMs, ``migrate`` moves them, ``lifecycle`` prepares, reverts and
 deletes them, ``failover`` restarts a host's VMs elsewhere once it is confirmed down,
-``common`` holds what they share. Importing this package registers each operation with the
-runner by its job kind (the app's ``ready()`` does).
+``common`` holds what they share. ``OPERATION_BY_KIND`` is the operation of each job kind,
+which the task that runs a job (``hosts.tasks.run_job``) hands to the runner.
 """
 
-from hosts import jobs
 from hosts.models import JobKind
 from hosts.operations import disks
 from hosts.operations.common import BASE_SNAPSHOT, RUNNING, STOPPED, spec_for, wait_for
@@ -20,7 +19,7 @@ from hosts.operations.lifecycle import delete, noop, prepare, revert
 from hosts.operations.migrate import migrate
 from hosts.operations.power import poweroff, resume, shutdown, start, suspend
 
-OPERATIONS = {
+OPERATION_BY_KIND = {
     JobKind.START: start,
     JobKind.SHUTDOWN: shutdown,
     JobKind.POWEROFF: poweroff,
@@ -35,12 +34,10 @@ OPERATIONS = {
     JobKind.DELETE_IMAGE: disks.delete_image_copy,
     JobKind.FAILOVER: failover,
 }
-for kind, operation in OPERATIONS.items():
-    jobs.register_operation(kind, operation)
 
 __all__ = [
     "BASE_SNAPSHOT",
-    "OPERATIONS",
+    "OPERATION_BY_KIND",
     "RUNNING",
     "STOPPED",
     "delete",

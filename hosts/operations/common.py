@@ -11,10 +11,10 @@ from hosts import driver
 from hosts.consoles import listen_address
 from hosts.error_codes import JobErrorCode
 from hosts.hooks import HookFailed, hooks_for, run_hooks
+from hosts.host_choice import NoHostAvailable, SchedulerBusy, decision, place, wait_for_pending
 from hosts.jobs import JobContext, JobFailed
 from hosts.jobs.settle import RUNNING, STOPPED
 from hosts.models import Host, VirtualMachine
-from hosts.placement import NoHostAvailable, SchedulerBusy, decision, place, wait_for_pending
 from hosts.sync import vm_changed
 
 __all__ = [

@@ -10,6 +10,7 @@ from django.db import transaction
 from hosts import cloudinit, driver
 from hosts.driver.libvirt import guests, migration
 from hosts.error_codes import JobErrorCode
+from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -27,7 +28,6 @@ from hosts.operations.common import (
     set_status,
     wait_for,
 )
-from hosts.placement import NoHostAvailable, decision, place
 
 
 def migrate(ctx: JobContext) -> dict:

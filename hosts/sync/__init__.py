@@ -14,7 +14,8 @@ also starts or stops the host's over-utilization clock (``overloaded_since``).
 
 ``report`` applies a host's report, ``failures`` marks a host that cannot be asked,
 ``reconcile`` maps power states to statuses and asks a host about one VM after a job,
-``shard`` shares the hosts out among task clusters (leases on hosts, with heartbeats).
+``shard`` shares the hosts out among task clusters (leases on hosts, with heartbeats), ``loop``
+is each task cluster's syncer, which syncs the hosts it holds.
 """
 
 from __future__ import annotations

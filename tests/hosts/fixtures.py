@@ -14,6 +14,7 @@ from django.db import connection
 
 from hosts import driver, jobs, sync
 from hosts.models import Host, Job, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from lab import simhosts
 from lab.lightsim import driver as lightsim
 from project.permissions import permission_for
@@ -76,7 +77,9 @@ def running_vm(sim_vm):
     def make(**fields) -> VirtualMachine:
         vm = sim_vm(**fields)
         job = jobs.submit("start", vm=vm)
-        assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+        assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", Job.objects.get(
+            pk=job.pk
+        ).error_message
         vm.refresh_from_db()
         return vm
 
@@ -126,7 +129,7 @@ class JobThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.outcome = jobs.run(self.job_id)
+            self.outcome = jobs.run(self.job_id, OPERATION_BY_KIND)
         finally:
             connection.close()
 

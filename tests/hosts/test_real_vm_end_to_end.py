@@ -16,6 +16,7 @@ from django.test import Client
 from hosts import driver, guestinfo, jobs, sync
 from hosts.driver.libvirt import volumes
 from hosts.models import ConsoleLog, Host, Job, JobKind, JobState, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique, wait_until
@@ -37,7 +38,7 @@ def _run_pending() -> list[Job]:
     """Run every queued job, oldest first, until none is left; those that ran."""
     ran = []
     while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
-        jobs.run(job.pk)
+        jobs.run(job.pk, OPERATION_BY_KIND)
         job.refresh_from_db()
         assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
         ran.append(job)

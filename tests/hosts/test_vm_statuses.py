@@ -8,6 +8,7 @@ import pytest
 
 from hosts import jobs, sync
 from hosts.models import Host, JobKind, VirtualMachine, VmStatus
+from hosts.operations import OPERATION_BY_KIND
 from project.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _run(kind: str, vm: VirtualMachine, **params) -> None:
     job = jobs.submit(kind, vm=vm, params=params)
-    assert jobs.run(job.pk) == "succeeded", job.kind
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", job.kind
 
 
 def test_a_vm_takes_every_status_the_api_offers(sim_vm, sim_hosts):

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from leases import lifecycle, services
 from leases.models import EventStatus, EventType, Lease, LeaseEvent, LeaseStatus
 from project.models import Event, EventKind
@@ -304,7 +305,7 @@ def test_a_vm_of_an_ended_lease_does_not_start(one_host, make_lease, with_vms):
     lifecycle.run_due_events(now=at(12))
     [vm] = with_vms(lease, "down")
 
-    outcome = jobs.run(jobs.submit(JobKind.START, vm=vm).pk)
+    outcome = jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND)
 
     assert outcome == "failed"
     assert Job.objects.get(vm=vm).error_code == "lease_not_active"

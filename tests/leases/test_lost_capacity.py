@@ -12,7 +12,7 @@ from hosts.models import Host, VirtualMachine
 from leases import lifecycle, repair
 from leases import services as leases
 from leases.models import Allocation, Lease
-from leases.placement import reserved_hosts
+from leases.reserved_hosts import reserved_hosts
 from project.models import Event, EventKind
 from tests.conftest import unique
 from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts

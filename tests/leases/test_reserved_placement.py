@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Host, Job, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from leases import lifecycle
 from leases.models import Lease
 from scheduling import services as policies
@@ -62,7 +63,7 @@ def active_lease(make_lease):
 
 def start(vm: VirtualMachine) -> VirtualMachine:
     job = jobs.submit(JobKind.START, vm=vm)
-    outcome = jobs.run(job.pk)
+    outcome = jobs.run(job.pk, OPERATION_BY_KIND)
     assert outcome == "succeeded", Job.objects.get(pk=job.pk).error_message
     vm.refresh_from_db()
     return vm
@@ -116,7 +117,7 @@ def test_an_ordinary_vm_finds_no_host_when_every_host_is_reservable(reservable, 
     reservable("sim-1", "sim-2", "sim-3")
     vm = sim_vm()
 
-    outcome = jobs.run(jobs.submit(JobKind.START, vm=vm).pk)
+    outcome = jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND)
 
     assert outcome == "failed"
     job = Job.objects.get(vm=vm)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -18,9 +19,13 @@ from guardian.models import UserObjectPermission
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.operations import OPERATION_BY_KIND
+from hosts.tasks import run_job
 from pools import monitor, services
 from pools.models import VmPool
+from pools.tasks import monitor_pool
 from project.models import Role
+from project.workers import task_path
 from tests.conftest import unique
 
 
@@ -105,16 +110,17 @@ def pool_vms(pool: VmPool) -> list[VirtualMachine]:
     return list(VirtualMachine.objects.filter(pool=pool).order_by("pool_index"))
 
 
-def queued_tasks(func: str | None = None) -> list[OrmQ]:
-    """The django-q tasks waiting in the ORM broker (optionally those of one function)."""
+def queued_tasks(func: Callable | None = None) -> list[OrmQ]:
+    """The django-q tasks waiting in the ORM broker (optionally those of one task function)."""
     waiting = list(OrmQ.objects.order_by("id"))
-    return [task for task in waiting if func is None or task.func() == func]
+    return [task for task in waiting if func is None or task.func() == task_path(func)]
 
 
-# What a task worker would call for each task the application queues.
+# What a task worker would call for each task the application queues (the task bodies without
+# their closing of stale connections, which would end the test's transaction).
 TASK_BODIES = {
-    "hosts.tasks.run_job": jobs.run,
-    "pools.tasks.monitor_pool": monitor.run_nudged,
+    task_path(run_job): lambda job_id: jobs.run(job_id, OPERATION_BY_KIND),
+    task_path(monitor_pool): monitor.run_nudged,
 }
 
 

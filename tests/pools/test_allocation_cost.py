@@ -7,6 +7,7 @@ from django.contrib.auth.models import Group
 
 from hosts import jobs
 from hosts.models import JobKind, VirtualMachine, VmStatus
+from hosts.tasks import run_job
 from tests.pools.fixtures import add_pool_vms, queued_tasks
 
 pytestmark = pytest.mark.django_db
@@ -104,7 +105,7 @@ def test_the_answer_needs_no_second_read_of_the_vm_or_the_job(
         vm.pk,
     )
     # The start was handed to a task worker at commit.
-    assert [task.args() for task in queued_tasks("hosts.tasks.run_job")] == [(body["job"]["id"],)]
+    assert [task.args() for task in queued_tasks(run_job)] == [(body["job"]["id"],)]
 
 
 @pytest.mark.parametrize("where", ["system", "cluster", "pool", "pool through a group"])

@@ -9,7 +9,9 @@ from django.test.utils import CaptureQueriesContext
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
+from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
+from pools.tasks import monitor_pool
 from project.models import Event, EventKind
 from tests.pools.fixtures import (
     pool_vms,
@@ -128,7 +130,7 @@ def _monitor_and_run(pool, capture) -> list[str]:
         monitor.monitor_pool(pool.pk)
         queued = list(prestart_jobs(pool).filter(state=JobState.PENDING))
         for job in queued:
-            jobs.run(job.pk)
+            jobs.run(job.pk, OPERATION_BY_KIND)
     return [job.vm.name for job in queued]
 
 
@@ -188,11 +190,16 @@ def test_a_vm_given_up_on_is_prestarted_again_once_any_start_of_it_succeeds(
 
     # An admin starts it by hand (the host problem is fixed), then powers it off again.
     with django_capture_on_commit_callbacks(execute=True):
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+        assert (
+            jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == JobState.SUCCEEDED
+        )
     vm.refresh_from_db()
     assert (vm.status, vm.prestart_failures) == (VmStatus.UP, 0)
     with django_capture_on_commit_callbacks(execute=True):
-        assert jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk) == JobState.SUCCEEDED
+        assert (
+            jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk, OPERATION_BY_KIND)
+            == JobState.SUCCEEDED
+        )
 
     assert monitor.monitor_pool(pool.pk) == 1
     assert _started(pool) == [vm.name]
@@ -204,7 +211,7 @@ def test_a_failed_start_a_user_asked_for_is_not_a_failed_prestart(
 ):
     vm = pool_vms(hostless_pool)[0]
     with django_capture_on_commit_callbacks(execute=True):
-        jobs.run(jobs.submit(JobKind.START, vm=vm).pk)
+        jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND)
 
     vm.refresh_from_db()
     assert vm.prestart_failures == 0
@@ -307,7 +314,7 @@ def test_a_monitor_run_that_comes_before_the_vms_are_prepared_still_reaches_the_
     real_pool,
 ):
     pool = real_pool(size=3, prestarted_vms=2)
-    [nudge] = queued_tasks("pools.tasks.monitor_pool")
+    [nudge] = queued_tasks(monitor_pool)
     nudge.delete()  # a second worker takes the nudge while the prepare jobs still run
     monitor.monitor_pool(pool.pk)
 

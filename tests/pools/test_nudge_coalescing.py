@@ -11,13 +11,13 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from pools.tasks import monitor_pool
 from project.grants import grant_role
 from project.models import Role
 from tests.conftest import unique
 from tests.pools.fixtures import prestart_jobs, queued_tasks, run_queued_tasks
 
 User = get_user_model()
-MONITOR = "pools.tasks.monitor_pool"
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def _allocate_all(pool, users: list) -> list[int]:
 
 
 def _nudges(pool) -> int:
-    return sum(1 for task in queued_tasks(MONITOR) if task.args() == (pool.pk,))
+    return sum(1 for task in queued_tasks(monitor_pool) if task.args() == (pool.pk,))
 
 
 def test_thirty_allocations_at_once_queue_one_monitor_task_then_again_after_the_interval(

@@ -11,6 +11,7 @@ import pytest
 
 from hosts import jobs
 from hosts.models import JobKind
+from hosts.operations import OPERATION_BY_KIND
 from project.logging import JsonFormatter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def test_a_jobs_log_lines_carry_its_job_and_vm_ids(make_vm, caplog):
     job = jobs.submit(JobKind.NOOP, vm=vm, params={"steps": 2})
 
     with caplog.at_level(logging.INFO, logger="hosts.jobs"):
-        assert jobs.run(job.pk) == "succeeded"
+        assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded"
 
     lines = [
         json.loads(JsonFormatter().format(record))

@@ -11,8 +11,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from hosts import jobs, sync
+from hosts.host_choice import decision
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
-from hosts.placement import decision
+from hosts.operations import OPERATION_BY_KIND
 from leases.models import Lease, LeaseEvent
 from tests.hosts.fixtures import remove_domains
 
@@ -266,13 +267,13 @@ def test_scheduler_decisions_are_counted_by_outcome_with_their_latency(
     small = make_template(memory_mb=128, vcpus=1, disk_gb=1)
     placed = jobs.submit(JobKind.START, vm=make_vm(sim_cluster, small))
     too_big = jobs.submit(JobKind.START, vm=make_vm(sim_cluster, small, memory_mb=8192))
-    assert jobs.run(placed.pk) == "succeeded"
-    assert jobs.run(too_big.pk) == "failed"
+    assert jobs.run(placed.pk, OPERATION_BY_KIND) == "succeeded"
+    assert jobs.run(too_big.pk, OPERATION_BY_KIND) == "failed"
     # Placed, then failed by a hook: the decision still counts, and stays on the job.
     settings.CORRAL_HOOKS_DIR = tmp_path / "hooks"
     _failing_post_start_hook(settings.CORRAL_HOOKS_DIR)
     hooked = jobs.submit(JobKind.START, vm=make_vm(sim_cluster, small))
-    assert jobs.run(hooked.pk) == "failed"
+    assert jobs.run(hooked.pk, OPERATION_BY_KIND) == "failed"
 
     figures = scraper()
 
@@ -311,7 +312,7 @@ def test_a_start_that_found_the_scheduler_busy_counts_as_busy(
     thread.start()
     entered.wait(5)
     try:
-        assert jobs.run(job.pk) == "failed"
+        assert jobs.run(job.pk, OPERATION_BY_KIND) == "failed"
     finally:
         release.set()
         thread.join()

@@ -21,7 +21,7 @@ from django.utils import timezone
 from hosts import driver, jobs, sync
 from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, Job, JobKind, VirtualMachine
-from hosts.operations import spec_for
+from hosts.operations import OPERATION_BY_KIND, spec_for
 from lab import simhosts
 from leases import lifecycle
 from leases import services as leases
@@ -63,7 +63,9 @@ def fragile(sim_cluster, transactional_db):
 
 def _run(kind: str, vm: VirtualMachine) -> VirtualMachine:
     job = jobs.submit(kind, vm=vm)
-    assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", Job.objects.get(
+        pk=job.pk
+    ).error_message
     return VirtualMachine.objects.get(pk=vm.pk)
 
 

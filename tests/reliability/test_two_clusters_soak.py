@@ -47,11 +47,11 @@ from hosts import driver
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.sync import status_for
-from hosts.tasks import TICKER_LOCK
 from leases.models import EventStatus, EventType, Lease, LeaseEvent, LeaseStatus
 from pools.models import VmPool
 from project.grants import grant_role, scope_object
 from project.models import Event, EventKind, LoopLock, Role
+from project.ticker import TICKER_LOCK
 from tests.conftest import unique, wait_until
 from tests.reliability.conftest import token_for
 

@@ -5,6 +5,7 @@ import pytest
 
 from hosts import jobs
 from hosts.models import Host, JobKind
+from hosts.operations import OPERATION_BY_KIND
 from scheduling.models import AffinityGroup
 from scheduling.scheduler import NoHostAvailable, schedule
 
@@ -79,10 +80,10 @@ def test_an_enforcing_negative_group_with_one_host_fails_the_second_start(
     cluster, (sim1,) = sim_cluster(count=1)
     first, second = vm_in(cluster), vm_in(cluster)
     group_of(cluster, first, second, vm_rule="negative", vm_enforcing=True)
-    assert jobs.run(jobs.submit(JobKind.START, vm=first).pk) == "succeeded"
+    assert jobs.run(jobs.submit(JobKind.START, vm=first).pk, OPERATION_BY_KIND) == "succeeded"
 
     job = jobs.submit(JobKind.START, vm=second)
-    outcome = jobs.run(job.pk)
+    outcome = jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
     assert (outcome, job.error_code) == ("failed", "no_host")

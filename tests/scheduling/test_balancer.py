@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from hosts import driver, jobs
 from hosts.models import Host, Job, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from scheduling import registry
 from scheduling.balancer import balance_cluster
 from scheduling.models import PolicyUnit
@@ -318,12 +319,12 @@ def test_the_balancers_job_moves_the_vm_off_the_hot_host_and_the_next_run_leaves
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="maintenance")
     started = [vm_in(cluster, template=template) for _ in range(2)]
     for vm in started:
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == "succeeded"
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == "succeeded"
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="up")
     _hot_since(sim1, minutes=10)
 
     first = balance_cluster(cluster.pk)
-    outcome = jobs.run(first["job"])
+    outcome = jobs.run(first["job"], OPERATION_BY_KIND)
     second = balance_cluster(cluster.pk)
 
     moved = VirtualMachine.objects.get(pk=first["vm"])
@@ -362,12 +363,12 @@ def test_a_balancer_migration_the_policy_prefers_not_to_make_ends_with_the_vm_st
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="maintenance")
     started = [vm_in(cluster, template=template) for _ in range(2)]
     for vm in started:
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == "succeeded"
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == "succeeded"
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="up")
     _hot_since(sim1, minutes=10)
 
     proposed = balance_cluster(cluster.pk)
-    outcome = jobs.run(proposed["job"])
+    outcome = jobs.run(proposed["job"], OPERATION_BY_KIND)
 
     job = Job.objects.get(pk=proposed["job"])
     kept = VirtualMachine.objects.get(pk=proposed["vm"])

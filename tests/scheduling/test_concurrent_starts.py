@@ -8,8 +8,8 @@ import pytest
 from django.db import close_old_connections, connection
 from django.db.models import Sum
 
+from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.models import VirtualMachine, VmStatus
-from hosts.placement import NoHostAvailable, decision, place
 
 HOSTS, ROOM, VMS = 3, 8, 30
 

@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from hosts import driver, jobs, sync
 from hosts.models import Cluster, Host, Job, JobKind, JobState, VirtualMachine
-from hosts.tasks import Ticker
+from hosts.operations import OPERATION_BY_KIND
 from project.models import LoopLock
+from project.ticker import Ticker
 from scheduling.balancer import balance_cluster
 from scheduling.models import PolicyUnit
 from scheduling.scheduler import schedule
@@ -81,7 +82,7 @@ def test_a_task_cluster_moves_a_vm_off_a_hot_host_though_tickers_live_shorter_th
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="maintenance")
     started = [vm_in(cluster, template=template) for _ in range(2)]
     for vm in started:
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == "succeeded"
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == "succeeded"
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="up")
     # 14 of 16 CPUs given (87.5%, over HighUtilization 80) for longer than the duration.
     Host.objects.filter(pk=sim1.pk).update(overloaded_since=timezone.now() - timedelta(minutes=10))
@@ -114,7 +115,7 @@ def test_a_task_cluster_never_balances_with_a_disabled_balancer_and_does_once_it
     template = make_template(vcpus=7, memory_mb=128, disk_gb=1)
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="maintenance")
     for vm in [vm_in(cluster, template=template) for _ in range(2)]:
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == "succeeded"
+        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == "succeeded"
     Host.objects.filter(pk__in=[sim2.pk, sim3.pk]).update(status="up")
     Host.objects.filter(pk=sim1.pk).update(overloaded_since=timezone.now() - timedelta(minutes=10))
     balancer = PolicyUnit.objects.get(name="OptimalForEvenDistributionBalance")

@@ -5,6 +5,7 @@ import pytest
 
 from hosts import jobs
 from hosts.models import Host, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from scheduling import registry
 from scheduling.models import Policy, PolicyUnit, PolicyWeight
 from scheduling.scheduler import NoHostAvailable, schedule
@@ -402,7 +403,7 @@ def test_a_start_job_shows_why_it_chose_its_host(sim_cluster, vm_in, vm_on, admi
     client = client_for(admin_user)
 
     queued = client.post(f"/api/vms/{vm.pk}/start/")
-    jobs.run(queued.json()["id"])
+    jobs.run(queued.json()["id"], OPERATION_BY_KIND)
     job = client.get(f"/api/jobs/{queued.json()['id']}/").json()
 
     assert (job["state"], job["result"]["host"]) == ("succeeded", "sim-3")
@@ -425,7 +426,7 @@ def test_a_start_with_no_host_that_fits_fails_with_no_host_and_the_reasons(
     client = client_for(admin_user)
     job = jobs.submit(JobKind.START, vm=vm)
 
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
     shown = client.get(f"/api/jobs/{job.pk}/").json()
 
     assert shown["state"] == "failed"

@@ -13,8 +13,8 @@ import pytest
 from django.db import close_old_connections, connection
 from django.test.utils import CaptureQueriesContext
 
+from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.models import Job, JobState, VirtualMachine
-from hosts.placement import NoHostAvailable, decision, place
 from project.models import Event, EventKind
 from scheduling.balancer import balance_cluster
 from scheduling.models import PolicyUnit

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
+from hosts.operations import OPERATION_BY_KIND
 from tests.conftest import wait_until
 
 RETRY = "No host fitted while the cluster was settling; trying once more"
@@ -40,7 +41,7 @@ def _start_in_thread(vm: VirtualMachine) -> tuple[Job, threading.Thread]:
 
     def run() -> None:
         try:
-            jobs.run(job.pk)
+            jobs.run(job.pk, OPERATION_BY_KIND)
         finally:
             connection.close()
 

@@ -19,6 +19,7 @@ from hosts import driver, jobs, sync
 from hosts.driver.libvirt.connection import connection
 from hosts.driver.libvirt.events import LifecycleListener
 from hosts.models import Host, HostStatus, Job, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from project.models import Event, EventKind
 from tests.conftest import wait_until
 
@@ -153,7 +154,7 @@ def test_a_job_on_such_a_host_fails_with_uri_refused(marker, make_host, make_vm,
 
     queued = client.post(f"/api/vms/{vm.pk}/start/", {}, format="json")
     assert queued.status_code == 202, queued.json()
-    assert jobs.run(queued.json()["id"]) == "failed"
+    assert jobs.run(queued.json()["id"], OPERATION_BY_KIND) == "failed"
 
     job = client.get(f"/api/jobs/{queued.json()['id']}/").json()
     assert (job["state"], job["error"]["code"]) == ("failed", "uri_refused")

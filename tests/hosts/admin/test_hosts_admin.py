@@ -10,6 +10,7 @@ import pytest
 
 from hosts import driver, jobs, sync
 from hosts.models import ExternalDomain, Host, Job, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from project.models import Event
 from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
 
@@ -231,7 +232,7 @@ def test_maintenance_moves_a_running_vm_to_another_host(sim_hosts, running_vm, a
 
     run_action(logged_in(admin_user), "hosts.Host", "put_in_maintenance", [source])
     job = Job.objects.get(vm=vm, kind=JobKind.MIGRATE)
-    outcome = jobs.run(job.pk)
+    outcome = jobs.run(job.pk, OPERATION_BY_KIND)
 
     vm.refresh_from_db()
     assert outcome == "succeeded", Job.objects.get(pk=job.pk).error_message

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
 from project.models import Event
 from tests.conftest import lock_waiters, wait_until
@@ -207,7 +208,7 @@ def test_migrate_moves_a_running_vm_to_the_host_the_scheduler_picks(running_vm, 
 
     run_action(logged_in(admin_user), LABEL, "migrate", [vm])
     job = Job.objects.get(vm=vm, kind=JobKind.MIGRATE)
-    outcome = jobs.run(job.pk)
+    outcome = jobs.run(job.pk, OPERATION_BY_KIND)
 
     vm.refresh_from_db()
     assert outcome == "succeeded", Job.objects.get(pk=job.pk).error_message

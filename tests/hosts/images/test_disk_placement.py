@@ -4,6 +4,7 @@ import pytest
 
 from hosts import jobs
 from hosts.models import Host, JobKind, JobState
+from hosts.operations import OPERATION_BY_KIND
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
@@ -18,7 +19,7 @@ def test_start_skips_hosts_whose_storage_pool_has_no_room_for_the_disk(
     vm = make_vm(cluster=sim_cluster, template=make_template(memory_mb=128, disk_gb=10))
 
     job = jobs.submit(JobKind.START, vm=vm)
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
     vm.refresh_from_db()
@@ -34,7 +35,7 @@ def test_start_fails_naming_the_storage_when_no_pool_has_room(
     vm = make_vm(cluster=sim_cluster, template=make_template(memory_mb=128, disk_gb=5))
 
     job = jobs.submit(JobKind.START, vm=vm)
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
     assert (job.state, job.error_code) == (JobState.FAILED, "no_host")

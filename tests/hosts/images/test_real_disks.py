@@ -24,6 +24,7 @@ from hosts.models import (
     Template,
     VirtualMachine,
 )
+from hosts.operations import OPERATION_BY_KIND
 from tests.conftest import unique, wait_until
 from tests.hosts.images.uploads import upload_file
 
@@ -69,7 +70,7 @@ def tiny_template(qemu_cluster, tiny_guest, admin_user, client_for, image_store)
 
 def _run(kind, vm):
     job = jobs.submit(kind, vm=vm)
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED, (job.error_code, job.error_message)
     return job
@@ -190,7 +191,7 @@ def test_two_vms_needing_an_image_at_once_share_one_copy(qemu_cluster, tiny_temp
     def run(job_id):
         barrier.wait()
         try:
-            jobs.run(job_id)
+            jobs.run(job_id, OPERATION_BY_KIND)
         finally:
             close_old_connections()
 
@@ -217,7 +218,7 @@ def test_a_host_without_the_storage_pool_fails_the_start_clearly_and_makes_no_di
     vm = make_vm(cluster=qemu_cluster, template_id=tiny_template, vcpus=1, memory_mb=128, disk_gb=1)
 
     job = jobs.submit(JobKind.START, vm=vm)
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
     assert (job.state, job.error_code) == (JobState.FAILED, "no_storage_pool")
@@ -254,7 +255,7 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     printed = ConsoleLog.objects.get(vm=vm).text
 
     job = jobs.submit(JobKind.MIGRATE, vm=vm, params={"host": second.pk})
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED, (job.error_code, job.error_message)
@@ -392,7 +393,7 @@ def test_a_new_pool_copies_its_images_to_the_clusters_real_hosts_ahead_of_need(
     copies = Job.objects.filter(kind=JobKind.COPY_IMAGE, host=host)
     assert copies.count() == 3
     for job in copies:
-        jobs.run(job.pk)
+        jobs.run(job.pk, OPERATION_BY_KIND)
     assert ImageCopy.objects.filter(host=host, state=CopyState.READY).count() == 3
 
 
@@ -400,11 +401,11 @@ def test_an_image_gone_from_a_host_is_copied_again_when_needed(qemu_cluster, tin
     host = Host.objects.get(cluster=qemu_cluster)
     image = Template.objects.get(pk=tiny_template).kernel_image
     first = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
-    jobs.run(first.pk)
+    jobs.run(first.pk, OPERATION_BY_KIND)
     volumes.delete(host.uri, "corral", image.volume_name)
 
     again = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
-    jobs.run(again.pk)
+    jobs.run(again.pk, OPERATION_BY_KIND)
 
     again.refresh_from_db()
     assert again.state == JobState.SUCCEEDED, again.error_message

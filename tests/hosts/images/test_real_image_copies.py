@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from hosts import images, jobs, sync
 from hosts.driver.libvirt import volumes
 from hosts.models import CopyState, Host, Image, ImageCopy, Job, JobKind, JobState
+from hosts.operations import OPERATION_BY_KIND
 from tests.conftest import lock_waiters, unique, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +40,7 @@ def _volumes(host: Host) -> set[str]:
 
 def _copy(host: Host, image: Image) -> Job:
     job = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
     job.refresh_from_db()
     return job
 
@@ -91,7 +92,7 @@ def test_deleting_an_image_deletes_its_copy_from_the_hosts_pool(
     assert response.status_code == 204, response.content
     assert volume in _volumes(qemu_host)  # the request itself never reaches the host
     cleanup = Job.objects.get(kind=JobKind.DELETE_IMAGE, host=qemu_host)
-    jobs.run(cleanup.pk)
+    jobs.run(cleanup.pk, OPERATION_BY_KIND)
     cleanup.refresh_from_db()
     assert cleanup.state == JobState.SUCCEEDED, cleanup.error_message
     assert volume not in _volumes(qemu_host)
@@ -187,7 +188,7 @@ def test_an_image_deleted_while_it_is_being_copied_leaves_no_volume_on_the_host(
         "the copy was removed from the host."
     )
     cleanup = Job.objects.get(kind=JobKind.DELETE_IMAGE, host=qemu_host)
-    jobs.run(cleanup.pk)
+    jobs.run(cleanup.pk, OPERATION_BY_KIND)
     cleanup.refresh_from_db()
     assert cleanup.state == JobState.SUCCEEDED, cleanup.error_message
     assert cleanup.result["deleted"] is False

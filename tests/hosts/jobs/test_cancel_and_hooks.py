@@ -5,6 +5,7 @@ from django_q.models import OrmQ
 
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, JobState
+from hosts.operations import OPERATION_BY_KIND
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +51,7 @@ def test_cancelling_a_pending_job_cancels_it_at_once(make_vm, admin_user, client
     assert response.status_code == 200
     assert response.json()["state"] == "cancelled"
     assert response.json()["journal"][-1]["message"] == "Cancelled before it started"
-    assert jobs.run(job.pk) == "skipped"
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == "skipped"
     assert Job.objects.get(pk=job.pk).started_at is None
 
 
@@ -60,13 +61,13 @@ def test_cancelling_the_head_of_a_vm_queue_hands_the_next_job_to_a_worker(
     vm = make_vm()
     head = jobs.submit(JobKind.NOOP, vm=vm, params={"steps": 1, "n": 1})
     behind = jobs.submit(JobKind.NOOP, vm=vm, params={"steps": 1, "n": 2})
-    assert jobs.run(behind.pk) == "skipped"  # it waits for the head
+    assert jobs.run(behind.pk, OPERATION_BY_KIND) == "skipped"  # it waits for the head
     assert f"job-{behind.pk}" not in _queued_task_names()
 
     client_for(admin_user).post(f"/api/jobs/{head.pk}/cancel/")
 
     assert f"job-{behind.pk}" in _queued_task_names()
-    assert jobs.run(behind.pk) == "succeeded"
+    assert jobs.run(behind.pk, OPERATION_BY_KIND) == "succeeded"
 
 
 @pytest.mark.parametrize("outcome", ["succeeded", "cancelled"])
@@ -75,7 +76,7 @@ def test_cancelling_a_finished_job_is_a_409(make_vm, admin_user, client_for, out
     if outcome == "cancelled":
         jobs.request_cancel(job)
     else:
-        jobs.run(job.pk)
+        jobs.run(job.pk, OPERATION_BY_KIND)
 
     response = client_for(admin_user).post(f"/api/jobs/{job.pk}/cancel/")
 
@@ -89,7 +90,7 @@ def test_cancelling_a_finished_job_is_a_409(make_vm, admin_user, client_for, out
 
 def _start(vm) -> Job:
     job = jobs.submit(JobKind.START, vm=vm)
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
     job.refresh_from_db()
     return job
 

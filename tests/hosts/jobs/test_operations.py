@@ -8,8 +8,9 @@ import pytest
 from django.db import close_old_connections, connection
 
 from hosts import driver, jobs
+from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
-from hosts.placement import NoHostAvailable, decision, place
+from hosts.operations import OPERATION_BY_KIND
 
 # Jobs run in this process; they commit as a task worker would.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,7 +21,7 @@ def _operate(client, vm, operation: str, body: dict | None = None) -> dict:
     response = client.post(f"/api/vms/{vm.pk}/{operation}/", body or {}, format="json")
     assert response.status_code == 202, response.json()
     assert response.json()["state"] == JobState.PENDING
-    jobs.run(response.json()["id"])
+    jobs.run(response.json()["id"], OPERATION_BY_KIND)
     return client.get(f"/api/jobs/{response.json()['id']}/").json()
 
 
@@ -80,7 +81,9 @@ def test_a_vm_s_domain_is_named_from_its_uuid_so_a_domain_named_like_the_vm_does
         driver.define(host.uri, other)
         others.append((host.uri, other.uuid))
     try:
-        assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+        assert (
+            jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == JobState.SUCCEEDED
+        )
 
         assert _domain_name(vm) == f"corral-{vm.uuid}"
     finally:
@@ -92,7 +95,7 @@ def test_a_vm_defined_before_domains_were_named_from_uuids_keeps_its_domain_name
     vm = sim_vm()
     VirtualMachine.objects.filter(pk=vm.pk).update(domain_name=vm.name)
 
-    assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk) == JobState.SUCCEEDED
+    assert jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND) == JobState.SUCCEEDED
 
     assert _domain_name(vm) == vm.name
 
@@ -141,7 +144,7 @@ def test_start_fails_with_no_host_naming_each_host_and_why(sim_cluster, make_vm,
     vm = make_vm(cluster=sim_cluster, template=make_template(memory_mb=4096))
     job = jobs.submit(JobKind.START, vm=vm)
 
-    jobs.run(job.pk)
+    jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
     assert (job.state, job.error_code) == (JobState.FAILED, "no_host")
@@ -157,7 +160,7 @@ def test_a_job_whose_vm_was_deleted_before_it_ran_fails_naming_it(sim_vm, kind, 
     job = jobs.submit(kind, vm=vm)
     VirtualMachine.objects.filter(pk=vm.pk).delete()
 
-    assert jobs.run(job.pk) == JobState.FAILED
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == JobState.FAILED
 
     job.refresh_from_db()
     assert (job.state, job.error_code) == (JobState.FAILED, "vm_gone")
@@ -393,7 +396,7 @@ def test_concurrent_starts_never_overcommit_a_host(sim_cluster, sim_hosts, make_
         close_old_connections()
         try:
             barrier.wait()
-            jobs.run(job_id)
+            jobs.run(job_id, OPERATION_BY_KIND)
         finally:
             connection.close()
 

@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from hosts import driver
+from hosts.host_choice import decision, place
 from hosts.models import Host, Job, VirtualMachine
-from hosts.placement import decision, place
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ import time
 import pytest
 from django.db import close_old_connections, connection
 
-from hosts.placement import SchedulerBusy, decision
+from hosts.host_choice import SchedulerBusy, decision
 
 
 def _postgres_only():

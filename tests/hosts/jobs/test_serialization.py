@@ -6,6 +6,7 @@ from django.db import close_old_connections, connection
 
 from hosts import driver, jobs
 from hosts.models import Job, JobKind, JobState
+from hosts.operations import OPERATION_BY_KIND
 from tests.conftest import wait_until
 
 
@@ -77,7 +78,9 @@ def test_start_shutdown_start_leaves_the_vm_up_as_last_asked(transactional_db, s
     assert queue == [("start", 0), ("shutdown", 0), ("start", 0)]
     assert len({job.pk for job in submitted}) == 3
     for job in submitted:
-        assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+        assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", Job.objects.get(
+            pk=job.pk
+        ).error_message
     vm.refresh_from_db()
     assert vm.status == "up"
     assert driver.domain_power_state(vm.host.uri, str(vm.uuid)) == "running"

@@ -5,13 +5,15 @@ from django_q.models import OrmQ
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState
+from hosts.tasks import run_job
 from project.models import Event
+from project.workers import task_path
 
 pytestmark = pytest.mark.django_db
 
 
 def _queued_job_ids() -> list[int]:
-    return sorted(t.args()[0] for t in OrmQ.objects.all() if t.func() == "hosts.tasks.run_job")
+    return sorted(t.args()[0] for t in OrmQ.objects.all() if t.func() == task_path(run_job))
 
 
 def test_each_idle_vm_gets_a_job_handed_to_a_worker_and_busy_vms_are_left_to_their_queue(

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from hosts import driver, jobs, sync
 from hosts.models import Host, Job, JobKind
+from hosts.operations import OPERATION_BY_KIND
 from lab import simhosts
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,8 +45,13 @@ def test_a_fence_hook_that_succeeds_confirms_the_host_down_and_its_ha_vm_runs_el
     assert shown["confirmed_down_by"] == "hook host-fence/10-power-off"
     assert shown["status_detail"] == "Fenced by hook host-fence/10-power-off: confirmed down."
     failover = Job.objects.get(kind=JobKind.FAILOVER, host=host)
-    assert jobs.run(failover.pk) == "succeeded"  # as a task worker would, in the moved time
-    assert jobs.run(Job.objects.get(kind=JobKind.START, vm=vms["ha"]).pk) == "succeeded"
+    assert (
+        jobs.run(failover.pk, OPERATION_BY_KIND) == "succeeded"
+    )  # as a task worker would, in the moved time
+    assert (
+        jobs.run(Job.objects.get(kind=JobKind.START, vm=vms["ha"]).pk, OPERATION_BY_KIND)
+        == "succeeded"
+    )
     assert _vm(client, vms["ha"])["status"] == "up"
     ha = _vm(client, vms["ha"])
     assert ha["host"] in {h.pk for h in sim_hosts}

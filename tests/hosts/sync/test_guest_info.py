@@ -8,7 +8,7 @@ from hosts import driver, guestinfo, sync
 from hosts.driver.libvirt import guests
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
-from hosts.syncer import Syncer
+from hosts.sync.loop import Syncer
 from tests.conftest import wait_until
 
 

@@ -384,31 +384,6 @@ def test_syncing_a_host_with_many_vms_takes_a_fixed_number_of_queries(
 
 
 @pytest.mark.slow
-def test_only_one_of_two_concurrent_tickers_works(transactional_db):
-    import threading
-
-    from hosts.tasks import TICKER_LOCK, Ticker
-    from project.models import LoopLock
-
-    outcomes = {}
-
-    def run_first():
-        try:
-            outcomes["first"] = Ticker().run(11)
-        finally:
-            connection.close()
-
-    first = threading.Thread(target=run_first)
-    first.start()
-    wait_until(lambda: LoopLock.objects.filter(name=TICKER_LOCK).exists(), timeout=10)
-
-    outcomes["second"] = Ticker().run(1)
-    first.join(30)
-
-    assert outcomes == {"first": "done", "second": "another ticker runs"}
-
-
-@pytest.mark.slow
 def test_with_a_task_cluster_running_a_vm_destroyed_outside_is_seen_down_within_seconds(
     task_cluster, placed_vm, sim_hosts
 ):

@@ -60,7 +60,7 @@ def test_two_task_clusters_split_the_hosts_and_one_takes_over_when_the_other_is_
     )
     time.sleep(2 * INTERVAL)  # both clusters sync their halves for a while
     first_pids = _group(first.process.pid)
-    # A cluster's id hashes the machine and its sentinel's pid (hosts.syncer.cluster_id).
+    # A cluster's id hashes the machine and its sentinel's pid (project.workers.cluster_id).
     first_ids = {
         hashlib.sha1(f"{socket.gethostname()}:{pid}".encode()).hexdigest()[:16]
         for pid in first_pids

@@ -10,6 +10,7 @@ import pytest
 
 from hosts import driver, jobs, sync
 from hosts.models import Job, JobKind
+from hosts.operations import OPERATION_BY_KIND
 from project.models import Event, EventKind
 
 
@@ -23,7 +24,9 @@ def test_a_report_read_before_a_vm_was_stopped_leaves_it_down_without_an_alert(r
     report = driver.host_report(vm.host.uri)
     assert {d.uuid: d.power_state for d in report.domains}[str(vm.uuid)] == "running"
     job = jobs.submit(JobKind.POWEROFF, vm=vm)
-    assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", Job.objects.get(
+        pk=job.pk
+    ).error_message
 
     sync.apply_report(vm.host_id, report)
 
@@ -36,7 +39,9 @@ def test_the_next_report_is_followed_again(running_vm):
     vm = running_vm()
     stale = driver.host_report(vm.host.uri)
     job = jobs.submit(JobKind.POWEROFF, vm=vm)
-    assert jobs.run(job.pk) == "succeeded", Job.objects.get(pk=job.pk).error_message
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == "succeeded", Job.objects.get(
+        pk=job.pk
+    ).error_message
     sync.apply_report(vm.host_id, stale)
 
     # Started again behind Corral's back: a report read after the job ended is followed.

@@ -1,4 +1,5 @@
-"""Where VMs run: one scheduling decision per cluster at a time, by a pluggable provider.
+"""The choice of a host for a VM: one scheduling decision per cluster at a time, by a pluggable
+provider.
 
 ``decision(cluster_id)`` is a transaction holding the cluster's row lock — the scheduling lock,
 which works across processes and machines. Inside it a caller asks ``place()`` for hosts and
@@ -8,7 +9,7 @@ after ``CORRAL_SCHEDULER_LOCK_TIMEOUT`` seconds on PostgreSQL, and a holder that
 it after ``CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT``; nothing slow (libvirt, hooks) ever runs while
 it is held.
 
-Which hosts fit, and in what order, is the placement provider's answer: the scheduling app
+Which hosts fit, and in what order, is the provider's answer: the scheduling app
 registers its scheduler (``set_provider``) when it is ready. ``Decision`` and
 ``NoHostAvailable`` are the provider's vocabulary.
 """

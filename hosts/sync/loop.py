@@ -15,10 +15,8 @@ and grows with the task clusters, as the sync does.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,13 +29,9 @@ from hosts.driver.libvirt.events import LifecycleListener
 from hosts.models import HostStatus
 from hosts.sync import shard
 from project import loops
+from project.workers import cluster_id
 
 logger = logging.getLogger(__name__)
-
-
-def cluster_id() -> str:
-    """This task cluster's id: its workers share the sentinel as their parent process."""
-    return hashlib.sha1(f"{socket.gethostname()}:{os.getppid()}".encode()).hexdigest()[:16]
 
 
 def lease_seconds() -> float:
