@@ -29,8 +29,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from bench import scenarios
-from hosts import driver, guestinfo, jobs, sync
+from hosts import driver, jobs, sync
 from hosts.driver.libvirt import guests, volumes
+from hosts.guests import guestinfo
 from hosts.models import (
     Cluster,
     CopyState,

@@ -19,15 +19,14 @@ class HostsConfig(AppConfig):
             dashboard,
             demo,
             driver,
-            guestinfo,
             jobs,
             metrics,
             roles,
             services,
             tasks,
         )
-        from hosts.console_relay import ConsoleRelay
         from hosts.error_codes import HostErrorCode
+        from hosts.guests.console_relay import ConsoleRelay
         from hosts.jobs import retention
         from hosts.signals import host_fenced
         from hosts.sync import loop as sync_loop

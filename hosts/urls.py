@@ -2,7 +2,8 @@
 
 from django.urls import path, re_path
 
-from hosts import console_pages, views
+from hosts import views
+from hosts.guests import console_pages
 
 urlpatterns = [
     path("vms/", views.vm_list, name="vms"),

@@ -355,8 +355,8 @@ CONTENT_SECURITY_POLICY = {
 CORRAL_SYNC_INTERVAL = float(os.environ.get("CORRAL_SYNC_INTERVAL", "5"))
 # Threads each task cluster syncs its share of the hosts with (hosts/sync/loop.py).
 CORRAL_SYNC_THREADS = int(os.environ.get("CORRAL_SYNC_THREADS", "4"))
-# How often guests' addresses, VNC ports and serial console tails are read (hosts/guestinfo.py),
-# and at most how many VMs of one host each round reads.
+# How often guests' addresses, VNC ports and serial console tails are read
+# (hosts/guests/guestinfo.py), and at most how many VMs of one host each round reads.
 CORRAL_GUEST_INFO_INTERVAL = float(os.environ.get("CORRAL_GUEST_INFO_INTERVAL", "10"))
 CORRAL_GUEST_INFO_MAX_VMS = int(os.environ.get("CORRAL_GUEST_INFO_MAX_VMS", "500"))
 # A console ticket (POST /api/vms/{id}/console/) is good for this many seconds, once (max 60).

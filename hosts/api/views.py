@@ -9,7 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from hosts import consoles, jobs, services
+from hosts import jobs, services
 from hosts.api.filtersets import (
     ClusterFilterSet,
     ExternalDomainFilterSet,
@@ -29,6 +29,7 @@ from hosts.api.serializers import (
     VirtualMachineSerializer,
 )
 from hosts.error_codes import HostErrorCode
+from hosts.guests import consoles
 from hosts.models import (
     Cluster,
     ConsoleLog,

@@ -448,7 +448,8 @@ class VirtualMachine(models.Model):
         null=True, blank=True, editable=False, help_text="The VNC port on its host, when running."
     )
     # The cloud-init seed on its host: when it was last written, and whose SSH keys it holds
-    # (None: nobody's). A seed of someone other than the owner is rewritten (hosts/guestinfo.py).
+    # (None: nobody's). A seed of someone other than the owner is rewritten
+    # (hosts/guests/guestinfo.py).
     seed_written_at = models.DateTimeField(null=True, blank=True, editable=False)
     seed_keys_of = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -8,8 +8,8 @@ import time
 from django.conf import settings
 
 from hosts import driver
-from hosts.consoles import listen_address
 from hosts.error_codes import JobErrorCode
+from hosts.guests.consoles import listen_address
 from hosts.hooks import HookFailed, hooks_for, run_hooks
 from hosts.host_choice import NoHostAvailable, SchedulerBusy, decision, place, wait_for_pending
 from hosts.jobs import JobContext, JobFailed

@@ -7,9 +7,10 @@ import time
 
 from django.db import transaction
 
-from hosts import cloudinit, driver
+from hosts import driver
 from hosts.driver.libvirt import guests, migration
 from hosts.error_codes import JobErrorCode
+from hosts.guests import cloudinit
 from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus

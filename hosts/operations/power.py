@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from hosts import cloudinit, driver
+from hosts import driver
 from hosts.driver.libvirt import guests, migration, volumes
 from hosts.error_codes import JobErrorCode
+from hosts.guests import cloudinit
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks

@@ -7,7 +7,7 @@ holds its fair share of the hosts; each round (``CORRAL_TICK_SECONDS``) it syncs
 holds every ``CORRAL_SYNC_INTERVAL`` seconds — at once when a libvirt lifecycle event arrives — on
 ``CORRAL_SYNC_THREADS`` threads. The hosts it found Up get their ``last_seen_at`` in one write
 every half interval; a host whose report did not change writes nothing of its own. What the
-guests on those hosts show (``hosts.guestinfo``) is read every ``CORRAL_GUEST_INFO_INTERVAL``
+guests on those hosts show (``hosts.guests.guestinfo``) is read every ``CORRAL_GUEST_INFO_INTERVAL``
 seconds by the same syncer, on threads of its own: the per-host work follows the hosts' leases
 and grows with the task clusters, as the sync does.
 """
@@ -24,8 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from hosts import guestinfo, sync
+from hosts import sync
 from hosts.driver.libvirt.events import LifecycleListener
+from hosts.guests import guestinfo
 from hosts.models import HostStatus
 from hosts.sync import shard
 from project import loops

@@ -14,7 +14,7 @@ import libvirt
 import pytest
 from playwright.sync_api import expect
 
-from hosts import guestinfo
+from hosts.guests import guestinfo
 from hosts.models import ConsoleTicket, Host, VirtualMachine
 from tests.browser.conftest import log_in
 from tests.conftest import unique, wait_until

@@ -13,15 +13,16 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import Client
 
-from hosts import driver, guestinfo, jobs, sync
+from hosts import driver, jobs, sync
 from hosts.driver.libvirt import volumes
+from hosts.guests import guestinfo
 from hosts.models import ConsoleLog, Host, Job, JobKind, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique, wait_until
+from tests.hosts.guests.test_guest_access import _first_bytes
 from tests.hosts.images.uploads import upload_file
-from tests.hosts.test_guest_access import _first_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BOOTED = "corral-guest: booted"

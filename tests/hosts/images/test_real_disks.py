@@ -10,8 +10,9 @@ import libvirt
 import pytest
 from django.db import close_old_connections
 
-from hosts import driver, guestinfo, jobs, sync
+from hosts import driver, jobs, sync
 from hosts.driver.libvirt import guests, volumes
+from hosts.guests import guestinfo
 from hosts.models import (
     ConsoleLog,
     CopyState,

@@ -4,8 +4,8 @@ rewrites it."""
 
 import pytest
 
-from hosts import cloudinit, guestinfo
 from hosts.driver.libvirt import guests
+from hosts.guests import cloudinit, guestinfo
 from hosts.models import Host
 from pools.services import allocate_vm, return_vm
 from project import sshkeys

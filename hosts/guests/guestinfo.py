@@ -16,8 +16,9 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from hosts import cloudinit, driver
+from hosts import driver
 from hosts.driver.libvirt import guests
+from hosts.guests import cloudinit
 from hosts.models import ConsoleLog, Host, VirtualMachine
 
 logger = logging.getLogger(__name__)

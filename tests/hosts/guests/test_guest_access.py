@@ -16,9 +16,9 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
-from hosts import cloudinit, guestinfo
 from hosts.driver.libvirt import guests
 from hosts.driver.libvirt.storage import storage_pool_path
+from hosts.guests import cloudinit, guestinfo
 from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import Guest, lines

@@ -1,6 +1,6 @@
 """The portal's ways to reach a guest: the Console button (noVNC on a one-time ticket), the
 serial console's tail and the guest's addresses on the VM page. The relay itself and the log's
-content on real QEMU: tests/hosts/test_guest_access.py."""
+content on real QEMU: tests/hosts/guests/test_guest_access.py."""
 
 import pytest
 

@@ -1,11 +1,12 @@
 """The guest-info loop on simulated hosts (libvirt's test driver over a real daemon): what the
 host answers for a guest's addresses is stored, a stopped guest's are cleared, and a round that
-finds nothing new writes nothing. On real QEMU: tests/hosts/test_guest_access.py."""
+finds nothing new writes nothing. On real QEMU: tests/hosts/guests/test_guest_access.py."""
 
 import pytest
 
-from hosts import driver, guestinfo, sync
+from hosts import driver, sync
 from hosts.driver.libvirt import guests
+from hosts.guests import guestinfo
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
 from hosts.sync.loop import Syncer

@@ -1,7 +1,7 @@
 """The console websocket: redeems a one-time ticket and relays the VM's VNC (RFB) stream
 between the browser (noVNC) and the VM's host, byte for byte.
 
-It connects only where the ticket leads (``hosts.consoles.redeem_ticket``: the VM's host
+It connects only where the ticket leads (``hosts.guests.consoles.redeem_ticket``: the VM's host
 address and the VNC port the guest-info loop read from it), never to an address a client
 names.
 """
@@ -15,7 +15,7 @@ import logging
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from hosts import consoles
+from hosts.guests import consoles
 
 logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10

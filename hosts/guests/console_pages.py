@@ -9,7 +9,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from hosts import consoles
+from hosts.guests import consoles
 from hosts.models import ConsoleLog, VirtualMachine
 from hosts.views import vm_out_of_reach
 from project.errors import Refused
