@@ -2,6 +2,7 @@
 
 import shutil
 import tempfile
+import uuid
 from io import StringIO
 from pathlib import Path
 
@@ -30,6 +31,34 @@ def test_start_registers_reachable_hosts_in_the_cluster_and_is_idempotent(db, si
     for host in hosts:
         assert host.uri.startswith("test+unix:///default?socket=")
         assert driver.host_report(host.uri).cpus == 16
+
+
+def _spec(uuid: str, name: str) -> driver.DomainSpec:
+    return driver.DomainSpec(uuid=uuid, name=name, vcpus=1, memory_mb=128, disk_gb=1)
+
+
+def test_start_removes_what_an_earlier_database_left_and_keeps_what_is_owned(
+    db, simhosts_dir, make_vm
+):
+    call_command("simhosts", "start", "1", stdout=StringIO())
+    uri = Host.objects.get().uri
+    owned = make_vm()
+    driver.define(uri, _spec(str(owned.uuid), owned.domain))
+    left = str(uuid.uuid4())
+    driver.define(uri, _spec(left, f"corral-{left}"))
+    driver.start(uri, left)
+    before = {d.name for d in driver.host_report(uri).domains}
+
+    out = StringIO()
+    call_command("simhosts", "start", "1", stdout=out)
+
+    after = {d.name for d in driver.host_report(uri).domains}
+    # The test driver's own domain ("test") is not Corral's: it stays.
+    assert before - after == {f"corral-{left}"}
+    assert {owned.domain, "test"} <= after
+    assert f"removed what no VM here owns, left by an earlier database: corral-{left}" in (
+        out.getvalue()
+    )
 
 
 def test_stop_ends_the_daemons_it_started(db, simhosts_dir):

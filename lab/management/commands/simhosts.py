@@ -13,7 +13,7 @@ from django.db import transaction
 from hosts import driver
 from hosts.models import Cluster, Host
 from hosts.sync import sync_host
-from lab import qemuhosts, simhosts
+from lab import leftovers, qemuhosts, simhosts
 from lab.lightsim import driver as lightsim
 
 
@@ -99,8 +99,15 @@ class Command(BaseCommand):
                 else:
                     host = simhosts.SimHost(name=folder, directory=base / folder)
                     pid = simhosts.start(host)
+                # What an earlier database left on the lab's own host goes first.
+                removed = leftovers.remove(host.uri)
             except (simhosts.SimHostError, driver.DriverError) as exc:
                 raise CommandError(str(exc)) from exc
+            if removed:
+                self.stdout.write(
+                    f"{name}: removed what no VM here owns, left by an earlier database: "
+                    f"{', '.join(removed)}"
+                )
             registered, created = Host.objects.update_or_create(
                 uri=host.uri, defaults={"name": name, "cluster": cluster}
             )
