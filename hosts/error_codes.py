@@ -89,3 +89,16 @@ class JobErrorCode(ErrorCode):
     URI_REFUSED = "uri_refused", "Corral does not open the host's URI."
     NO_STORAGE_POOL = "no_storage_pool", "The host has no storage pool Corral can use."
     NO_ROOM = "no_room", "The host's storage pool has no room for the volume."
+
+
+# Job failures that trying the same job again cannot fix: an admin must change something first
+# (the host's URI or kind, the image's file). Loops that retry on their own (the prestart
+# monitor) give up on the first one, with one alert.
+NOT_FIXED_BY_RETRYING = frozenset(
+    {
+        JobErrorCode.URI_REFUSED,
+        JobErrorCode.NOT_SUPPORTED,
+        JobErrorCode.IMAGE_MISSING,
+        JobErrorCode.BAD_VOLUME,
+    }
+)

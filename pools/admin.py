@@ -144,7 +144,9 @@ class PoolVmActions:
             self.message_user(
                 request, f"You may not clear prestart failures of VM {name}.", messages.ERROR
             )
-        VirtualMachine.objects.filter(pk__in=[vm.pk for vm in cleared]).update(prestart_failures=0)
+        VirtualMachine.objects.filter(pk__in=[vm.pk for vm in cleared]).update(
+            prestart_failures=0, prestart_retry_at=None
+        )
         for pool_id in {vm.pool_id for vm in cleared if vm.pool_id}:
             monitor.nudge_monitor(pool_id)
         if cleared:

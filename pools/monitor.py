@@ -1,7 +1,9 @@
 """The prestart monitor: keeps each pool's ``prestarted_vms`` running and unassigned, so a user
 who takes a VM gets one at once. Run by the ticker over every pool, and nudged for one pool
-after an allocation, a return or a pool change; it counts failed prestarts per VM and gives up
-on a VM after ``VMPOOL_MONITOR_MAX_ATTEMPTS``."""
+after an allocation, a return or a pool change. It counts failed prestarts per VM, waits longer
+after each before trying the VM again (``VMPOOL_MONITOR_INTERVAL`` doubled each time), and
+gives up on a VM, with one alert, after ``VMPOOL_MONITOR_MAX_ATTEMPTS`` or at once when the
+failure is one no retry can fix."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from hosts import jobs
+from hosts.error_codes import NOT_FIXED_BY_RETRYING
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from pools.models import VmPool
 from pools.queries import active_job, free_vms, prestarted
@@ -99,6 +102,7 @@ def _start_missing(pool_ids: list[int]) -> dict[int, int]:
                 status=VmStatus.DOWN,
                 prestart_failures__lt=settings.VMPOOL_MONITOR_MAX_ATTEMPTS,
             )
+            .filter(Q(prestart_retry_at__isnull=True) | Q(prestart_retry_at__lte=timezone.now()))
             .filter(~active_job())
             .annotate(
                 rank=Window(
@@ -177,7 +181,7 @@ def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
         return
     if job.state == "succeeded":
         VirtualMachine.objects.filter(pk=job.vm_id, prestart_failures__gt=0).update(
-            prestart_failures=0
+            prestart_failures=0, prestart_retry_at=None
         )
         return
     if (job.params or {}).get("reason") != PRESTART:
@@ -186,14 +190,30 @@ def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
     if vm is None:
         return
     failures = vm.prestart_failures + 1
-    VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=failures)
-    if failures >= settings.VMPOOL_MONITOR_MAX_ATTEMPTS:
-        events.alert(
-            "vm",
-            vm.pk,
-            f"VM {vm.name} failed to prestart {failures} times in a row; the pool skips it "
-            f"until an admin looks at it ({job.error_message})",
-            vm_id=vm.pk,
-            cluster_id=vm.cluster_id,
-            pool_id=vm.pool_id,
-        )
+    hopeless = job.error_code in NOT_FIXED_BY_RETRYING
+    if hopeless:
+        failures = max(failures, settings.VMPOOL_MONITOR_MAX_ATTEMPTS)
+    VirtualMachine.objects.filter(pk=vm.pk).update(
+        prestart_failures=failures, prestart_retry_at=timezone.now() + backoff(failures)
+    )
+    if failures < settings.VMPOOL_MONITOR_MAX_ATTEMPTS:
+        return
+    if hopeless:
+        why = "failed to prestart in a way no retry can fix"
+    else:
+        why = f"failed to prestart {failures} times in a row"
+    events.alert(
+        "vm",
+        vm.pk,
+        f"VM {vm.name} {why}; the pool skips it until an admin looks at it ({job.error_message})",
+        vm_id=vm.pk,
+        cluster_id=vm.cluster_id,
+        pool_id=vm.pool_id,
+    )
+
+
+def backoff(failures: int) -> timedelta:
+    """How long a VM that failed to prestart ``failures`` times in a row waits before the next
+    try: the monitor's interval, doubled after each failure, at most an hour."""
+    seconds = settings.VMPOOL_MONITOR_INTERVAL * 2 ** max(failures - 1, 0)
+    return timedelta(seconds=min(seconds, 3600))

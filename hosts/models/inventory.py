@@ -408,6 +408,12 @@ class VirtualMachine(models.Model):
     prestart_failures = models.PositiveIntegerField(
         default=0, editable=False, help_text="Prestarts that failed in a row."
     )
+    prestart_retry_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="After a failed prestart, not prestarted again before this time (back-off).",
+    )
     vcpus = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(512)])
     memory_mb = models.PositiveIntegerField(
         validators=[MinValueValidator(16), MaxValueValidator(16 * 1024 * 1024)]

@@ -2,13 +2,15 @@
 only what is missing, a batch at a time, and giving up on VMs that keep failing to start."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import close_old_connections, connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from hosts import jobs
-from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
+from hosts.models import Host, Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
 from pools.tasks import monitor_pool
@@ -124,8 +126,11 @@ def hostless_pool(pool_of):
     return pool_of(down=2, prestarted_vms=1)
 
 
-def _monitor_and_run(pool, capture) -> list[str]:
-    """One monitor run and its start jobs, with what follows their commit; the VMs started."""
+def _monitor_and_run(pool, capture, clock=None) -> list[str]:
+    """One monitor run and its start jobs, with what follows their commit; the VMs started.
+    With ``clock`` (time-machine), the run comes after the longest back-off has passed."""
+    if clock is not None:
+        clock.move_to(timezone.now() + timedelta(hours=1, seconds=1))
     with capture(execute=True):
         monitor.monitor_pool(pool.pk)
         queued = list(prestart_jobs(pool).filter(state=JobState.PENDING))
@@ -136,12 +141,12 @@ def _monitor_and_run(pool, capture) -> list[str]:
 
 @pytest.mark.django_db
 def test_each_failed_prestart_is_counted_on_the_vm(
-    hostless_pool, django_capture_on_commit_callbacks
+    hostless_pool, django_capture_on_commit_callbacks, time_machine
 ):
     first = pool_vms(hostless_pool)[0]
 
-    _monitor_and_run(hostless_pool, django_capture_on_commit_callbacks)
-    _monitor_and_run(hostless_pool, django_capture_on_commit_callbacks)
+    _monitor_and_run(hostless_pool, django_capture_on_commit_callbacks, time_machine)
+    _monitor_and_run(hostless_pool, django_capture_on_commit_callbacks, time_machine)
 
     first.refresh_from_db()
     assert first.prestart_failures == 2
@@ -150,18 +155,73 @@ def test_each_failed_prestart_is_counted_on_the_vm(
 
 @pytest.mark.django_db
 def test_a_vm_that_failed_to_prestart_max_attempts_times_is_skipped_with_an_alert(
-    hostless_pool, settings, django_capture_on_commit_callbacks
+    hostless_pool, settings, django_capture_on_commit_callbacks, time_machine
 ):
     settings.VMPOOL_MONITOR_MAX_ATTEMPTS = 3
     first, second = pool_vms(hostless_pool)
 
-    tried = [_monitor_and_run(hostless_pool, django_capture_on_commit_callbacks) for _ in range(4)]
+    tried = [
+        _monitor_and_run(hostless_pool, django_capture_on_commit_callbacks, time_machine)
+        for _ in range(4)
+    ]
 
     assert tried == [[first.name]] * 3 + [[second.name]]
     alerts = Event.objects.filter(kind=EventKind.ALERT, object_type="vm", object_id=first.pk)
     assert alerts.count() == 1
     assert "failed to prestart 3 times in a row" in alerts.get().message
     assert "No host" in alerts.get().message
+
+
+@pytest.mark.django_db
+def test_a_vm_that_failed_to_prestart_waits_longer_before_each_retry(
+    pool_of, settings, django_capture_on_commit_callbacks, time_machine
+):
+    settings.VMPOOL_MONITOR_MAX_ATTEMPTS = 4
+    settings.VMPOOL_MONITOR_INTERVAL = 60
+    pool = pool_of(down=1, prestarted_vms=1)  # no hosts: every start fails
+    vm = pool_vms(pool)[0]
+    time_machine.move_to(timezone.now(), tick=False)
+
+    def run() -> list[str]:
+        return _monitor_and_run(pool, django_capture_on_commit_callbacks)
+
+    assert run() == [vm.name]  # fails: the next try after 60 s
+    assert run() == []
+    time_machine.shift(59)
+    assert run() == []
+    time_machine.shift(2)
+    assert run() == [vm.name]  # fails again: the next try after 120 s
+    time_machine.shift(100)
+    assert run() == []
+    time_machine.shift(21)
+    assert run() == [vm.name]
+    vm.refresh_from_db()
+    assert vm.prestart_failures == 3
+
+
+@pytest.mark.django_db
+def test_a_prestart_failure_no_retry_can_fix_gives_up_at_once_with_one_alert(
+    pool_of, make_host, settings, django_capture_on_commit_callbacks, time_machine
+):
+    settings.VMPOOL_MONITOR_MAX_ATTEMPTS = 3
+    pool = pool_of(down=1, prestarted_vms=1)
+    host = make_host(cluster=pool.cluster, status="up", cpus=16, memory_mb=4096, memory_used_mb=0)
+    # A URI Corral refuses, written straight into the database: no start on it can succeed.
+    Host.objects.filter(pk=host.pk).update(uri="test+ext:///default?command=/bin/true")
+    vm = pool_vms(pool)[0]
+
+    tried = [
+        _monitor_and_run(pool, django_capture_on_commit_callbacks, time_machine) for _ in range(3)
+    ]
+
+    assert tried == [[vm.name], [], []]
+    failed = prestart_jobs(pool).get()
+    assert failed.error_code == "uri_refused"
+    alerts = Event.objects.filter(kind=EventKind.ALERT, object_type="vm", object_id=vm.pk)
+    assert [alert.message for alert in alerts] == [
+        f"VM {vm.name} failed to prestart in a way no retry can fix; the pool skips it until an "
+        f"admin looks at it ({failed.error_message})"
+    ]
 
 
 @pytest.mark.django_db
