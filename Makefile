@@ -94,7 +94,7 @@ serve: migrate
 	DEBUG=$${DEBUG:-0} $(PY) manage.py collectstatic --noinput -v 0
 	DEBUG=$${DEBUG:-0} CORRAL_DB_POOL_SIZE=$${CORRAL_DB_POOL_SIZE:-20} CONN_MAX_AGE=0 \
 		$(VENV)/bin/gunicorn project.asgi:application \
-		--worker-class project.web_worker.UvicornWorker --workers $(WEB_WORKERS) \
+		--worker-class project.web.worker.UvicornWorker --workers $(WEB_WORKERS) \
 		--bind $(HOST):$(PORT) --reuse-port --graceful-timeout 10 --access-logfile -
 
 lint: deps

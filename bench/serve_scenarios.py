@@ -38,8 +38,8 @@ from rest_framework.test import APIClient
 from bench.pool_scenarios import _pool, _remove
 from hosts.models import VirtualMachine
 from project.childprocess import child_env, free_port
-from project.event_scopes import event_keys
 from project.grants import grant_role
+from project.live.event_scopes import event_keys
 from project.models import Role
 
 User = get_user_model()

@@ -18,7 +18,7 @@ class ProjectConfig(AppConfig):
 
         from project import dashboard, scopes, tasks, ticker
         from project.accounts import refuse_username_in_use
-        from project.live_asgi import forget_credentials
+        from project.live.asgi import forget_credentials
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
@@ -30,7 +30,7 @@ class ProjectConfig(AppConfig):
             dispatch_uid="corral-username-unique-ignoring-case",
         )
         # A token deleted, a session ended or a user changed (deactivated) in this process
-        # counts at once for the live requests answered directly (project/live_asgi.py).
+        # counts at once for the live requests answered directly (project/live/asgi.py).
         for name, signal, sender in (
             ("token", post_delete, Token),
             ("session", post_delete, Session),

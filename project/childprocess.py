@@ -45,7 +45,7 @@ def asgi_command(bind: str, workers: int, *, share_port: bool = False) -> list[s
     beside the old one before it stops the old (docs/production.md)."""
     return [
         *(sys.executable, "-m", "gunicorn", "project.asgi:application"),
-        *("--worker-class", "project.web_worker.UvicornWorker", "--workers", str(workers)),
+        *("--worker-class", "project.web.worker.UvicornWorker", "--workers", str(workers)),
         *("--bind", bind),
         *(("--reuse-port",) if share_port else ()),
     ]

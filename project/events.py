@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from project.event_scopes import event_keys
+from project.live.event_scopes import event_keys
 from project.models import Event, EventKind
 from project.permissions import grant_condition
 

@@ -4,7 +4,7 @@ from, and too many from one address lock out that address, for a while.
 Every password check of the portal (/login/), the admin console (/admin/login/) and the API's
 token endpoint (/api/auth/token/), and every Keystone log-in by password or application
 credential, goes through ``authenticate()`` or ``attempt()`` here, counted by the client's
-address (project/client_address.py; an IPv6 client by its /64, which one machine usually holds
+address (project/web/client_address.py; an IPv6 client by its /64, which one machine usually holds
 whole). Within ``CORRAL_LOGIN_LOCKOUT_MINUTES``:
 
 - ``CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS`` failures from an address, whatever the usernames,
@@ -41,8 +41,8 @@ from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
-from project.client_address import Address, client_address
 from project.models import LoginFailure
+from project.web.client_address import Address, client_address
 
 T = TypeVar("T")
 

@@ -75,8 +75,8 @@ if DEBUG:
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files from the web process (WhiteNoise; collected to STATIC_ROOT by `make serve`).
-    "project.static_files.StaticFilesMiddleware",
-    "project.csp.ContentSecurityPolicyMiddleware",
+    "project.web.static_files.StaticFilesMiddleware",
+    "project.web.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -127,7 +127,7 @@ if DATABASE_URL:
     if CORRAL_DB_POOL_SIZE > 0:
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            # Kept open (and opened before the process serves, project/web_worker.py), so
+            # Kept open (and opened before the process serves, project/web/worker.py), so
             # that a new process's first burst (a restart's reconnecting pages) finds some
             # there; the rest are opened as the load asks and closed when idle, so that an
             # idle tier, or two beside each other during a deploy, hold few of the server's.
@@ -186,7 +186,7 @@ CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS = int(
 )
 CORRAL_LOGIN_LOCKOUT_MINUTES = float(os.environ.get("CORRAL_LOGIN_LOCKOUT_MINUTES", "15"))
 # Reverse proxies (addresses or networks) whose X-Forwarded-For is believed for the client's
-# address (project/client_address.py); from anywhere else the header is ignored.
+# address (project/web/client_address.py); from anywhere else the header is ignored.
 CORRAL_TRUSTED_PROXIES = env_list("CORRAL_TRUSTED_PROXIES", [])
 for _proxy in CORRAL_TRUSTED_PROXIES:
     try:
@@ -335,7 +335,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # Content-Security-Policy (django-csp): scripts, styles, images and requests from this site
 # only; no inline script or style, no eval, no plugins, never framed. The few pages that need
-# more get it in project/csp.py.
+# more get it in project/web/csp.py.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],

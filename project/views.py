@@ -12,8 +12,9 @@ from django.db import close_old_connections
 from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from project import event_hub, events, live
-from project.live_asgi import SESSION, DirectRequest, live_view
+from project import events
+from project.live import event_hub, waits
+from project.live.asgi import SESSION, DirectRequest, live_view
 
 KEEPALIVE_S = 5.0
 RESYNC = "event: resync\ndata: {}\n\n"
@@ -46,7 +47,7 @@ def _change(event) -> str:
 
 async def _direct_stream(request: DirectRequest) -> bool:
     """A browser's stream answered at the ASGI layer, as ``event_stream`` would
-    (project/live_asgi.py); False leaves it to Django (a bad resume point, a refusal)."""
+    (project/live/asgi.py); False leaves it to Django (a bad resume point, a refusal)."""
     resume = request.header("Last-Event-ID") or request.query.get("since")
     try:
         since = int(resume) if resume else None
@@ -87,13 +88,13 @@ async def event_stream(request):
         return HttpResponseBadRequest("Last-Event-ID must be an event id.")
     user = await request.auser()
     seconds = settings.CORRAL_EVENT_STREAM_SECONDS
-    if not live.on_event_loop(request):
-        latest = await live.latest_token()
+    if not waits.on_event_loop(request):
+        latest = await waits.latest_token()
         since = latest if since is None else min(since, latest)
-        resync = await live.needs_resync(since)
+        resync = await waits.needs_resync(since)
         body = _polled_stream(user, since, seconds, resync)
     else:
-        await live.release_connection()
+        await waits.release_connection()
         hub = event_hub.hub()
         # A resume point beyond the feed (a database restored from a backup, a made-up header)
         # would wait for ids that never come: the stream resumes from the latest event instead.
@@ -101,7 +102,7 @@ async def event_stream(request):
         resync = await hub.resync_needed(since)
         refusal = hub.refusal(user)
         if refusal is not None:
-            return live.refused(refusal)
+            return waits.refused(refusal)
         body = _live_stream(hub, user, since, seconds, resync)
     response = StreamingHttpResponse(body, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
@@ -125,7 +126,7 @@ async def _live_stream(hub, user, since: int, seconds: float, resync: bool, park
     try:
         yield _opening(since, resync)
         if parks:
-            await live.park()
+            await waits.park()
         while (remaining := ends - time.monotonic()) > 0 and not hub.closing:
             found = await reader.read(min(KEEPALIVE_S, remaining))
             for event in found:

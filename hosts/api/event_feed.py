@@ -1,6 +1,6 @@
 """The API's event feed (GET /api/events/): what changed since a token, as a long poll.
 
-Under ASGI the answer comes from this process's event hub (project/event_hub.py), which holds
+Under ASGI the answer comes from this process's event hub (project/live/event_hub.py), which holds
 the newest events in memory: DRF's view only authenticates and checks the parameters, and
 ``event_feed`` reads the hub. When there is nothing yet and the caller may wait, the answer is a
 response whose body is written when an event arrives or the timeout ends: the middleware stack
@@ -10,7 +10,7 @@ would wait is refused (503, or 429 for one user's many) with Retry-After.
 
 A script's re-poll (an API token, ``since`` and ``timeout``) is answered the same way from the
 hub by ``_direct``, at the ASGI layer, without Django's middleware and request thread
-(project/live_asgi.py): a burst of re-polls after an event costs little more than the answers.
+(project/live/asgi.py): a burst of re-polls after an event costs little more than the answers.
 
 Under WSGI (the test client, a WSGI server) the view reads the database and waits on the feed's
 blocking read.
@@ -28,8 +28,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hosts.api.serializers import EventFeedSerializer, EventSerializer
-from project import event_hub, events, live
-from project.live_asgi import TOKEN, DirectRequest, live_view
+from project import events
+from project.live import event_hub, waits
+from project.live.asgi import TOKEN, DirectRequest, live_view
 
 
 def _parameters(query) -> tuple[int, float]:
@@ -69,7 +70,7 @@ class EventFeedView(APIView):
         since, timeout = _parameters(request.query_params)
         if getattr(request._request, "corral_answers_from_hub", False):
             # ``event_feed`` fills the answer from the event hub, whose reads take connections
-            # of their own: this request's goes back to the pool now (live.release_connection).
+            # of their own: this request's goes back to the pool now (waits.release_connection).
             response = Response({"token": since, "events": []})
             response.corral_wait = (request.user, since, timeout)
             connection.close()
@@ -129,7 +130,7 @@ async def _wait_for_answer(reader: event_hub.Reader, timeout: float) -> dict:
 
 
 async def _direct(request: DirectRequest) -> bool:
-    """A script's poll answered at the ASGI layer, as ``event_feed`` would (project/live_asgi.py);
+    """A script's poll answered at the ASGI layer, as ``event_feed`` would (project/live/asgi.py);
     False leaves it to Django (bad parameters, a refusal)."""
     try:
         since, timeout = _parameters(request.query)
@@ -152,7 +153,7 @@ async def _direct(request: DirectRequest) -> bool:
 @live_view(direct=_direct, credential=TOKEN, params=("since", "timeout"))
 async def event_feed(request, *args, **kwargs):
     """``EventFeedView``, answered from the event hub and waiting as a coroutine under ASGI."""
-    if not live.on_event_loop(request):
+    if not waits.on_event_loop(request):
         return await sync_to_async(_view)(request, *args, **kwargs)
     request.corral_answers_from_hub = True
     response = await sync_to_async(_view)(request, *args, **kwargs)
@@ -166,7 +167,7 @@ async def event_feed(request, *args, **kwargs):
         return response
     refusal = event_hub.hub().refusal(user)
     if refusal is not None:
-        return live.refused(refusal)
+        return waits.refused(refusal)
     renderer = response.accepted_renderer
     charset = f"; charset={renderer.charset}" if renderer.charset else ""
     content_type = renderer.media_type + charset
@@ -178,7 +179,7 @@ async def event_feed(request, *args, **kwargs):
 
 async def _wait(response: Response, reader: event_hub.Reader, timeout: float):
     """The body of a poll that waits: the answer once an event arrives or the timeout ends."""
-    await live.park()
+    await waits.park()
     yield await _rendered(response, await _wait_for_answer(reader, timeout))
 
 

@@ -8,7 +8,7 @@ from rest_framework.routers import SimpleRouter
 
 from project import lockout
 from project.api import access_views, errors, sshkey_views
-from project.csp import api_docs_policy
+from project.web.csp import api_docs_policy
 
 router = SimpleRouter()
 router.register("roles", access_views.RoleViewSet)
@@ -27,7 +27,7 @@ urlpatterns = [
     path("me/", access_views.MeView.as_view(), name="me"),
     path("auth/token/", lockout.ObtainTokenView.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    # Swagger UI with its start-up script served apart (?script), not inline: see project/csp.py.
+    # Swagger UI with its start-up script served apart (?script), not inline (project/web/csp.py).
     path(
         "docs/",
         api_docs_policy(

@@ -1,4 +1,4 @@
-"""Events carry their scope keys (project/event_scopes.py); the events already kept get theirs."""
+"""Events carry their scope keys (project/live/event_scopes.py); the events already kept get theirs."""
 
 from django.db import migrations, models
 

@@ -122,7 +122,7 @@ print(json.dumps({
     "referrer_policy": settings.SECURE_REFERRER_POLICY,
     "frame_options": settings.X_FRAME_OPTIONS,
     "csp": settings.CONTENT_SECURITY_POLICY["DIRECTIVES"],
-    "csp_middleware": "project.csp.ContentSecurityPolicyMiddleware" in settings.MIDDLEWARE,
+    "csp_middleware": "project.web.csp.ContentSecurityPolicyMiddleware" in settings.MIDDLEWARE,
 }))
 """
 PRODUCTION = {"SECRET_KEY": "s3cret", "ALLOWED_HOSTS": "corral.example.org"}

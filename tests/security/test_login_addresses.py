@@ -11,8 +11,8 @@ import pytest
 from django.db.models import F
 from django.test import RequestFactory
 
-from project.client_address import client_address
 from project.models import LoginFailure
+from project.web.client_address import client_address
 from tests.conftest import unique
 from tests.security.logins import (
     ADDRESS_LOCKED,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from project import event_scopes, events
+from project import events
+from project.live import event_scopes
 from project.models import Event, EventKind
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """What the live views share: where a reader resumes, and a request that waits without a thread.
 
-Under ASGI an open stream or long poll waits on this process's event hub (project/event_hub.py)
+Under ASGI an open stream or long poll waits on this process's event hub (project/live/event_hub.py)
 as a coroutine. Django runs a request's synchronous parts (middleware, the session and user
 lookups) on a thread of the request's own; ``park`` closes the request's database connection
 and lets that thread go while the request waits. Under WSGI (the test client, a WSGI server)
@@ -15,8 +15,8 @@ from django.db import connections
 from django.http import JsonResponse
 
 from project import events
-from project.event_hub import Refusal
-from project.request_threads import RequestThread
+from project.live.event_hub import Refusal
+from project.web.request_threads import RequestThread
 
 
 def on_event_loop(request) -> bool:
@@ -44,7 +44,7 @@ async def release_connection() -> None:
 
 async def park() -> None:
     """Give back what the request holds while it only waits: its database connection and
-    the thread its synchronous parts run on (project/request_threads.py; it borrows one again
+    the thread its synchronous parts run on (project/web/request_threads.py; it borrows one again
     if it needs one)."""
     await release_connection()
     context = SyncToAsync.thread_sensitive_context.get(None)

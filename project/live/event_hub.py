@@ -4,7 +4,7 @@ One task per process follows the feed (PostgreSQL: LISTEN on its own async conne
 read every few seconds in any case; SQLite: a read every POLL_INTERVAL_S) and reads each new
 batch of events once, below the horizon (project/events.py). It keeps the latest events in
 memory and wakes only the readers entitled to one of them, by matching scope keys
-(project/event_scopes.py): no permission query per wake. A reader's keys come from its grants
+(project/live/event_scopes.py): no permission query per wake. A reader's keys come from its grants
 when it opens and again every KEYS_TTL_S.
 
 The hub starts with the newest KEEP_IN_MEMORY events already in memory, so that the pages
@@ -35,7 +35,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
-from project import event_scopes, events
+from project import events
+from project.live import event_scopes
 from project.models import Event
 
 logger = logging.getLogger(__name__)

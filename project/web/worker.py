@@ -59,7 +59,7 @@ class DrainingServer(Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:
             server.close()  # no new connection comes here (uvicorn closes them again, harmlessly)
-        from project import event_hub
+        from project.live import event_hub
 
         event_hub.close_all()
         await super().shutdown(sockets)
