@@ -1,11 +1,13 @@
 """The ticker: one runs at a time across every task cluster, and its schedule names it."""
 
+import importlib
 import pydoc
 import threading
 
 import pytest
+from django.apps import apps
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.recorder import MigrationRecorder
 from django_q.models import Schedule
 
 from project.models import LoopLock
@@ -41,22 +43,16 @@ def test_the_tickers_schedule_runs_the_ticker(db):
 
 
 def test_a_schedule_stored_under_the_tickers_old_path_runs_it_after_the_migration(db):
-    """Migrate back to before the ticker moved to project, store its schedule the old way,
-    migrate forward: the schedule names the ticker where it lives now."""
-    executor = MigrationExecutor(connection)
-    ours = ("project", "0011_ticker_schedule_path")
-    [before] = [
-        p.key for p in executor.loader.graph.node_map[ours].parents if p.key[0] == "project"
-    ]
-    latest = executor.loader.graph.leaf_nodes()
-    try:
-        executor.migrate([before])
-        Schedule.objects.update_or_create(
-            name="corral-ticker", defaults={"func": "hosts.tasks.tick"}
-        )
-        MigrationExecutor(connection).migrate(latest)
-    finally:
-        MigrationExecutor(connection).migrate(latest)
+    """A schedule stored the old way (the ticker in hosts.tasks), then the migration's data step
+    as ``migrate`` runs it: the schedule names the ticker where it lives now."""
+    step = importlib.import_module("project.migrations.0011_ticker_schedule_path")
+    Schedule.objects.update_or_create(name="corral-ticker", defaults={"func": "hosts.tasks.tick"})
+    assert pydoc.locate("hosts.tasks.tick") is None  # nothing runs under the old path
+
+    step.to_new_path(apps, None)
 
     [schedule] = Schedule.objects.filter(name="corral-ticker")
     assert pydoc.locate(schedule.func) is tick
+    assert ("project", "0011_ticker_schedule_path") in MigrationRecorder(
+        connection
+    ).applied_migrations()
