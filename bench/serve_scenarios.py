@@ -37,7 +37,7 @@ from rest_framework.test import APIClient
 
 from bench.pool_scenarios import _pool, _remove
 from hosts.models import VirtualMachine
-from project.childprocess import child_env, free_port
+from lab.childprocess import child_env, free_port
 from project.grants import grant_role
 from project.live.event_scopes import event_keys
 from project.models import Role

@@ -26,9 +26,9 @@ from django.utils import timezone
 from bench import scenarios
 from hosts.models import ExternalDomain, Host, HostStatus
 from lab import simhosts
+from lab.childprocess import child_env
 from lab.lightsim import driver as lightsim
 from lab.lightsim.server import NAMESPACE
-from project.childprocess import child_env
 
 HOSTS = int(os.environ.get("BENCH_SYNC_HOSTS", "200"))
 VMS = 20

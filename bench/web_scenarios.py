@@ -40,8 +40,8 @@ from rest_framework.authtoken.models import Token
 from bench.pool_scenarios import _pool, _remove
 from bench.scenarios import ALL
 from hosts.models import Job, VirtualMachine
+from lab.childprocess import asgi_command, child_env, free_port
 from project import events
-from project.childprocess import asgi_command, child_env, free_port
 from project.grants import grant_role
 from project.models import Event, EventKind, Role
 

@@ -203,7 +203,7 @@ class TaskCluster:
     def __init__(self, log_path, **env):
         import sys
 
-        from project.childprocess import child_env
+        from lab.childprocess import child_env
 
         self.log_path = log_path
         defaults = {

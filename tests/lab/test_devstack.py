@@ -19,8 +19,8 @@ import requests
 from hosts import driver
 from hosts.models import Host, HostStatus, VirtualMachine, VmStatus
 from lab import qemuhosts
+from lab.childprocess import database_env, free_port
 from pools.models import VmPool
-from project.childprocess import database_env, free_port
 from tests.conftest import wait_until
 from tests.reliability.conftest import REPO
 

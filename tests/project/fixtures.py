@@ -12,7 +12,7 @@ import requests
 from django.conf import settings
 from django.test import Client
 
-from project.childprocess import asgi_command
+from lab.childprocess import asgi_command
 from tests.reliability.conftest import WebServer
 
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 from rest_framework.authtoken.models import Token
 
-from project.childprocess import database_env, free_port
+from lab.childprocess import database_env, free_port
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

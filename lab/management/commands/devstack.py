@@ -15,7 +15,7 @@ import time
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from project.childprocess import asgi_command
+from lab.childprocess import asgi_command
 
 
 class Command(BaseCommand):

@@ -1,5 +1,5 @@
 """Starting a child process (a web server, a task cluster) on the database this process uses,
-as `manage.py devstack`, the benchmarks and the tests do."""
+as `manage.py devstack`, the benchmarks and the tests do (never the product itself)."""
 
 from __future__ import annotations
 
