@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from hosts.guests import consoles
 from hosts.models import ConsoleLog, VirtualMachine
@@ -21,11 +21,15 @@ def _operable(user, vm_id: int) -> VirtualMachine:
     return get_object_or_404(vms, pk=vm_id)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 def vm_console(request, vm_id: int):
-    """The VM's screen: a ticket issued now, redeemed by the page's websocket."""
+    """The VM's screen: a ticket issued now (POST, the VM page's Console button), redeemed by
+    the page's websocket. A GET (the console's address reloaded or typed) issues nothing and
+    leads to the VM page; a VM one may not operate is a 404 whatever the method."""
     vm = _operable(request.user, vm_id)
+    if request.method == "GET":
+        return redirect("portal:vm", vm_id=vm.pk)
     try:
         ticket, expires_at = consoles.issue_ticket(vm, request.user)
     except Refused as refused:

@@ -60,7 +60,21 @@ def test_who_may_only_view_the_vm_gets_no_console_and_no_log(shown_vm, make_user
 
     assert "/console/" not in page and "console-log" not in page
     assert client.post(f"/vms/{vm.pk}/console/").status_code == 404
+    assert client.get(f"/vms/{vm.pk}/console/").status_code == 404
     assert client.get(f"/vms/{vm.pk}/console-log/").status_code == 404
+    assert not ConsoleTicket.objects.exists()
+
+
+def test_the_consoles_address_opened_without_its_button_leads_to_the_vm_page_issuing_nothing(
+    shown_vm, make_user
+):
+    vm, user = shown_vm
+
+    response = signed_in(user).get(f"/vms/{vm.pk}/console/")
+    stranger = signed_in(make_user()).get(f"/vms/{vm.pk}/console/")
+
+    assert (response.status_code, response["Location"]) == (302, f"/vms/{vm.pk}/")
+    assert stranger.status_code == 404
     assert not ConsoleTicket.objects.exists()
 
 
