@@ -32,6 +32,12 @@ from lab import simhosts
 
 MAX_DIRECTORY_LENGTH = 19
 SHORT_BASE = Path("/tmp")
+# Ports of the guests' VNC screens and incoming migrations: a block per host, between 20,000 and
+# the ephemeral range (32,768 up), claimed by a file under PORT_CLAIMS.
+PORT_BASE = 20000
+PORTS_PER_HOST = 32
+PORT_BLOCKS = (32768 - PORT_BASE) // PORTS_PER_HOST
+PORT_CLAIMS = Path("/tmp/corral-qemu-ports")
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,43 @@ def named_directory(owner: Path) -> Path:
 
 def start(host: QemuHost, timeout: float = 30.0) -> int:
     """Start the daemon unless it runs; make sure its storage pool runs. Returns its pid."""
-    pid = simhosts.start(host, timeout)
+    first = PORT_BASE + PORTS_PER_HOST * claim_ports(host)
+    # Its guests' screens and incoming migrations on ports no other lab host uses: daemons
+    # started at once (two test runs side by side) would otherwise both pick 5900 and 49152.
+    conf = (
+        f"remote_display_port_min = {first}\n"
+        f"remote_display_port_max = {first + PORTS_PER_HOST // 2 - 1}\n"
+        f"migration_port_min = {first + PORTS_PER_HOST // 2}\n"
+        f"migration_port_max = {first + PORTS_PER_HOST - 1}\n"
+    )
+    pid = simhosts.start(host, timeout, qemu_conf=conf)
     ensure_storage_pool(host.uri, str(host.pool_directory))
     return pid
+
+
+def claim_ports(host: QemuHost) -> int:
+    """The block of ports this host's guests use (``PORTS_PER_HOST`` from ``PORT_BASE`` up):
+    one no other lab host on this machine holds. A claim is a file naming its host's folder;
+    one whose folder is gone is free again."""
+    PORT_CLAIMS.mkdir(parents=True, exist_ok=True)
+    first = int(hashlib.sha1(str(host.directory).encode()).hexdigest(), 16) % PORT_BLOCKS
+    for step in range(PORT_BLOCKS):
+        block = (first + step) % PORT_BLOCKS
+        claim = PORT_CLAIMS / str(block)
+        for _ in range(2):
+            try:
+                with open(claim, "x") as out:
+                    out.write(str(host.directory))
+                return block
+            except FileExistsError:
+                with contextlib.suppress(FileNotFoundError):
+                    owner = claim.read_text()
+                    if owner == str(host.directory):
+                        return block
+                    if owner and Path(owner).exists():
+                        break  # another live host's: try the next block
+                    claim.unlink()  # its host is gone: claim it again
+    raise simhosts.SimHostError("Every block of ports for QEMU lab hosts is taken.")
 
 
 def stop(host: QemuHost, timeout: float = 10.0) -> bool:
@@ -79,7 +119,15 @@ def stop(host: QemuHost, timeout: float = 10.0) -> bool:
     drop(host.uri)
     stopped = simhosts.stop(host, timeout)
     kill_leftovers(host, timeout)
+    release_ports(host)
     return stopped
+
+
+def release_ports(host: QemuHost) -> None:
+    for claim in PORT_CLAIMS.glob("*") if PORT_CLAIMS.is_dir() else ():
+        with contextlib.suppress(FileNotFoundError):
+            if claim.read_text() == str(host.directory):
+                claim.unlink()
 
 
 def leftover_pids(host: QemuHost) -> list[int]:

@@ -69,8 +69,9 @@ def _alive(pid: int, program: bytes = b"libvirtd") -> bool:
     return state != "Z" and program in command
 
 
-def start(host: SimHost, timeout: float = 15.0) -> int:
-    """Start the daemon for ``host`` unless it runs already; returns its pid."""
+def start(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
+    """Start the daemon for ``host`` unless it runs already; returns its pid. ``qemu_conf``:
+    the daemon's QEMU driver settings (its ``qemu.conf``)."""
     running = host.pid()
     if running is not None and host.socket.exists():
         return running
@@ -101,6 +102,8 @@ def start(host: SimHost, timeout: float = 15.0) -> int:
                     "simulated host; set CORRAL_SIMHOSTS_DIR to a folder under /tmp."
                 )
         extra = {"user": account.pw_uid, "group": account.pw_gid}
+    if qemu_conf:
+        _write_config(host, "libvirt/qemu.conf", qemu_conf, extra)
     log = open(host.directory / "libvirtd.log", "ab")  # noqa: SIM115 (owned by the daemon)
     process = subprocess.Popen(
         [LIBVIRTD],
@@ -125,6 +128,19 @@ def start(host: SimHost, timeout: float = 15.0) -> int:
             )
         time.sleep(0.05)
     raise SimHostError(f"libvirtd for {host.name} did not open its socket within {timeout:.0f} s")
+
+
+def _write_config(host: SimHost, name: str, text: str, owner: dict) -> None:
+    """Write ``name`` under the daemon's configuration folder, owned (with the folders made for
+    it) by the user the daemon runs as, which must go on writing there."""
+    path = host.directory / "cfg" / name
+    made = [folder for folder in reversed(path.parents) if host.directory in folder.parents]
+    for folder in made:
+        folder.mkdir(exist_ok=True)
+    path.write_text(text)
+    if owner:
+        for made_path in (*made, path):
+            os.chown(made_path, owner["user"], owner["group"])
 
 
 def stop(host: SimHost, timeout: float = 10.0) -> bool:

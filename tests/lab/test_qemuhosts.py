@@ -92,3 +92,18 @@ def test_simhosts_command_starts_registers_and_stops_qemu_hosts(db, simhosts_dir
     assert out.getvalue().strip() == "qemu-qemu-1: stopped"
     with pytest.raises(driver.HostUnreachable):
         driver.host_report(host.uri)
+
+
+def test_two_qemu_hosts_at_once_hold_blocks_of_ports_of_their_own(tmp_path):
+    """Guests' screens and migrations of two lab hosts started at once (two test runs side by
+    side) never race for one port: each host's daemon has a block no other live host holds."""
+    first = qemuhosts.QemuHost(name="a", directory=qemuhosts.new_directory())
+    second = qemuhosts.QemuHost(name="b", directory=qemuhosts.new_directory())
+    try:
+        blocks = {qemuhosts.claim_ports(first), qemuhosts.claim_ports(second)}
+        assert len(blocks) == 2
+        assert qemuhosts.claim_ports(first) in blocks  # its own claim, again
+    finally:
+        for host in (first, second):
+            qemuhosts.release_ports(host)
+            host.directory.rmdir()

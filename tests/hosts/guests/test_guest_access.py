@@ -20,6 +20,7 @@ from hosts.driver.libvirt import guests
 from hosts.driver.libvirt.storage import storage_pool_path
 from hosts.guests import cloudinit, guestinfo
 from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
+from lab import qemuhosts
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import Guest, lines
 from tests.project.sshkeys_data import ED25519, RSA
@@ -152,7 +153,9 @@ def test_the_console_websocket_relays_the_guests_vnc_once_per_ticket(
     guest_vm, client_for, time_machine
 ):
     vm, user = guest_vm
-    refreshed(vm, lambda fresh: fresh.graphics_port)
+    port = refreshed(vm, lambda fresh: fresh.graphics_port).graphics_port
+    # On its lab host's own block of ports, never the 5900 another daemon may race for.
+    assert qemuhosts.PORT_BASE <= port < qemuhosts.PORT_BASE + qemuhosts.PORT_BLOCKS * 32
     browser = Client()
     browser.force_login(user)
     cookie = f"sessionid={browser.cookies['sessionid'].value}"
