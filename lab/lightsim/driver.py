@@ -1,9 +1,10 @@
-"""The driver side of light simulated hosts (``lab/lightsim/server.py``): JSON lines over a Unix
-socket instead of libvirt, for the calls the sync and the basic VM operations make.
+"""The host driver backend of light simulated hosts (``lab/lightsim/server.py``): a
+``HostDriver`` that sends JSON lines over a Unix socket instead of calling libvirt, for the
+calls the sync and the basic VM operations make (snapshots and migration are not simulated).
 
-A light host's URI is ``lightsim+unix:///NAME?socket=/path/to/socket`` (checked by
-``hosts.driver.uris``: the socket must lie under a folder Corral allows). One connection per
-thread and socket, kept open and reopened once after a failure.
+The lab registers it for the scheme ``lightsim+unix`` with ``check`` as the allowlist of its
+URIs (``lightsim+unix:///NAME?socket=/path/to/socket``, the socket under a folder the lab
+allows). One connection per thread and socket, kept open and reopened once after a failure.
 """
 
 from __future__ import annotations
