@@ -340,18 +340,35 @@ def _check_no_half_writes(world, outcomes: list[Outcome]) -> None:
     # Every answer matches the database.
     granted = _grant_holders("UserRole", VmPool)
     usernames = dict(User.objects.values_list("username", "pk"))
+    # Nothing is returned in the burst, so a refusal's reason still holds at the end.
+    pool_name = pool.name
+    no_free_vm = len(held) == POOL_SIZE
+    grant_answers = Counter()
     for outcome in outcomes:
         if outcome.status is None:
             continue
         body = outcome.body
-        if outcome.kind == "allocate":
-            assert outcome.status in (200, 409), outcome
-            if outcome.status == 200:
-                assert held.get(body["vm"]["id"]) == outcome.user_id, outcome
-        elif outcome.kind == "lease":
-            assert outcome.status in (201, 409), outcome
+        if outcome.kind == "allocate" and outcome.status == 200:
+            assert held.get(body["vm"]["id"]) == outcome.user_id, outcome
+        elif outcome.kind == "allocate":
+            # Refused for the reason that held when it was asked, and still holds.
+            reasons = set()
+            if no_free_vm:
+                reasons.add(f"Pool {pool_name} has no free VM left; try again later.")
+            if per_user[outcome.user_id] == MAX_USER_VMS:
+                reasons.add(
+                    f"You hold {MAX_USER_VMS} VM(s) of {pool_name}, its limit per user; "
+                    "return one before taking another."
+                )
+            assert outcome.status == 409, outcome
+            assert body["detail"] in reasons, outcome
+        elif outcome.kind == "lease" and outcome.status == 201:
             found = Lease.objects.filter(name=outcome.key).values_list("pk", flat=True)
-            assert list(found) == ([body["id"]] if outcome.status == 201 else []), outcome
+            assert list(found) == [body["id"]], outcome
+        elif outcome.kind == "lease":
+            assert outcome.status == 409, outcome
+            assert body["detail"].startswith("The lease does not fit: "), outcome
+            assert not Lease.objects.filter(name=outcome.key).exists(), outcome
         elif outcome.kind == "pool":
             assert outcome.status == 201, outcome
             found = VmPool.objects.filter(name=outcome.key).values_list("pk", flat=True)
@@ -360,9 +377,15 @@ def _check_no_half_writes(world, outcomes: list[Outcome]) -> None:
             assert outcome.status == 201, outcome
             found = VirtualMachine.objects.filter(name=outcome.key).values_list("pk", flat=True)
             assert list(found) == [body["id"]], outcome
-        else:
-            assert outcome.status in (200, 201), outcome
+        elif outcome.status == 201:
             assert (usernames[outcome.key], pool.pk) in granted, outcome
+            grant_answers[outcome.key] += 1
+        else:
+            # The grant was there already: answered with it, nothing made twice.
+            assert outcome.status == 200, outcome
+            assert (usernames[outcome.key], pool.pk) in granted, outcome
+    # Each grant was made by one request (201); asking again found it (200).
+    assert all(created == 1 for created in grant_answers.values()), grant_answers
 
 
 def test_restarting_and_killing_the_web_server_mid_burst_never_half_applies_a_write(

@@ -897,7 +897,8 @@ ENDPOINTS = [(route.name, route.url, route.methods) for route in api_routes()]
 def test_anonymous_caller_is_refused_everywhere(url, method, client_for, db):
     response = getattr(client_for(None), method)(url, {})
 
-    assert response.status_code in (401, 403), response.content
+    assert response.status_code == 401, response.content
+    assert response["WWW-Authenticate"] == "Token"
 
 
 def test_public_endpoint_names_still_exist():
