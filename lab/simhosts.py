@@ -104,30 +104,49 @@ def start(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
         extra = {"user": account.pw_uid, "group": account.pw_gid}
     if qemu_conf:
         _write_config(host, "libvirt/qemu.conf", qemu_conf, extra)
-    log = open(host.directory / "libvirtd.log", "ab")  # noqa: SIM115 (owned by the daemon)
-    process = subprocess.Popen(
+    return _serve(
         [LIBVIRTD],
+        host.directory / "libvirtd.log",
+        host.pid_file,
+        host.socket,
+        f"libvirtd for {host.name}",
+        timeout,
         env=env,
         cwd=host.directory,
+        **extra,
+    )
+
+
+def _serve(
+    command: list[str],
+    log_path: Path,
+    pid_file: Path,
+    socket: Path,
+    what: str,
+    timeout: float,
+    **popen,
+) -> int:
+    """Start ``command`` in a session of its own, logging to ``log_path``, its pid recorded in
+    ``pid_file``; its pid once it listens on ``socket``."""
+    log = open(log_path, "ab")  # noqa: SIM115 (owned by the process)
+    process = subprocess.Popen(
+        command,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        **extra,
+        **popen,
     )
     log.close()
-    host.pid_file.write_text(f"{process.pid}\n")
+    pid_file.write_text(f"{process.pid}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if host.socket.exists():
+        if socket.exists():
             return process.pid
         if process.poll() is not None:
-            raise SimHostError(
-                f"libvirtd for {host.name} exited with {process.returncode}; "
-                f"see {host.directory / 'libvirtd.log'}"
-            )
+            raise SimHostError(f"{what} exited with {process.returncode}; see {log_path}")
         time.sleep(0.05)
-    raise SimHostError(f"libvirtd for {host.name} did not open its socket within {timeout:.0f} s")
+    raise SimHostError(f"{what} did not open its socket within {timeout:.0f} s")
 
 
 def _write_config(host: SimHost, name: str, text: str, owner: dict) -> None:
@@ -227,25 +246,15 @@ def start_light(server: LightServer, timeout: float = 15.0) -> int:
     if running is not None and server.socket.exists():
         return running
     server.directory.mkdir(parents=True, exist_ok=True)
-    log = open(server.directory / "lightsim.log", "ab")  # noqa: SIM115 (owned by the process)
-    process = subprocess.Popen(
+    return _serve(
         [sys.executable, "-m", "lab.lightsim.server", str(server.socket)],
+        server.directory / "lightsim.log",
+        server.pid_file,
+        server.socket,
+        "The light hosts' process",
+        timeout,
         cwd=Path(__file__).resolve().parent.parent,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
     )
-    log.close()
-    server.pid_file.write_text(f"{process.pid}\n")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.socket.exists():
-            return process.pid
-        if process.poll() is not None:
-            raise SimHostError(f"The light hosts' process exited with {process.returncode}")
-        time.sleep(0.05)
-    raise SimHostError(f"The light hosts' process did not open its socket within {timeout:.0f} s")
 
 
 def stop_light(server: LightServer) -> bool:
