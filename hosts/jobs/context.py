@@ -83,12 +83,12 @@ class JobContext:
 
     def step(self, label: str, progress: float) -> None:
         """Begin a step: check for cancellation, record it, move the progress bar."""
-        self.check_cancelled()
         now = timezone.now()
-        # The step and its journal line together, and only while the job is still this
-        # worker's: a worker stalled here must not add a step after the reaper failed its job.
+        # The step and its journal line together, and only while the job runs on: the update
+        # itself is the check, so a cancel asked for, or a reaper that failed the job while this
+        # worker stalled, stops it here without a step after it.
         with transaction.atomic():
-            moved = Job.objects.filter(pk=self.job.pk, state__in=RUNNING_JOB_STATES).update(
+            moved = Job.objects.filter(pk=self.job.pk, state=JobState.RUNNING).update(
                 step=label, progress=progress, heartbeat_at=now
             )
             if moved:
