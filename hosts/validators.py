@@ -85,3 +85,27 @@ def validate_user_data(value: str) -> None:
     keys = (document or {}).get("ssh_authorized_keys", [])
     if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
         raise ValidationError("ssh_authorized_keys must be a list of keys.")
+
+
+# A POSIX account name as useradd accepts it by default (Debian's NAME_REGEX, 32 at most).
+_LOGIN_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# A Linux interface name (IFNAMSIZ is 16 with its terminating NUL).
+_BRIDGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
+
+
+def validate_login_user(value: str) -> None:
+    """The guest account users log in to: lower-case letters, digits, '_' and '-'."""
+    if value and not _LOGIN_USER.match(value):
+        raise ValidationError(
+            "Give an account name such as debian, ubuntu or cloud-user: lower-case letters, "
+            "digits, '_' and '-', starting with a letter or '_', at most 32."
+        )
+
+
+def validate_bridge_name(value: str) -> None:
+    """A host bridge's interface name, such as ``br0`` (at most 15 characters)."""
+    if value and not _BRIDGE_NAME.match(value):
+        raise ValidationError(
+            "Give a bridge's interface name such as br0: letters, digits, '.', '_' and '-', "
+            "at most 15."
+        )

@@ -85,6 +85,24 @@ def refusal(uri: str) -> str | None:
 SCHEME_CHECKS: dict[str, Callable[[str], None]] = {}
 
 
+LOCAL_NAMES = frozenset({"", "localhost", "127.0.0.1", "::1"})
+
+
+def host_name(uri: str) -> str:
+    """The host name a URI names, lower-case ("" for a local URI such as ``qemu:///system``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        return (urlsplit(uri).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def is_local(uri: str) -> bool:
+    """The URI leads to a daemon on this machine (no host name, or the loopback's)."""
+    return host_name(uri) in LOCAL_NAMES
+
+
 def register_scheme(scheme: str, check: Callable[[str], None]) -> None:
     SCHEME_CHECKS[scheme] = check
     refusal.cache_clear()

@@ -14,12 +14,12 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from hosts.driver.uris import host_name, is_local
 from hosts.error_codes import HostErrorCode
 from hosts.models import ConsoleTicket, VirtualMachine, VmStatus
 from project.errors import Refused
@@ -30,18 +30,6 @@ OPERATE = "hosts.operate_virtualmachine"
 MIN_VNC_PORT = 5900
 MAX_PORT = 65535
 LOOPBACK = "127.0.0.1"
-LOCAL_NAMES = {"", "localhost", "127.0.0.1", "::1"}
-
-
-def _host_name(uri: str) -> str:
-    try:
-        return (urlsplit(uri).hostname or "").lower()
-    except ValueError:
-        return ""
-
-
-def is_local(uri: str) -> bool:
-    return _host_name(uri) in LOCAL_NAMES
 
 
 def listen_address(uri: str) -> str:
@@ -51,7 +39,7 @@ def listen_address(uri: str) -> str:
 
 def console_address(uri: str) -> str:
     """The address Corral connects to for the screens of the guests of the host at ``uri``."""
-    return LOOPBACK if is_local(uri) else _host_name(uri)
+    return LOOPBACK if is_local(uri) else host_name(uri)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
 
-from hosts.models.guests import ConsoleLog, ConsoleTicket
+from hosts.models.guests import ConsoleKind, ConsoleLog, ConsoleTicket
 from hosts.models.images import CopyState, Image, ImageCopy, ImageFormat, ImageKind, ImageStatus
 from hosts.models.inventory import (
     HOLDING_STATUSES,
@@ -22,6 +22,7 @@ __all__ = [
     "Cluster",
     "CopyState",
     "ConsoleLog",
+    "ConsoleKind",
     "ConsoleTicket",
     "ExternalDomain",
     "Host",

@@ -25,11 +25,18 @@ class ConsoleLog(models.Model):
         return f"console of {self.vm_id} ({self.size} bytes)"
 
 
+class ConsoleKind(models.TextChoices):
+    SCREEN = "vnc", "Screen (VNC)"
+    SERIAL = "serial", "Serial terminal"
+
+
 class ConsoleTicket(models.Model):
-    """A one-time right for ``user`` to open ``vm``'s screen until ``expires_at``. Only the
-    ticket's SHA-256 is kept; ``used_at`` is set when it is redeemed (at most once)."""
+    """A one-time right for ``user`` to open ``vm``'s screen or serial terminal (``kind``)
+    until ``expires_at``. Only the ticket's SHA-256 is kept; ``used_at`` is set when it is
+    redeemed (at most once)."""
 
     digest = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=8, choices=ConsoleKind.choices, default=ConsoleKind.SCREEN)
     vm = models.ForeignKey(VirtualMachine, on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -8,9 +8,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import checks
+from hosts.driver import uris
 from hosts.validators import (
+    validate_bridge_name,
     validate_kernel_cmdline,
     validate_libvirt_uri,
+    validate_login_user,
     validate_network_names,
     validate_storage_path,
     validate_user_data,
@@ -62,6 +65,9 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+MAX_GUEST_SSH_PORTS = 1000
 
 
 class HostStatus(models.TextChoices):
@@ -126,6 +132,20 @@ class Host(models.Model):
     )
     storage_capacity_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     storage_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    guest_ssh_port_min = models.PositiveIntegerField(
+        "first guest SSH port",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1024), MaxValueValidator(65535)],
+        help_text="Lab and test hosts on this machine without a bridge: each guest's SSH port "
+        "(a user-mode NIC) is published on the host's loopback, on a port from this range.",
+    )
+    guest_ssh_port_max = models.PositiveIntegerField(
+        "last guest SSH port",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1024), MaxValueValidator(65535)],
+    )
     domain_type = models.CharField(
         max_length=16, blank=True, editable=False, help_text="kvm, or qemu (TCG) without KVM."
     )
@@ -175,8 +195,31 @@ class Host(models.Model):
         return self.name
 
     def clean(self) -> None:
+        self._clean_guest_ssh_ports()
         for rule in checks.host_rules:
             rule(self)
+
+    def _clean_guest_ssh_ports(self) -> None:
+        low, high = self.guest_ssh_port_min, self.guest_ssh_port_max
+        if low is None and high is None:
+            return
+        if low is None or high is None:
+            field = "guest_ssh_port_min" if low is None else "guest_ssh_port_max"
+            raise ValidationError({field: "Give both ends of the range, or neither."})
+        if low > high:
+            raise ValidationError({"guest_ssh_port_max": "The range ends before it starts."})
+        if high - low >= MAX_GUEST_SSH_PORTS:
+            raise ValidationError(
+                {"guest_ssh_port_max": f"At most {MAX_GUEST_SSH_PORTS} ports in the range."}
+            )
+        if not uris.is_local(self.uri or ""):
+            raise ValidationError(
+                {
+                    "guest_ssh_port_min": "Only a host on Corral's own machine (a local URI) "
+                    "publishes its guests' SSH ports on its loopback; give a remote host a "
+                    "bridge or a libvirt network."
+                }
+            )
 
 
 class OsType(models.TextChoices):
@@ -209,7 +252,26 @@ class Template(models.Model):
     disk_gb = models.PositiveIntegerField(
         default=10, validators=[MinValueValidator(1), MaxValueValidator(64 * 1024)]
     )
-    networks = models.JSONField(default=list, blank=True, validators=[validate_network_names])
+    networks = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_network_names],
+        help_text="libvirt networks to put a NIC on, by name (default: its NAT network).",
+    )
+    bridge = models.CharField(
+        max_length=15,
+        blank=True,
+        validators=[validate_bridge_name],
+        help_text="A host bridge to put a NIC on, by name (br0). With neither networks nor a "
+        "bridge, a VM gets a user-mode NIC only its host reaches.",
+    )
+    login_user = models.CharField(
+        max_length=32,
+        blank=True,
+        validators=[validate_login_user],
+        help_text="The guest's account its users log in to (debian, ubuntu, cloud-user…): "
+        "their SSH keys are put in its authorized_keys through the guest agent.",
+    )
     os_type = models.CharField(max_length=16, choices=OsType.choices, default=OsType.LINUX)
     disk_image = models.ForeignKey(
         "hosts.Image",
@@ -458,6 +520,16 @@ class VirtualMachine(models.Model):
     # (hosts/guests/guestinfo.py).
     seed_written_at = models.DateTimeField(null=True, blank=True, editable=False)
     seed_keys_of = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # The port on its host's loopback that leads to the guest's SSH server (a host with a
+    # guest SSH port range, hosts/guests/ssh.py); None elsewhere.
+    ssh_port = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # The SSH keys in the running guest, as the guest agent last set them (hosts/guests/keys.py):
+    # whose they are, the digest of the account and keys set, when, and why the holder's keys
+    # are not there when they are not (empty when they are).
+    guest_keys_of = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    guest_keys_digest = models.CharField(max_length=64, blank=True, editable=False)
+    guest_keys_at = models.DateTimeField(null=True, blank=True, editable=False)
+    guest_keys_note = models.CharField(max_length=500, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

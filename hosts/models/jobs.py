@@ -18,6 +18,7 @@ class JobKind(models.TextChoices):
     COPY_IMAGE = "copy_image", "Copy an image to a host"
     DELETE_IMAGE = "delete_image", "Delete an image's copy on a host"
     FAILOVER = "failover", "Restart a lost host's VMs elsewhere"
+    GUEST_KEYS = "guest_keys", "Put its holder's SSH keys in the guest"
 
 
 class JobState(models.TextChoices):
