@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 # How often finished jobs past their retention are pruned.
 PRUNE_JOBS_EVERY_S = 600
@@ -28,7 +29,7 @@ class HostsConfig(AppConfig):
         from hosts.error_codes import HostErrorCode
         from hosts.guests.console_relay import ConsoleRelay
         from hosts.jobs import retention
-        from hosts.signals import host_fenced
+        from hosts.signals import guest_keys_stale, host_fenced
         from hosts.sync import loop as sync_loop
         from project import error_codes, events, loops, scopes, websockets
         from project import metrics as project_metrics
@@ -56,3 +57,25 @@ class HostsConfig(AppConfig):
         demo.register()
         post_spawn.connect(sync_loop.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")
+        guest_keys_stale.connect(_keys_stale, dispatch_uid="corral-keys-stale")
+        post_save.connect(_keys_changed, sender="project.SshKey", dispatch_uid="corral-key-added")
+        post_delete.connect(
+            _keys_changed, sender="project.SshKey", dispatch_uid="corral-key-deleted"
+        )
+
+
+def _keys_changed(sender, instance, **kwargs) -> None:
+    """A user added or deleted an SSH key: the running VMs they hold get their keys now."""
+    from django.db import transaction
+
+    from hosts.guests import keys
+
+    owner_id = instance.owner_id
+    transaction.on_commit(lambda: keys.follow_owner_of(owner_id))
+
+
+def _keys_stale(sender, vms, **kwargs) -> None:
+    from hosts.guests import keys
+
+    for vm in vms:
+        keys.follow(vm)

@@ -86,6 +86,10 @@ class JobErrorCode(ErrorCode):
     DRIVER_ERROR = "driver_error", "The host refused or failed the operation (libvirt's words)."
     DOMAIN_NOT_FOUND = "domain_not_found", "The host has no domain for the VM."
     NOT_SUPPORTED = "not_supported", "The host does not support the operation."
+    GUEST_AGENT_UNAVAILABLE = (
+        "guest_agent_unavailable",
+        "The guest agent did not answer (the guest runs none, or it is not up yet).",
+    )
     URI_REFUSED = "uri_refused", "Corral does not open the host's URI."
     NO_STORAGE_POOL = "no_storage_pool", "The host has no storage pool Corral can use."
     NO_ROOM = "no_room", "The host's storage pool has no room for the volume."

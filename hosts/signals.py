@@ -36,3 +36,8 @@ host_returned = Signal()
 # transaction; hosts.services confirms the host down, as an admin would. kwargs: host,
 # fenced_by (the hooks, "hook host-fence/10-ipmi").
 host_fenced = Signal()
+
+# Running guests hold other SSH keys than their holders' (the guest-info loop found them; it
+# cannot queue jobs itself: the sync lies below the job runner). Sent outside any transaction;
+# hosts.guests.keys queues a job for each. kwargs: vms (with their templates).
+guest_keys_stale = Signal()

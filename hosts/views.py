@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from hosts import services
 from hosts.forms import VmSettingsForm
+from hosts.guests import ssh
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
@@ -66,9 +67,9 @@ def _mine(user):
 
 def _with_details(vms):
     active = Job.objects.filter(state__in=ACTIVE_JOB_STATES).order_by("id")
-    return vms.select_related("host", "pool", "cluster", "reservation__lease").prefetch_related(
-        Prefetch("jobs", queryset=active, to_attr="active_jobs")
-    )
+    return vms.select_related(
+        "host", "pool", "cluster", "template", "reservation__lease"
+    ).prefetch_related(Prefetch("jobs", queryset=active, to_attr="active_jobs"))
 
 
 def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
@@ -129,7 +130,9 @@ def _vm_context(user, vm_id: int) -> dict:
     vm = get_object_or_404(_with_details(_visible(user)), pk=vm_id)
     _decorate(user, [vm])
     jobs = list(Job.objects.filter(vm=vm).order_by("-id")[:RECENT_JOBS])
-    return {"vm": vm, "jobs": jobs}
+    # Only its holder reads "your keys": others see how to connect, not the holder's keys.
+    keys = ssh.keys_state(vm) if vm.owner_id == user.pk else None
+    return {"vm": vm, "jobs": jobs, "ssh": ssh.details(vm), "guest_keys": keys}
 
 
 def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200):

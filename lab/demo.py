@@ -75,6 +75,7 @@ def seed(options: dict) -> str:
             "kernel_cmdline": KERNEL_CMDLINE,
             "graphics": "vnc",
             "guest_agent": True,
+            "login_user": tinyguest.LOGIN_USER,
         },
     )
     options["lab_obj"], options["lab_template"] = cluster, template

@@ -32,10 +32,12 @@ from lab import simhosts
 
 MAX_DIRECTORY_LENGTH = 19
 SHORT_BASE = Path("/tmp")
-# Ports of the guests' VNC screens and incoming migrations: a block per host, between 20,000 and
-# the ephemeral range (32,768 up), claimed by a file under PORT_CLAIMS.
+# Ports of the guests' VNC screens, incoming migrations and SSH servers (forwarded to the
+# host's loopback): a block per host, between 20,000 and the ephemeral range (32,768 up),
+# claimed by a file under PORT_CLAIMS; a third of it each.
 PORT_BASE = 20000
-PORTS_PER_HOST = 32
+PORTS_PER_HOST = 48
+PORTS_EACH = PORTS_PER_HOST // 3
 PORT_BLOCKS = (32768 - PORT_BASE) // PORTS_PER_HOST
 PORT_CLAIMS = Path("/tmp/corral-qemu-ports")
 
@@ -75,13 +77,20 @@ def start(host: QemuHost, timeout: float = 30.0) -> int:
     # started at once (two test runs side by side) would otherwise both pick 5900 and 49152.
     conf = (
         f"remote_display_port_min = {first}\n"
-        f"remote_display_port_max = {first + PORTS_PER_HOST // 2 - 1}\n"
-        f"migration_port_min = {first + PORTS_PER_HOST // 2}\n"
-        f"migration_port_max = {first + PORTS_PER_HOST - 1}\n"
+        f"remote_display_port_max = {first + PORTS_EACH - 1}\n"
+        f"migration_port_min = {first + PORTS_EACH}\n"
+        f"migration_port_max = {first + 2 * PORTS_EACH - 1}\n"
     )
     pid = simhosts.start(host, timeout, qemu_conf=conf)
     ensure_storage_pool(host.uri, str(host.pool_directory))
     return pid
+
+
+def guest_ssh_ports(host: QemuHost) -> tuple[int, int]:
+    """The first and last port of the host's block that its guests' SSH servers are published
+    on (the Host's guest SSH port range)."""
+    first = PORT_BASE + PORTS_PER_HOST * claim_ports(host) + 2 * PORTS_EACH
+    return first, first + PORTS_EACH - 1
 
 
 def claim_ports(host: QemuHost) -> int:

@@ -81,6 +81,8 @@ MODULES = (
     "isofs",
 )
 MEMORY_MIB = 128
+# The account users log in to (the lab template's login_user).
+LOGIN_USER = "corral"
 DISK_SIZE = "64M"
 GUEST_FILES = Path(__file__).resolve().parent / "tinyguest_files"
 # The guest's files: (name in GUEST_FILES, path in the initramfs).

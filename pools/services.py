@@ -18,7 +18,8 @@ from django.db.models import Case, Max, When
 
 from hosts import images, jobs
 from hosts.error_codes import HostErrorCode
-from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.guests import keys as guest_keys
+from hosts.models import Job, JobKind, Template, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
 from pools.error_codes import PoolErrorCode
@@ -218,6 +219,13 @@ def _user_role() -> Role:
     return Role.objects.get(name=USER_ROLE)
 
 
+def _pushes_keys(vm: VirtualMachine) -> bool:
+    """The VM's template has its guests take SSH keys through their agent (one statement)."""
+    return (
+        Template.objects.filter(pk=vm.template_id, guest_agent=True).exclude(login_user="").exists()
+    )
+
+
 def _held(pool: VmPool, user) -> int:
     return VirtualMachine.objects.filter(pool=pool, owner=user).count()
 
@@ -260,7 +268,10 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             user_id=user.pk,
         )
         job = None
-        if vm.preference == STARTING:
+        if vm.preference == UP and _pushes_keys(vm):
+            # Running since before its user existed: the keys go in through its agent.
+            jobs.submit_to_idle_vm(JobKind.GUEST_KEYS, vm, requested_by=user, also_emit=[given])
+        elif vm.preference == STARTING:
             # The job seen when the VM was picked: it may have ended since, and asking for an
             # active one again would then answer "being started" with no job to follow.
             job = Job.objects.get(pk=vm.start_job_id)
@@ -293,11 +304,15 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
+            vm.owner = None
         queued = []
         if vm.pool.stateless:
             if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):
                 queued.append(jobs.submit(JobKind.POWEROFF, vm=vm, requested_by=requested_by))
             queued.append(jobs.submit(JobKind.REVERT, vm=vm, requested_by=requested_by))
+        elif (taken_out := guest_keys.follow(vm, requested_by=requested_by)) is not None:
+            # Kept running as it is: its last user's keys leave the guest.
+            queued.append(taken_out)
         events.emit(
             EventKind.CHANGED,
             "vm",

@@ -359,6 +359,8 @@ CORRAL_SYNC_THREADS = int(os.environ.get("CORRAL_SYNC_THREADS", "4"))
 # (hosts/guests/guestinfo.py), and at most how many VMs of one host each round reads.
 CORRAL_GUEST_INFO_INTERVAL = float(os.environ.get("CORRAL_GUEST_INFO_INTERVAL", "10"))
 CORRAL_GUEST_INFO_MAX_VMS = int(os.environ.get("CORRAL_GUEST_INFO_MAX_VMS", "500"))
+# How long a guest_keys job waits for a guest agent that does not answer yet (a booting guest).
+CORRAL_GUEST_KEYS_WAIT = float(os.environ.get("CORRAL_GUEST_KEYS_WAIT", "90"))
 # A console ticket (POST /api/vms/{id}/console/) is good for this many seconds, once (max 60).
 CORRAL_CONSOLE_TICKET_SECONDS = min(60, int(os.environ.get("CORRAL_CONSOLE_TICKET_SECONDS", "30")))
 CORRAL_TICK_SECONDS = float(os.environ.get("CORRAL_TICK_SECONDS", "1"))

@@ -122,8 +122,12 @@ class HostAdmin(ScopedAdmin):
     def get_fieldsets(self, request, obj=None):
         main = ["name", "cluster", "uri", "description", "reservable", "networks", "capabilities"]
         storage = ["storage_pool", "storage_path"]
+        loopback_ssh = (
+            "Guests' SSH on this machine's loopback (lab and test hosts without a bridge)",
+            {"fields": [("guest_ssh_port_min", "guest_ssh_port_max")]},
+        )
         if obj is None:
-            return [(None, {"fields": main}), ("Storage", {"fields": storage})]
+            return [(None, {"fields": main}), ("Storage", {"fields": storage}), loopback_ssh]
         return [
             (None, {"fields": main}),
             (
@@ -139,6 +143,7 @@ class HostAdmin(ScopedAdmin):
                     ]
                 },
             ),
+            loopback_ssh,
             (
                 "Status",
                 {

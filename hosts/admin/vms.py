@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from hosts import services
 from hosts.admin.clusters import ONLY_VISIBLE
+from hosts.guests import ssh
 from hosts.models import JobKind, VirtualMachine
 from project.admin_base import ScopedAdmin
 from project.errors import Refused
@@ -87,6 +88,8 @@ class VirtualMachineAdmin(ScopedAdmin):
         "migrating_to",
         "prestart_failures",
         "ip_addresses",
+        "ssh_command",
+        "ssh_keys_in_guest",
         "graphics_port",
         "created_at",
         "updated_at",
@@ -108,6 +111,16 @@ class VirtualMachineAdmin(ScopedAdmin):
     shut_down = _vm_operation("shut_down", "Shut down", "operate")
     power_off = _vm_operation("power_off", "Power off", "operate")
     migrate = _vm_operation("migrate", "Migrate (to a host the scheduler picks)", "migrate")
+
+    @admin.display(description="SSH")
+    def ssh_command(self, obj):
+        found = ssh.details(obj)
+        return found.command if found is not None else "—"
+
+    @admin.display(description="Its user's SSH keys")
+    def ssh_keys_in_guest(self, obj):
+        found = ssh.keys_state(obj)
+        return found.message.replace("Your", "The user's", 1) if found is not None else "—"
 
     def has_operate_permission(self, request):
         return holds(request.user, "hosts.operate_virtualmachine")

@@ -8,6 +8,7 @@ from rest_framework.settings import api_settings
 
 from hosts import checks
 from hosts.error_codes import JobErrorCode
+from hosts.guests import ssh
 from hosts.models import (
     Cluster,
     ExternalDomain,
@@ -77,6 +78,8 @@ class HostSerializer(ModelCleanSerializer):
             "memory_used_mb",
             "storage_pool",
             "storage_path",
+            "guest_ssh_port_min",
+            "guest_ssh_port_max",
             "storage_capacity_bytes",
             "storage_free_bytes",
             "domain_type",
@@ -140,6 +143,8 @@ class TemplateSerializer(ModelCleanSerializer):
             "kernel_cmdline",
             "graphics",
             "guest_agent",
+            "login_user",
+            "bridge",
             "user_data",
             "created_at",
             "updated_at",
@@ -152,6 +157,23 @@ class ConsoleTicketSerializer(serializers.Serializer):
 
 
 HARDWARE_FIELDS = ("vcpus", "memory_mb", "disk_gb")
+
+
+class SshDetailsSerializer(serializers.Serializer):
+    user = serializers.CharField(help_text="The guest's login account (the template's).")
+    host = serializers.CharField(help_text="The address to connect to.")
+    port = serializers.IntegerField()
+    command = serializers.CharField(help_text="Ready to copy: ssh [-p PORT] USER@HOST.")
+
+
+class GuestKeysSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=["in_guest", "pending", "not_in_guest", "at_boot"],
+        help_text="in_guest: the holder's keys are in the running guest; pending: a job puts "
+        "them there; not_in_guest: they are not (message says why, and that they arrive at the "
+        "next boot); at_boot: the template's guests take keys from cloud-init at boot only.",
+    )
+    message = serializers.CharField()
 
 
 class VirtualMachineSerializer(ModelCleanSerializer):
@@ -172,6 +194,24 @@ class VirtualMachineSerializer(ModelCleanSerializer):
         "prestarted. Set when someone other than its user starts a pool's VM; those who may "
         "change the VM release it.",
     )
+    ssh = serializers.SerializerMethodField(
+        help_text="How its user logs in by SSH; null until the guest runs with an address "
+        "Corral can name and its template names a login account."
+    )
+    guest_keys = serializers.SerializerMethodField(
+        help_text="Whether its user's SSH keys are in the running guest; null when nobody holds "
+        "it or it does not run."
+    )
+
+    @extend_schema_field(SshDetailsSerializer(allow_null=True))
+    def get_ssh(self, vm) -> dict | None:
+        found = ssh.details(vm)
+        return found.as_dict() if found is not None else None
+
+    @extend_schema_field(GuestKeysSerializer(allow_null=True))
+    def get_guest_keys(self, vm) -> dict | None:
+        found = ssh.keys_state(vm)
+        return found.as_dict() if found is not None else None
 
     class Meta:
         model = VirtualMachine
@@ -198,6 +238,8 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "power_host",
             "cpu_usage_percent",
             "ip_addresses",
+            "ssh",
+            "guest_keys",
             "created_at",
             "updated_at",
         ]

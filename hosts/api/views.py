@@ -161,7 +161,7 @@ class VirtualMachineConsole:
 class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
-    queryset = VirtualMachine.objects.select_related("owner")
+    queryset = VirtualMachine.objects.select_related("owner", "template", "host")
     serializer_class = VirtualMachineSerializer
     filterset_class = VirtualMachineFilterSet
     search_fields = ["name", "description"]

@@ -46,6 +46,12 @@ class NotSupported(DriverError):
     code = "not_supported"
 
 
+class GuestAgentUnavailable(DriverError):
+    """The guest agent did not answer: the guest runs none, or it is not up yet."""
+
+    code = "guest_agent_unavailable"
+
+
 class UriRefused(DriverError):
     """The URI is not one Corral opens (``hosts.driver.uris``): no backend was asked."""
 
@@ -97,6 +103,9 @@ class DomainSpec:
     initrd: str = ""
     cmdline: str = ""
     user_nic: bool = False
+    bridge: str = ""
+    # With a user-mode NIC: the port on the host's loopback that leads to the guest's port 22.
+    ssh_forward_port: int | None = None
     domain_type: str = ""
     machine: str = ""
     emulator: str = ""

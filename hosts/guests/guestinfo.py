@@ -6,7 +6,9 @@ holds the host, ``hosts.sync.loop``, on threads of its own), one round of libvir
 each of its VMs: the guest's addresses (from the QEMU guest agent where the VM has one, else
 the DHCP leases of libvirt networks), the VNC port of its screen, and the tail of its serial
 console log (the log file in the host's storage pool, downloaded through libvirt only when its
-size changed, the last 64 KiB). Only what changed is written.
+size changed, the last 64 KiB). Only what changed is written. A running guest whose SSH keys
+are not those its holder should find there (a change made elsewhere) gets a job that puts them
+there (``hosts.guests.keys``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from django.db import transaction
 
 from hosts import driver
 from hosts.driver.libvirt import guests
-from hosts.guests import cloudinit
+from hosts.guests import cloudinit, key_state
 from hosts.models import ConsoleLog, Host, VirtualMachine
+from hosts.signals import guest_keys_stale
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,9 @@ def refresh_host(host_id: int) -> int:
         info = found.get(str(vm.uuid))
         if info is not None and store(vm, info, known.get(vm.pk)):
             changed += 1
+    behind = key_state.stale(vms)
+    if behind:
+        guest_keys_stale.send(sender=Host, vms=behind)
     return changed
 
 

@@ -11,6 +11,7 @@ deletes them, ``failover`` restarts a host's VMs elsewhere once it is confirmed 
 which the task that runs a job (``hosts.tasks.run_job``) hands to the runner.
 """
 
+from hosts.guests.keys import put_keys
 from hosts.models import JobKind
 from hosts.operations import disks
 from hosts.operations.common import BASE_SNAPSHOT, RUNNING, STOPPED, spec_for, wait_for
@@ -33,6 +34,7 @@ OPERATION_BY_KIND = {
     JobKind.COPY_IMAGE: disks.copy_image,
     JobKind.DELETE_IMAGE: disks.delete_image_copy,
     JobKind.FAILOVER: failover,
+    JobKind.GUEST_KEYS: put_keys,
 }
 
 __all__ = [

@@ -60,6 +60,7 @@ def spec_for(vm: VirtualMachine, **boot) -> driver.DomainSpec:
         memory_mb=vm.memory_mb,
         disk_gb=vm.disk_gb,
         networks=tuple(template.networks),
+        bridge=template.bridge,
         os_type=template.os_type,
         guest=guest,
         **boot,

@@ -20,6 +20,7 @@ from django.utils import timezone
 from hosts import driver
 from hosts.driver.libvirt import guests, volumes
 from hosts.error_codes import JobErrorCode
+from hosts.guests import ssh
 from hosts.images import image_path
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import CopyState, Host, Image, ImageCopy, VirtualMachine
@@ -62,12 +63,17 @@ def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = F
             host.uri, host.storage_pool, disk_name(vm), vm.disk_gb * GIB, backing, replace=reset
         )
     )
+    user_nic = not template.networks and not template.bridge and not host.reported_networks
+    ssh_port = ssh.claim_port(vm, host) if user_nic else None
+    if user_nic and ssh_port is None and host.guest_ssh_port_min is not None:
+        ctx.log(f"{host.name} has no guest SSH port free: the guest's SSH stays unpublished")
     return {
         "disk_path": disk,
         "kernel": paths.get("kernel_image", ""),
         "initrd": paths.get("initrd_image", ""),
         "cmdline": template.kernel_cmdline,
-        "user_nic": not template.networks and not host.reported_networks,
+        "user_nic": user_nic,
+        "ssh_forward_port": ssh_port,
     }
 
 

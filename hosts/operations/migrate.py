@@ -50,7 +50,7 @@ def migrate(ctx: JobContext) -> dict:
             ctx.log(f"The policy prefers {source.name}: the VM stays")
             return {"stayed": source.name, "placement": chosen.explanation}
         try:
-            _move(ctx, vm, source, destination)
+            ssh_port = _move(ctx, vm, source, destination)
             ctx.step(f"Waiting for the VM to run on {destination.name}", 0.8)
             wait_for(ctx, destination, RUNNING | {"paused"}, STOPPED, "migrating")
         except JobFailed as exc:
@@ -63,8 +63,11 @@ def migrate(ctx: JobContext) -> dict:
         attempts.succeeded(destination)
         break
     with transaction.atomic():
-        VirtualMachine.objects.filter(pk=vm.pk).update(host=destination, migrating_to=None)
+        VirtualMachine.objects.filter(pk=vm.pk).update(
+            host=destination, migrating_to=None, ssh_port=ssh_port
+        )
     vm.host = destination
+    vm.ssh_port = ssh_port
     run_event_hooks(ctx, "vm-post-migrate", 0.9)
     return {
         "from": source.name,
@@ -119,10 +122,11 @@ def _destinations(vm: VirtualMachine, params: dict, exclude: set[int]):
     return place(vm, purpose="migrate", hosts=hosts_but(vm, exclude))
 
 
-def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
+def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> int | None:
     """Move the running VM; when both hosts keep disks in pools of their own, its disk too
     (the destination's images and overlay prepared first, the source's overlay, seed and
-    console log removed after)."""
+    console log removed after). Returns the destination's port for the guest's SSH, if it
+    publishes one."""
     # Read-only CD-ROMs are not copied by a migration: the seed must be there first.
     host_call(cloudinit.write_seed_on, destination, vm)
     if disks.real_storage(source) and disks.real_storage(destination):
@@ -134,6 +138,7 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
         )
         disks.remove_disk(ctx, vm, source)
         host_call(guests.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
-    else:
-        ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
-        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
+        return boot.get("ssh_forward_port")
+    ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
+    host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
+    return None

@@ -8,7 +8,7 @@ from django.conf import settings
 from hosts import driver
 from hosts.driver.libvirt import guests, migration, volumes
 from hosts.error_codes import JobErrorCode
-from hosts.guests import cloudinit
+from hosts.guests import cloudinit, keys
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.operations import disks
@@ -76,6 +76,8 @@ def start(ctx: JobContext) -> dict:
             continue
         attempts.succeeded(host)
         break
+    if keys.after_start(vm) is not None:
+        ctx.log("Its holder's SSH keys go into the guest next (a job of its own)")
     run_event_hooks(ctx, "vm-post-start", 0.9)
     return {"host": host.name, "placement": explanation, "attempts": attempts.tried}
 

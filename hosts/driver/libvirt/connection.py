@@ -18,6 +18,7 @@ import libvirt
 from hosts.driver.base import (
     DomainNotFound,
     DriverError,
+    GuestAgentUnavailable,
     HostUnreachable,
     NotSupported,
     check_uri,
@@ -154,6 +155,8 @@ def translate(uri: str, exc: libvirt.libvirtError, what: str) -> DriverError:
         )
     if code in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT):
         return DomainNotFound(f"Could not {what}: {_text(exc)}", uri=uri)
+    if code in (libvirt.VIR_ERR_AGENT_UNRESPONSIVE, libvirt.VIR_ERR_AGENT_UNSYNCED):
+        return GuestAgentUnavailable(f"Could not {what}: {_text(exc)}", uri=uri)
     if code == libvirt.VIR_ERR_NO_SUPPORT:
         return NotSupported(f"The host at {uri} cannot {what}: {_text(exc)}", uri=uri)
     return DriverError(f"Could not {what}: {_text(exc)}", uri=uri)

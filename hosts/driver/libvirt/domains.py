@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from xml.etree import ElementTree
@@ -36,6 +37,10 @@ POWER_STATES = {
 UNDEFINE_FLAGS = libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
 
 CORRAL_XMLNS = "https://corral.invalid/xmlns/vm/1"
+QEMU_XMLNS = "http://libvirt.org/schemas/domain/qemu/1.0"
+FORWARDED_NETDEV = "corralnet0"
+FORWARDED_NIC_SLOT = "0x10"
+_HOSTFWD = re.compile(r"hostfwd=tcp:127\.0\.0\.1:(\d+)-:22")
 IMAGE_DIR = "/var/lib/libvirt/images"
 
 
@@ -56,8 +61,10 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
         hypervisor.upper(), hypervisor.lower()
     )
     title = f"<title>{escape(spec.title)}</title>" if spec.title else ""
+    forwarded = _forwarded_nic(spec)
+    namespace = f" xmlns:qemu={quoteattr(QEMU_XMLNS)}" if forwarded else ""
     return (
-        f"<domain type={quoteattr(domain_type)}>"
+        f"<domain type={quoteattr(domain_type)}{namespace}>"
         f"<name>{escape(spec.name)}</name>{title}"
         f"<uuid>{escape(spec.uuid)}</uuid>"
         f"<memory unit='MiB'>{int(spec.memory_mb)}</memory>"
@@ -68,7 +75,7 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
         "<features><acpi/></features>"
         "<devices>"
         f"{_emulator_xml(spec)}{_disk_xml(spec)}{_interfaces_xml(spec)}"
-        "</devices></domain>"
+        f"</devices>{forwarded}</domain>"
     )
 
 
@@ -97,16 +104,53 @@ def _disk_xml(spec: DomainSpec) -> str:
 
 
 def _interfaces_xml(spec: DomainSpec) -> str:
-    """A NIC on each named network; a user-mode NIC when the VM asks for a network-less one
-    (a host without libvirt networks, such as a session daemon), so DHCP still answers."""
+    """A NIC on each named network and on the bridge; a user-mode NIC when the VM asks for a
+    network-less one (a host with neither, such as a session daemon), so DHCP still answers.
+    A user-mode NIC that forwards SSH is QEMU's own (``_forwarded_nic``)."""
     interfaces = "".join(
         f"<interface type='network'><source network={quoteattr(net)}/>"
         f"<model type='virtio'/></interface>"
         for net in spec.networks
     )
-    if spec.user_nic and not spec.networks:
+    if spec.bridge:
+        interfaces += (
+            f"<interface type='bridge'><source bridge={quoteattr(spec.bridge)}/>"
+            "<model type='virtio'/></interface>"
+        )
+    if _user_nic(spec) and spec.ssh_forward_port is None:
         interfaces += "<interface type='user'><model type='virtio'/></interface>"
     return interfaces
+
+
+def _user_nic(spec: DomainSpec) -> bool:
+    return spec.user_nic and not spec.networks and not spec.bridge
+
+
+def _forwarded_nic(spec: DomainSpec) -> str:
+    """A user-mode NIC whose guest port 22 is published on the host's loopback at
+    ``ssh_forward_port``: QEMU's ``hostfwd``, given through libvirt's QEMU namespace (Debian's
+    libvirt 9.0 has no ``<portForward>``), at a PCI address of its own (libvirt's automatic
+    addresses would clash with it). libvirt marks such a domain tainted; lab hosts only."""
+    port = spec.ssh_forward_port
+    if port is None or not _user_nic(spec):
+        return ""
+    netdev = f"user,id={FORWARDED_NETDEV},hostfwd=tcp:127.0.0.1:{int(port)}-:22"
+    device = f"virtio-net-pci,netdev={FORWARDED_NETDEV},addr={FORWARDED_NIC_SLOT}"
+    args = "".join(
+        f"<qemu:arg value={quoteattr(value)}/>" for value in ("-netdev", netdev, "-device", device)
+    )
+    return f"<qemu:commandline>{args}</qemu:commandline>"
+
+
+def forwarded_ssh_port(xml: str) -> int | None:
+    """The loopback port a domain's definition forwards to its guest's SSH port, if any."""
+    match = _HOSTFWD.search(xml)
+    return int(match.group(1)) if match else None
+
+
+def with_forwarded_ssh_port(xml: str, port: int) -> str:
+    """``xml`` forwarding ``port`` instead (a migration's destination has ports of its own)."""
+    return _HOSTFWD.sub(f"hostfwd=tcp:127.0.0.1:{int(port)}-:22", xml)
 
 
 def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:

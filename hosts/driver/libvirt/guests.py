@@ -278,3 +278,23 @@ def _read_log(conn, pool, uuid: str, known_size: int, info: GuestInfo) -> None:
     if size != known_size:
         start = max(0, size - LOG_TAIL_BYTES)
         info.log_tail = _download(conn, volume, start, size - start)
+
+
+def set_authorized_keys(uri: str, uuid: str, user: str, keys: list[str]) -> None:
+    """Make ``keys`` the whole of ``user``'s ``~/.ssh/authorized_keys`` in the running guest,
+    through its guest agent (qemu-ga's ``guest-ssh-add-authorized-keys`` with reset, or
+    ``guest-ssh-remove-authorized-keys`` of every key when there are none).
+    ``GuestAgentUnavailable`` when the agent does not answer."""
+
+    def run(conn: libvirt.virConnect) -> None:
+        dom = conn.lookupByUUIDString(uuid)
+        if keys:
+            dom.authorizedSSHKeysSet(user, keys, 0)
+            return
+        present = dom.authorizedSSHKeysGet(user, 0)
+        if present:
+            dom.authorizedSSHKeysSet(
+                user, present, libvirt.VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_REMOVE
+            )
+
+    call(uri, f"put SSH keys in the guest's account {user}", run)

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import libvirt
 
 from hosts.driver.libvirt.connection import call, translate
+from hosts.driver.libvirt.domains import with_forwarded_ssh_port
 
 FLAGS = (
     libvirt.VIR_MIGRATE_LIVE
@@ -104,9 +105,14 @@ def _migrate(dom: libvirt.virDomain, destination: libvirt.virConnect, destinatio
     if pool_dir:
         for path in guest_file_paths(live) + guest_file_paths(inactive):
             moves[path] = posixpath.join(pool_dir, posixpath.basename(path))
+    live, inactive = rewrite(live, moves), rewrite(inactive, moves)
+    ssh_port = destination_boot.get("ssh_forward_port")
+    if ssh_port is not None:  # the destination's own port for the guest's SSH
+        live = with_forwarded_ssh_port(live, ssh_port)
+        inactive = with_forwarded_ssh_port(inactive, ssh_port)
     params = {
-        libvirt.VIR_MIGRATE_PARAM_DEST_XML: rewrite(live, moves),
-        libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: rewrite(inactive, moves),
+        libvirt.VIR_MIGRATE_PARAM_DEST_XML: live,
+        libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: inactive,
         libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: ["vda"],
     }
     dom.migrate3(destination, params, FLAGS)

@@ -108,9 +108,12 @@ class Command(BaseCommand):
                     f"{name}: removed what no VM here owns, left by an earlier database: "
                     f"{', '.join(removed)}"
                 )
-            registered, created = Host.objects.update_or_create(
-                uri=host.uri, defaults={"name": name, "cluster": cluster}
-            )
+            defaults = {"name": name, "cluster": cluster}
+            if qemu:
+                # No bridge here: guests' SSH is published on this machine's loopback.
+                low, high = qemuhosts.guest_ssh_ports(host)
+                defaults.update(guest_ssh_port_min=low, guest_ssh_port_max=high)
+            registered, created = Host.objects.update_or_create(uri=host.uri, defaults=defaults)
             verb = "registered" if created else "already registered"
             status = sync_host(registered.pk).host_status
             self.stdout.write(

@@ -1,0 +1,123 @@
+"""SSH keys in running guests: a VM's holder's keys reach its running guest at once, through the
+QEMU guest agent, and leave it when the VM changes hands.
+
+cloud-init reads the seed's keys only when a guest first boots, and a pool's prestarted VM
+booted before anyone took it; so whenever the keys a guest should hold change (the VM is taken,
+returned or given to someone else, it has started, its holder adds or deletes a key), a
+``guest_keys`` job makes them the whole of the template's login account's
+``~/.ssh/authorized_keys`` (libvirt's ``virDomainAuthorizedSSHKeysSet``): the template's own
+keys and the holder's, nobody else's. The job waits a while for an agent that is not up yet
+(a guest still booting); a guest without one is said so, in the job's journal and on the VM
+(``guest_keys_note``), and then gets its holder's keys from its seed at its next boot.
+
+The guest-info loop (``hosts.guests.guestinfo``) catches any change made elsewhere: a running
+VM whose guest holds other keys than it should, and with no job queued, gets a job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.utils import timezone
+
+from hosts import driver, jobs
+from hosts.driver.libvirt import guests
+from hosts.error_codes import JobErrorCode
+from hosts.guests import cloudinit
+from hosts.guests.key_state import digest, pushes_keys, wanted_keys
+from hosts.jobs import JobContext, JobFailed
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.sync import vm_changed
+
+logger = logging.getLogger(__name__)
+POLL_S = 0.5
+
+
+def follow(vm: VirtualMachine, requested_by=None) -> Job | None:
+    """Queue a ``guest_keys`` job for a running VM whose guest takes keys through its agent
+    (coalesced into one already queued); None when there is nothing to do now."""
+    if not pushes_keys(vm) or vm.status != VmStatus.UP or vm.host_id is None:
+        return None
+    return jobs.submit(JobKind.GUEST_KEYS, vm=vm, requested_by=requested_by)
+
+
+def after_start(vm: VirtualMachine) -> Job | None:
+    """Queue (after the start running now) the job that puts the keys in the started guest:
+    its seed's keys may be stale (cloud-init reads them on an instance's first boot only)."""
+    if not pushes_keys(vm):
+        return None
+    return jobs.submit(JobKind.GUEST_KEYS, vm=vm)
+
+
+def follow_owner_of(user) -> list[Job]:
+    """The user's keys changed: every running VM they hold gets them."""
+    vms = VirtualMachine.objects.filter(owner=user, status=VmStatus.UP).select_related("template")
+    return [job for vm in vms if (job := follow(vm)) is not None]
+
+
+def _note(vm: VirtualMachine, note: str, **fields) -> None:
+    VirtualMachine.objects.filter(pk=vm.pk).update(
+        guest_keys_note=note[:500], guest_keys_at=timezone.now(), **fields
+    )
+    vm_changed(vm, f"VM {vm.name}: {note}" if note else f"VM {vm.name}: SSH keys in the guest")
+
+
+def put_keys(ctx: JobContext) -> dict:
+    """The ``guest_keys`` operation: the seed rewritten for the next boot, then the keys put in
+    the running guest through its agent."""
+    vm = ctx.refresh_vm()
+    template = vm.template
+    who = vm.owner.username if vm.owner_id else "nobody"
+    if vm.host is not None:
+        ctx.step("Writing the cloud-init seed for the next boot", 0.1)
+        try:
+            cloudinit.write_seed(vm)
+        except driver.DriverError as exc:
+            ctx.log(f"The seed was not rewritten: {exc.message}")
+    if not template.login_user or not template.guest_agent:
+        missing = "names no login account" if not template.login_user else "has no guest agent"
+        note = (
+            f"Template {template.name} {missing}: SSH keys reach the guest only through "
+            "cloud-init's seed, at its next boot."
+        )
+        ctx.log(note)
+        _note(vm, note)
+        return {"in_guest": False}
+    if vm.status != VmStatus.UP or vm.host is None:
+        ctx.log("The VM is not running: its keys reach the guest when it starts.")
+        return {"in_guest": False}
+    keys = wanted_keys(vm)
+    account = template.login_user
+    ctx.step(f"Putting {who}'s SSH keys in the guest's account {account}", 0.4)
+    deadline = time.monotonic() + settings.CORRAL_GUEST_KEYS_WAIT
+    while True:
+        try:
+            guests.set_authorized_keys(vm.host.uri, str(vm.uuid), account, keys)
+            break
+        except driver.GuestAgentUnavailable as exc:
+            if time.monotonic() < deadline:
+                ctx.check_cancelled()
+                time.sleep(POLL_S)
+                continue
+            note = (
+                f"The guest agent did not answer within {settings.CORRAL_GUEST_KEYS_WAIT:.0f} s "
+                f"({exc.message}): {who}'s SSH keys reach the guest at its next boot."
+            )
+        except driver.NotSupported as exc:
+            note = f"{vm.host.name} cannot reach guest agents ({exc.message}): keys reach the "
+            note += "guest at its next boot."
+        except driver.HostUnreachable as exc:
+            raise JobFailed(JobErrorCode.HOST_UNREACHABLE, exc.message) from exc
+        except driver.DriverError as exc:
+            note = f"The guest refused the SSH keys: {exc.message}"
+            ctx.log(note)
+            _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
+            raise JobFailed(exc.code, note) from exc
+        ctx.log(note)
+        _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
+        return {"in_guest": False, "account": account}
+    _note(vm, "", guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
+    ctx.log(f"{len(keys)} SSH key(s) of {who} in {account}'s authorized_keys")
+    return {"in_guest": True, "account": account, "keys": len(keys)}

@@ -1,0 +1,151 @@
+"""How a user reaches a guest's SSH server: the account, address and port Corral can name.
+
+A VM on a libvirt network or a host bridge is reached at the address its guest reports (the
+guest agent, or the network's DHCP leases), port 22. A VM with only a user-mode NIC is
+reachable from nowhere, unless its host publishes guests' SSH ports on its loopback (a lab or
+test host on Corral's own machine with a guest SSH port range): then ``ssh -p PORT
+user@127.0.0.1`` leads to it. The port is chosen when the VM starts on the host (``claim_port``)
+among those of the range that no other VM there holds and nothing on the machine listens on.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import asdict, dataclass
+
+from django.db import transaction
+
+from hosts.guests.consoles import console_address
+from hosts.models import Host, VirtualMachine, VmStatus
+
+SSH_PORT = 22
+# Statuses in which the guest runs and so answers SSH.
+REACHABLE = (VmStatus.UP, VmStatus.MIGRATING)
+
+
+@dataclass(frozen=True)
+class SshDetails:
+    user: str
+    host: str
+    port: int
+    command: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def ssh_command(user: str, host: str, port: int) -> str:
+    address = f"[{host}]" if ":" in host else host
+    if port == SSH_PORT:
+        return f"ssh {user}@{address}"
+    return f"ssh -p {port} {user}@{address}"
+
+
+def details(vm: VirtualMachine) -> SshDetails | None:
+    """Where the VM's holder logs in, or None while Corral cannot name it (the template names
+    no login account, the VM does not run, or its guest has no address one can reach)."""
+    if vm.status not in REACHABLE or vm.host_id is None:
+        return None
+    user = vm.template.login_user
+    if not user:
+        return None
+    if vm.ssh_port:
+        host = console_address(vm.host.uri)
+        return SshDetails(user, host, vm.ssh_port, ssh_command(user, host, vm.ssh_port))
+    if not (vm.template.networks or vm.template.bridge):
+        return None  # a user-mode NIC's address (10.0.2.15) leads nowhere
+    address = reachable_address(vm.ip_addresses)
+    if address is None:
+        return None
+    return SshDetails(user, address, SSH_PORT, ssh_command(user, address, SSH_PORT))
+
+
+def reachable_address(addresses: list[str]) -> str | None:
+    """The first global or private address: IPv4 before IPv6, never loopback or link-local."""
+    found = []
+    for text in addresses or []:
+        try:
+            address = ipaddress.ip_address(str(text).split("/")[0])
+        except ValueError:
+            continue
+        if address.is_loopback or address.is_link_local or address.is_multicast:
+            continue
+        found.append(address)
+    found.sort(key=lambda address: address.version)
+    return str(found[0]) if found else None
+
+
+def claim_port(vm: VirtualMachine, host: Host) -> int | None:
+    """A port of ``host``'s guest SSH range for ``vm`` (None when the host publishes none).
+
+    Starting on ``host`` (the VM already placed there), the port is recorded on the VM with the
+    host's row locked, so two VMs starting there at once take different ones. Moving there (a
+    migration), it is only chosen: the migration records it once it succeeds.
+    """
+    if host.guest_ssh_port_min is None or host.guest_ssh_port_max is None:
+        return None
+    with transaction.atomic():
+        Host.objects.select_for_update().filter(pk=host.pk).values_list("pk").first()
+        taken = set(
+            VirtualMachine.objects.filter(host=host, ssh_port__isnull=False)
+            .exclude(pk=vm.pk)
+            .exclude(status=VmStatus.DOWN)  # no QEMU of its holds the port
+            .values_list("ssh_port", flat=True)
+        )
+        if vm.host_id == host.pk and vm.ssh_port and vm.ssh_port not in taken:
+            candidates = [vm.ssh_port]  # its own from an earlier start, if still free
+        else:
+            candidates = []
+        candidates += range(host.guest_ssh_port_min, host.guest_ssh_port_max + 1)
+        port = next((p for p in candidates if p not in taken and _free(p)), None)
+        if port is None:
+            return None
+        if vm.host_id == host.pk:
+            VirtualMachine.objects.filter(pk=vm.pk).update(ssh_port=port)
+            vm.ssh_port = port
+    return port
+
+
+def _free(port: int) -> bool:
+    """Nothing on this machine listens on ``port`` of the loopback (the host is local)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class KeysState:
+    """Whether the holder's SSH keys are in the running guest: ``state`` is ``in_guest``,
+    ``pending`` (a job puts them there), ``not_in_guest`` (``message`` says why) or ``at_boot``
+    (the template has its guests take keys only from cloud-init's seed, at boot)."""
+
+    state: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def keys_state(vm: VirtualMachine) -> KeysState | None:
+    """What the VM's page says of its holder's keys in the guest; None when nobody holds it
+    or it does not run."""
+    if vm.owner_id is None or vm.status not in REACHABLE:
+        return None
+    template = vm.template
+    if not template.login_user or not template.guest_agent:
+        return KeysState(
+            "at_boot",
+            "Your SSH keys reach this VM through cloud-init when it boots; a guest that was "
+            "running before you took it gets them at its next boot.",
+        )
+    if vm.guest_keys_of == vm.owner_id and vm.guest_keys_at is not None:
+        if vm.guest_keys_note:
+            return KeysState("not_in_guest", vm.guest_keys_note)
+        return KeysState(
+            "in_guest", f"Your SSH keys are in the guest's account {template.login_user}."
+        )
+    return KeysState("pending", "Putting your SSH keys in the guest…")
