@@ -154,7 +154,8 @@ def build(directory: Path | None = None) -> CloudImage:
     with debpackages.exclusive(base / ".lock"):
         if (target / "manifest.json").exists():
             return CloudImage(target, versions)
-        _check_can_build()
+        _check_root()
+        check_mirror()
         for stale in base.glob(".build-*"):  # left by a build that was killed
             shutil.rmtree(stale, ignore_errors=True)
         started = time.monotonic()
@@ -215,13 +216,17 @@ def cache_key(versions: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
 
 
-def _check_can_build() -> None:
+def _check_root() -> None:
     if os.geteuid() != 0:
         raise CloudImageError(
             "Building the cloud image needs root: mmdebstrap --mode=root installs the packages "
             "as root, so that the files mke2fs copies into the image belong to root. Run it as "
             "root (sudo .venv/bin/python manage.py cloudimage build)."
         )
+
+
+def check_mirror() -> None:
+    """``MirrorUnreachable`` unless every mirror answers (any HTTP answer will do)."""
     for line in MIRRORS:
         uri, suite = line.split()[1:3]
         release = f"{uri.rstrip('/')}/dists/{suite}/InRelease"
