@@ -15,13 +15,15 @@ APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-
 	qemu-system-x86 qemu-utils curl jq
 # The browser the end-to-end tests drive (tests only; `make run` does not need it).
 BROWSER_PACKAGES := chromium
+# What builds the Debian cloud image (lab/cloudimage.py) and logs into it (tests only).
+CLOUD_IMAGE_PACKAGES := mmdebstrap e2fsprogs openssh-client
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own.
 OPENSTACK_VENV := var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run serve test lint format bench system-packages browser-packages openstack-clients deps migrate demo clean help vendor-novnc
+.PHONY: run serve test lint format bench system-packages browser-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
@@ -52,6 +54,15 @@ system-packages:
 browser-packages:
 	@missing=""; \
 	for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+cloud-image-packages:
+	@missing=""; \
+	for p in $(CLOUD_IMAGE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -106,7 +117,7 @@ format: deps
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: deps browser-packages openstack-clients lint
+test: deps browser-packages cloud-image-packages openstack-clients lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: deps

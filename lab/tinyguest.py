@@ -36,7 +36,6 @@ shell on the console. It needs 128 MiB of RAM.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import hashlib
 import json
@@ -44,13 +43,11 @@ import lzma
 import os
 import re
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import initramfs
+from lab import debpackages, initramfs
 
 KERNEL_PACKAGE = "linux-image-cloud-amd64"
 BUSYBOX_PACKAGE = "busybox-static"
@@ -94,13 +91,10 @@ SCRIPTS = (
 )
 # Bumped whenever the way the guest is put together changes, so cached builds are redone.
 LAYOUT_VERSION = 1
-COMMAND_TIMEOUT_S = 600
-APT_LISTS = Path("/var/lib/apt/lists")
-APT_SOURCES = Path("/etc/apt")
 
 
-class TinyGuestError(Exception):
-    pass
+# Kept under its own name: callers catch it. Every build step raises it.
+TinyGuestError = debpackages.BuildError
 
 
 @dataclass(frozen=True)
@@ -140,7 +134,7 @@ def build(directory: Path | None = None) -> TinyGuest:
     target = base / f"{_kernel_version(versions['kernel'])}-{cache_key(versions)}"
     if (target / "manifest.json").exists():
         return TinyGuest(target, versions)
-    with _exclusive(base / ".lock"):
+    with debpackages.exclusive(base / ".lock"):
         if (target / "manifest.json").exists():
             return TinyGuest(target, versions)
         for stale in base.glob(".build-*"):  # left by a build that was killed
@@ -153,81 +147,19 @@ def build(directory: Path | None = None) -> TinyGuest:
     return TinyGuest(target, versions)
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _run(command: list[str], **kwargs) -> str:
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_S,
-            check=False,
-            **kwargs,
-        )
-    except FileNotFoundError as exc:
-        raise TinyGuestError(f"{command[0]} is not installed: {exc}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise TinyGuestError(f"{' '.join(command)} took over {COMMAND_TIMEOUT_S} s.") from exc
-    if done.returncode != 0:
-        raise TinyGuestError(
-            f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
-        )
-    return done.stdout
-
-
-def _package_records(packages: list[str]) -> dict[str, dict[str, str]]:
-    """Fields of the version of each package that apt would install (its candidate)."""
-    text = _run(["apt-cache", "show", "--no-all-versions", *packages])
-    records: dict[str, dict[str, str]] = {}
-    for paragraph in text.split("\n\n"):
-        record: dict[str, str] = {}
-        for line in paragraph.splitlines():
-            key, sep, value = line.partition(":")
-            if sep and line[:1] not in ("", " ", "\t"):
-                record[key] = value.strip()
-        if record.get("Package") in packages and "Version" in record:
-            records.setdefault(record["Package"], record)
-    missing = [package for package in packages if package not in records]
-    if missing:
-        raise TinyGuestError(
-            f"apt knows no package {', '.join(missing)}; run apt-get update "
-            "(and check the sources list)."
-        )
-    return records
-
-
-def _apt_lists_stamp() -> str:
-    """Changes whenever apt's package lists or sources do (apt-get update, a new source)."""
-    stamp = []
-    for folder in (APT_LISTS, APT_SOURCES):
-        for path in sorted(folder.rglob("*")) if folder.exists() else []:
-            info = path.stat()
-            stamp.append((str(path), info.st_size, info.st_mtime_ns))
-    return hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
-
-
 def candidate_versions(memo: Path | None = None) -> dict[str, str]:
     """``{"kernel": package, "<package>": version, ...}`` for every package the guest uses.
 
     With ``memo``, the answer is kept in that file until apt's lists change: asking apt costs
     seconds on machines without its binary cache, and a built guest should cost nothing.
     """
-    stamp = _apt_lists_stamp()
+    stamp = debpackages.apt_lists_stamp()
     if memo is not None:
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
             remembered = json.loads(memo.read_text())
             if remembered["stamp"] == stamp:
                 return remembered["versions"]
-    records = _package_records([KERNEL_PACKAGE, BUSYBOX_PACKAGE, AGENT_PACKAGE])
+    records = debpackages.package_records([KERNEL_PACKAGE, BUSYBOX_PACKAGE, AGENT_PACKAGE])
     depends = records[KERNEL_PACKAGE].get("Depends", "")
     match = re.search(r"(linux-image-[^\s,(|]+)\s*\(=\s*([^)\s]+)\)", depends)
     if not match:
@@ -267,9 +199,9 @@ def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
     wanted = [f"{kernel}={versions[kernel]}"] + [
         f"{package}={versions[package]}" for package in (BUSYBOX_PACKAGE, AGENT_PACKAGE)
     ]
-    _run(["apt-get", "download", *wanted], cwd=debs)
+    debpackages.run(["apt-get", "download", *wanted], cwd=debs)
     for deb in sorted(debs.glob("*.deb")):
-        _run(["dpkg-deb", "-x", str(deb), str(root)])
+        debpackages.run(["dpkg-deb", "-x", str(deb), str(root)])
 
     kernel_release = _kernel_version(kernel)
     shutil.copyfile(root / "boot" / f"vmlinuz-{kernel_release}", result / "vmlinuz")
@@ -277,7 +209,9 @@ def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
     libraries = _agent_libraries(root / AGENT)
     entries = _initramfs_entries(root, modules, libraries)
     (result / "initrd.img").write_bytes(initramfs.gzipped_cpio(entries))
-    _run(["qemu-img", "create", "-q", "-f", "qcow2", str(result / "disk.qcow2"), DISK_SIZE])
+    debpackages.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", str(result / "disk.qcow2"), DISK_SIZE]
+    )
     manifest = {
         "versions": versions,
         "modules": list(modules),
@@ -321,7 +255,7 @@ _LDD_LINE = re.compile(r"^\s*(?:\S+\s+=>\s+)?(/\S+)\s+\(0x[0-9a-f]+\)$")
 
 def _agent_libraries(agent: Path) -> list[tuple[Path, Path]]:
     """``(path the agent loads, file on this machine)`` for each library ``ldd`` lists."""
-    output = _run(["ldd", str(agent)])
+    output = debpackages.run(["ldd", str(agent)])
     missing = [line.split()[0] for line in output.splitlines() if "not found" in line]
     if missing:
         raise TinyGuestError(

@@ -278,6 +278,11 @@ CORRAL_SIMHOSTS_DIR = Path(
 )
 # The tiny guest real QEMU hosts boot (lab/tinyguest.py): built once per package versions.
 CORRAL_TINYGUEST_DIR = Path(os.environ.get("CORRAL_TINYGUEST_DIR", VAR_DIR / "tinyguest"))
+# The Debian cloud image the lab builds (lab/cloudimage.py): outside the checkout, so every
+# checkout and CI run on this machine shares one build per package versions.
+CORRAL_CLOUDIMAGE_DIR = Path(
+    os.environ.get("CORRAL_CLOUDIMAGE_DIR", "/var/cache/corral/cloudimage")
+)
 # Uploaded images (disks, kernels, initrds), before they are copied to hosts' storage pools.
 CORRAL_IMAGE_STORE = Path(os.environ.get("CORRAL_IMAGE_STORE", VAR_DIR / "images"))
 CORRAL_IMAGE_MAX_BYTES = int(os.environ.get("CORRAL_IMAGE_MAX_BYTES", str(64 * 1024**3)))
