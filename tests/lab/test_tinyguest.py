@@ -2,11 +2,15 @@
 
 What real VMs will stand on: volumes uploaded into the host's ``corral`` pool through libvirt
 streams, a qcow2 overlay over a base disk, a domain whose type, emulator and machine the host
-names, and a guest that boots, reports itself on its serial console and through its agent,
-shows a VNC screen, obeys the power button and the agent, and counts boots on its disk.
+names, and a guest that boots, reports itself on its serial
+console and through its agent, lets its login user in by SSH with the seed's key and then with
+the keys the agent sets, shows a VNC screen whose keyboard reaches a logged-in shell, obeys the
+power button and the agent, and counts boots on its disk.
 """
 
+import os
 import socket
+from types import SimpleNamespace
 from xml.etree import ElementTree
 
 import libvirt
@@ -15,25 +19,43 @@ import pytest
 from hosts.models import Host, VirtualMachine, VmStatus
 from hosts.sync import sync_host
 from lab import tinyguest
+from lab.tinyguest import LOGIN_USER
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import (
     HOSTNAME,
     SSH_KEYS,
     Guest,
     agent_addresses,
+    free_port,
     lines,
     overlay,
+    ssh,
+    ssh_key,
+    type_on_keyboard,
 )
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def guest(qemu_daemons, tiny_guest):
-    """The tiny guest, booted once, on the first QEMU host."""
+def keys(tmp_path_factory):
+    """Two key pairs: ``seed`` is in the guest's seed, ``other`` is not."""
+    folder = tmp_path_factory.mktemp("ssh-keys")
+    seed, seed_public = ssh_key(folder, "seed")
+    other, other_public = ssh_key(folder, "other")
+    return SimpleNamespace(
+        seed=seed, seed_public=seed_public, other=other, other_public=other_public
+    )
+
+
+@pytest.fixture(scope="module")
+def guest(qemu_daemons, tiny_guest, keys):
+    """The tiny guest, booted once, on the first QEMU host; its SSH port on 127.0.0.1."""
     conn = libvirt.open(qemu_daemons[0].uri)
     pool = conn.storagePoolLookupByName("corral")
-    guest = Guest(conn, pool, tiny_guest)
+    guest = Guest(
+        conn, pool, tiny_guest, ssh_port=free_port(), ssh_keys=(*SSH_KEYS, keys.seed_public)
+    )
     try:
         guest.first_boot = guest.boot()
         yield guest
@@ -48,8 +70,40 @@ def test_the_guest_boots_and_tells_on_its_serial_console_what_it_found(guest):
     assert "corral-guest: ip 10.0.2.15" in first_boot
     assert "corral-guest: boot 1" in first_boot
     assert f"corral-guest: hostname {HOSTNAME}" in first_boot
-    assert f"corral-guest: ssh-keys {len(SSH_KEYS)}" in first_boot
+    assert f"corral-guest: ssh-keys {len(SSH_KEYS) + 1}" in first_boot
     assert any(line.startswith("corral-guest: agent /dev/vport") for line in first_boot)
+    assert "corral-guest: sshd" in first_boot
+
+
+def test_the_login_user_logs_in_by_ssh_with_the_seeds_key_and_then_with_the_agents_keys(
+    guest, keys
+):
+    def logs_in(key) -> bool:
+        done = ssh(guest.ssh_port, key, "whoami; hostname")
+        assert done.returncode in (0, 255), done.stderr
+        if done.returncode == 0:
+            assert done.stdout.split() == [LOGIN_USER, HOSTNAME]
+        return done.returncode == 0
+
+    assert logs_in(keys.seed)
+    assert not logs_in(keys.other)
+
+    # The agent replaces the keys in the running guest: no reboot, the new key in, the old out.
+    guest.domain.authorizedSSHKeysSet(LOGIN_USER, [keys.other_public], 0)
+    assert guest.domain.authorizedSSHKeysGet(LOGIN_USER) == [keys.other_public]
+    assert logs_in(keys.other)
+    assert not logs_in(keys.seed)
+
+    guest.domain.authorizedSSHKeysSet(
+        LOGIN_USER, [keys.seed_public], libvirt.VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_APPEND
+    )
+    guest.domain.authorizedSSHKeysSet(
+        LOGIN_USER, [keys.other_public], libvirt.VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_REMOVE
+    )
+    assert guest.domain.authorizedSSHKeysGet(LOGIN_USER) == [keys.seed_public]
+    assert logs_in(keys.seed)
+    assert not logs_in(keys.other)
+    assert guest.console().count("corral-guest: booted") == 1  # all in the first boot
 
 
 def test_the_guest_agent_reports_the_address_the_guest_took(guest):
@@ -74,6 +128,21 @@ def test_the_guest_screen_answers_vnc_on_the_loopback_address(guest):
             greeting += chunk
 
     assert greeting == b"RFB 003.008\n"
+
+
+def test_keys_typed_on_the_screen_reach_a_shell_logged_in_as_the_login_user(guest):
+    offset = os.path.getsize(guest.log)
+
+    # The screen's shell (tty1) writes to the serial port, whose log the test reads.
+    type_on_keyboard(guest.domain, "echo typed by $(whoami) >/dev/ttyS0\n")
+
+    wait_until(
+        lambda: f"typed by {LOGIN_USER}" in guest.console(offset),
+        timeout=30,
+        message=lambda: "Nothing typed reached the console:\n" + guest.console(offset)[-2000:],
+    )
+    # The serial console's own shell is the login user's too (its prompt names the user).
+    assert f"{LOGIN_USER}@{HOSTNAME}:~$" in guest.console()
 
 
 def test_the_sync_measures_host_and_guest_cpu_from_libvirts_counters(
