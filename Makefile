@@ -49,6 +49,16 @@ system-packages:
 	@# The tiny guest (lab/tinyguest.py) is built from packages apt must know of.
 	@apt-cache show --no-all-versions linux-image-cloud-amd64 >/dev/null 2>&1 || \
 		$(SUDO) apt-get update -qq
+	@# QEMU lab hosts' daemons run as nobody in the group kvm (lab/simhosts.py): give that group
+	@# /dev/kvm as Debian's udev rule does, where the CPU has VT-x or AMD-V; elsewhere guests use
+	@# TCG (a /dev/kvm without them, a nested host's software KVM, boots no ordinary kernel).
+	@if [ -c /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then \
+		getent group kvm >/dev/null || $(SUDO) groupadd --system kvm || true; \
+		if [ "$$(stat -c %G:%a /dev/kvm)" != kvm:660 ]; then \
+			$(SUDO) chgrp kvm /dev/kvm && $(SUDO) chmod 0660 /dev/kvm || \
+				echo "Cannot give /dev/kvm to the group kvm: QEMU lab guests will run under TCG."; \
+		fi; \
+	fi
 
 # Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser).
 browser-packages:
@@ -88,7 +98,9 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $(STAMP)
 
-deps: $(STAMP)
+# system-packages each time, not only when the virtualenv is made: it is quick when all is there,
+# and a machine whose virtualenv exists still gets what was added since (KVM for the lab hosts).
+deps: system-packages $(STAMP)
 
 migrate: deps
 	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --noinput

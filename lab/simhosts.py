@@ -3,7 +3,9 @@ simulated hosts, all served by one process without libvirt (``lab/lightsim/serve
 
 Every process (web server, task workers, tests) reaches a simulated host over libvirt's real
 RPC, so they all see the same domains. Each daemon runs in session mode as an unprivileged
-user in its own directory (two system-mode daemons would collide on /run/libvirt):
+user in its own directory (two system-mode daemons would collide on /run/libvirt); where the
+group ``kvm`` exists and the CPU has hardware virtualization the daemon is in it, so QEMU
+hosts' guests run on KVM:
 
     <base>/<name>/run/libvirt/libvirt-sock    the socket (URI: test+unix:///default?socket=...)
     <base>/<name>/corral-libvirtd.pid         the pid Corral started, the only one it stops
@@ -12,6 +14,7 @@ user in its own directory (two system-mode daemons would collide on /run/libvirt
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 import pwd
 import shutil
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 UNPRIVILEGED_USER = "nobody"
+# The group that may open /dev/kvm (Debian's udev rule; ``make system-packages`` sets it up).
+KVM_GROUP = "kvm"
 LIBVIRTD = shutil.which("libvirtd") or "/usr/sbin/libvirtd"
 PID_FILE = "corral-libvirtd.pid"
 
@@ -102,6 +107,11 @@ def start(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
                     "simulated host; set CORRAL_SIMHOSTS_DIR to a folder under /tmp."
                 )
         extra = {"user": account.pw_uid, "group": account.pw_gid}
+        kvm = kvm_group_id()
+        if kvm is not None:
+            # As ``runuser -u nobody -G kvm`` would start it: its guests run on KVM, where
+            # without the group QEMU would silently fall back to TCG.
+            extra["extra_groups"] = [kvm]
     if qemu_conf:
         _write_config(host, "libvirt/qemu.conf", qemu_conf, extra)
     return _serve(
@@ -115,6 +125,29 @@ def start(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
         cwd=host.directory,
         **extra,
     )
+
+
+def hardware_virtualization() -> bool:
+    """Whether the CPU has VT-x or AMD-V. Without them a /dev/kvm may still open, but be a
+    nested host's software KVM (such as kvm-pvm) on which an ordinary guest kernel hangs."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = {
+        flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split()
+    }
+    return bool(flags & {"vmx", "svm"})
+
+
+def kvm_group_id() -> int | None:
+    """The group ``kvm`` for the daemons to run in, where it exists and guests can use KVM."""
+    if not hardware_virtualization():
+        return None
+    try:
+        return grp.getgrnam(KVM_GROUP).gr_gid
+    except KeyError:
+        return None
 
 
 def _serve(

@@ -8,7 +8,10 @@ are those the host names (TCG here, never a hard-coded ``kvm``).
 import contextlib
 import io
 import os
+import socket
+import subprocess
 import uuid
+from pathlib import Path
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
@@ -54,12 +57,12 @@ def overlay(pool, name: str, base):
     )
 
 
-def seed_iso() -> bytes:
+def seed_iso(ssh_keys=SSH_KEYS) -> bytes:
     """A NoCloud seed, as cloud-init reads it: meta-data and user-data on a volume "cidata"."""
     files = {
         "meta-data": f"instance-id: {uuid.uuid4()}\nlocal-hostname: {HOSTNAME}\n",
         "user-data": "#cloud-config\nssh_authorized_keys:\n"
-        + "".join(f"  - {key}\n" for key in SSH_KEYS),
+        + "".join(f"  - {key}\n" for key in ssh_keys),
     }
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
@@ -73,10 +76,38 @@ def seed_iso() -> bytes:
     return out.getvalue()
 
 
-def domain_xml(conn, name: str, domain_uuid: str, volumes: dict, log: str) -> str:
+def free_port() -> int:
+    """A TCP port free on the loopback address now (the kernel's pick for port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def user_network(ssh_port: int | None) -> tuple[str, str]:
+    """The guest's user-mode NIC: libvirt's, or with ``ssh_port`` QEMU's own, given through
+    libvirt's QEMU namespace, forwarding 127.0.0.1:``ssh_port`` on this machine to the guest's
+    port 22 (Debian 12's libvirt has no ``<portForward>``). Returns (device, QEMU arguments)."""
+    if ssh_port is None:
+        return "<interface type='user'><model type='virtio'/></interface>", ""
+    arguments = (
+        "-netdev",
+        f"user,id=hostfwd0,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+        "-device",
+        # An explicit PCI slot: libvirt's own devices (the balloon) would take the next free one.
+        "virtio-net-pci,netdev=hostfwd0,addr=0x10",
+    )
+    return "", "<qemu:commandline>" + "".join(
+        f"<qemu:arg value={quoteattr(argument)}/>" for argument in arguments
+    ) + "</qemu:commandline>"
+
+
+def domain_xml(
+    conn, name: str, domain_uuid: str, volumes: dict, log: str, ssh_port: int | None = None
+) -> str:
     caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None))
+    nic, qemu_arguments = user_network(ssh_port)
     return f"""
-<domain type={quoteattr(caps.findtext("domain"))}>
+<domain type={quoteattr(caps.findtext("domain"))} xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{escape(name)}</name><uuid>{domain_uuid}</uuid>
   <memory unit='MiB'>{tinyguest.MEMORY_MIB}</memory><vcpu>1</vcpu>
   <os>
@@ -94,33 +125,44 @@ def domain_xml(conn, name: str, domain_uuid: str, volumes: dict, log: str) -> st
     <disk type='file' device='cdrom'><driver name='qemu' type='raw'/>
       <source file={quoteattr(volumes["seed"].path())}/><target dev='hdc' bus='ide'/><readonly/>
     </disk>
-    <interface type='user'><model type='virtio'/></interface>
+    {nic}
     <serial type='pty'><log file={quoteattr(log)} append='on'/><target port='0'/></serial>
     <console type='pty'><target type='serial' port='0'/></console>
     <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
     <graphics type='vnc' autoport='yes' listen='127.0.0.1'/>
   </devices>
+  {qemu_arguments}
 </domain>"""
 
 
 class Guest:
     """One tiny guest on a QEMU host, with its volumes and its serial log."""
 
-    def __init__(self, conn, pool, files: tinyguest.TinyGuest):
+    def __init__(
+        self,
+        conn,
+        pool,
+        files: tinyguest.TinyGuest,
+        ssh_port: int | None = None,
+        ssh_keys=SSH_KEYS,
+    ):
+        """``ssh_port``: a port on 127.0.0.1 that reaches the guest's SSH server; ``ssh_keys``:
+        the public keys its seed gives the login user."""
         self.conn, self.pool = conn, pool
+        self.ssh_port = ssh_port
         self.uuid = str(uuid.uuid4())
         prefix = self.uuid[:8]
         self.volumes = {
             "kernel": upload(conn, pool, f"{prefix}-vmlinuz", files.kernel.read_bytes(), "raw"),
             "initrd": upload(conn, pool, f"{prefix}-initrd", files.initrd.read_bytes(), "raw"),
             "base": upload(conn, pool, f"{prefix}-base.qcow2", files.disk.read_bytes(), "qcow2"),
-            "seed": upload(conn, pool, f"{prefix}-seed.iso", seed_iso(), "raw"),
+            "seed": upload(conn, pool, f"{prefix}-seed.iso", seed_iso(ssh_keys), "raw"),
         }
         self.volumes["overlay"] = overlay(pool, f"{self.uuid}.qcow2", self.volumes["base"])
         # The serial log lives in the pool's folder, so it can be read as a volume too.
         folder = ElementTree.fromstring(pool.XMLDesc(0)).findtext("target/path")
         self.log = f"{folder}/{self.uuid}.log"
-        xml = domain_xml(conn, f"tiny-{prefix}", self.uuid, self.volumes, self.log)
+        xml = domain_xml(conn, f"tiny-{prefix}", self.uuid, self.volumes, self.log, ssh_port)
         self.domain = conn.defineXML(xml)
         self.first_boot = ""
 
@@ -175,6 +217,64 @@ def agent_addresses(domain) -> dict[str, list[str]]:
     except libvirt.libvirtError:
         return {}
     return {name: [a["addr"] for a in info.get("addrs") or []] for name, info in interfaces.items()}
+
+
+def ssh_key(folder: Path, name: str) -> tuple[Path, str]:
+    """A new ed25519 key pair in ``folder``: (its private key file, its public key line)."""
+    path = folder / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)],
+        check=True,
+        timeout=30,
+    )
+    return path, Path(f"{path}.pub").read_text().strip()
+
+
+def ssh(port: int, key: Path, command: str) -> subprocess.CompletedProcess:
+    """``command`` run by the login user over SSH to 127.0.0.1:``port``, with ``key`` only."""
+    options = {
+        "StrictHostKeyChecking": "no",
+        "UserKnownHostsFile": "/dev/null",
+        "BatchMode": "yes",
+        "IdentitiesOnly": "yes",
+        "ConnectTimeout": "30",
+        "LogLevel": "ERROR",
+    }
+    return subprocess.run(
+        ["/usr/bin/ssh", "-i", str(key), "-p", str(port)]
+        + [f"-o{name}={value}" for name, value in options.items()]
+        + [f"{tinyguest.LOGIN_USER}@127.0.0.1", command],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+# Linux key codes (linux/input-event-codes.h) of what a test types; 42 is the left shift.
+_SHIFT = 42
+_PLAIN = {
+    **dict(zip("1234567890", range(2, 12), strict=True)),
+    **dict(zip("qwertyuiop", range(16, 26), strict=True)),
+    **dict(zip("asdfghjkl", range(30, 39), strict=True)),
+    **dict(zip("zxcvbnm", range(44, 51), strict=True)),
+    "-": 12,
+    ".": 52,
+    "/": 53,
+    " ": 57,
+    "\n": 28,
+}
+KEY_CODES = {
+    **{char: (code,) for char, code in _PLAIN.items()},
+    **{char.upper(): (_SHIFT, code) for char, code in _PLAIN.items() if char.isalpha()},
+    **{char: (_SHIFT, _PLAIN[base]) for char, base in zip("$()>", "490.", strict=True)},
+}
+
+
+def type_on_keyboard(domain, text: str) -> None:
+    """Press the keys that type ``text`` on the guest's keyboard (what VNC sends), one by one."""
+    for char in text:
+        codes = list(KEY_CODES[char])
+        domain.sendKey(libvirt.VIR_KEYCODE_SET_LINUX, 0, codes, len(codes), 0)
 
 
 def lines(console: str) -> list[str]:
