@@ -1,5 +1,6 @@
-"""Portal pages that reach a guest: its screen in noVNC (opened with a one-time ticket) and the
-tail of its serial console. Only for those who may operate the VM; others get a 404."""
+"""Portal pages that reach a guest: its screen in noVNC and its serial terminal in xterm.js
+(each opened with a one-time ticket), and the tail of its serial console. Only for those who
+may operate the VM; others get a 404."""
 
 from __future__ import annotations
 
@@ -39,6 +40,27 @@ def vm_console(request, vm_id: int):
     url = f"{scheme}://{request.get_host()}/ws/console/{ticket}/"
     context = {"vm": vm, "url": url, "expires_at": expires_at, "section": "vms"}
     response = render(request, "portal/console.html", context)
+    response["Cache-Control"] = "no-store"  # the ticket is single use: never from a cache
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def vm_terminal(request, vm_id: int):
+    """The VM's serial terminal: a ticket issued now (POST, the VM page's Terminal button),
+    redeemed by the page's websocket; a GET leads to the VM page, as the console's does."""
+    vm = _operable(request.user, vm_id)
+    if request.method == "GET":
+        return redirect("portal:vm", vm_id=vm.pk)
+    try:
+        ticket, expires_at = consoles.issue_serial_ticket(vm, request.user)
+    except Refused as refused:
+        messages.error(request, refused.message)
+        return redirect("portal:vm", vm_id=vm.pk)
+    scheme = "wss" if request.is_secure() else "ws"
+    url = f"{scheme}://{request.get_host()}/ws/serial/{ticket}/"
+    context = {"vm": vm, "url": url, "expires_at": expires_at, "section": "vms"}
+    response = render(request, "portal/terminal.html", context)
     response["Cache-Control"] = "no-store"  # the ticket is single use: never from a cache
     return response
 
