@@ -162,3 +162,53 @@ def test_a_command_typed_in_the_terminal_runs_in_the_guest_and_shows_its_output(
     expect(rows.filter(has_text="echo $((6*7))")).to_have_count(1)
     ticket = ConsoleTicket.objects.get(vm=vm)
     assert (ticket.kind, ticket.used_at is not None) == (ConsoleKind.SERIAL, True)
+
+
+def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
+    guest_vm, running_guest, asgi_pages
+):
+    vm, owner = guest_vm
+    _, guest = running_guest
+    _, open_page = asgi_pages()
+    page = open_page()
+    log_in(page, owner)
+    page.goto(f"/vms/{vm.pk}/")
+    with page.expect_popup() as opened:
+        page.get_by_role("button", name="Console").click()
+    console = opened.value
+    expect(console.locator("#console-status")).to_have_text("Connected", timeout=DRAWN_S * 1000)
+    logged = len(guest.console())
+
+    # Alt+SysRq+H on the guest's keyboard: its kernel answers on the serial console.
+    console.locator("#console-screen canvas").click()
+    console.keyboard.down("Alt")
+    console.keyboard.down("PrintScreen")
+    console.keyboard.press("h")
+    console.keyboard.up("PrintScreen")
+    console.keyboard.up("Alt")
+
+    wait_until(
+        lambda: "sysrq" in guest.console(logged).lower(),
+        timeout=DRAWN_S,
+        interval=0.5,
+        message=lambda: f"the guest's kernel saw no SysRq key: {guest.console(logged)!r}",
+    )
+    scaled_width = console.locator("#console-screen canvas").bounding_box()["width"]
+    scale = console.get_by_role("button", name="Scale to fit")
+    expect(scale).to_have_attribute("aria-pressed", "true")
+    scale.click()
+    expect(scale).to_have_attribute("aria-pressed", "false")
+    assert console.locator("#console-screen canvas").bounding_box()["width"] != scaled_width
+    console.get_by_role("button", name="Full screen").click()
+    expect(console.get_by_role("button", name="Full screen")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    assert console.evaluate("document.fullscreenElement.contains(document.querySelector('canvas'))")
+    console.get_by_role("button", name="Full screen").click()
+    expect(console.get_by_role("button", name="Full screen")).to_have_attribute(
+        "aria-pressed", "false"
+    )
+    expect(console.get_by_role("button", name="Send Ctrl-Alt-Del")).to_be_enabled()
+    console.get_by_label("Text to type into the guest").fill("echo pasted")
+    console.get_by_role("button", name="Paste text").click()
+    expect(console.get_by_label("Text to type into the guest")).to_have_value("")
