@@ -4,6 +4,8 @@ may operate the VM; others get a 404."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -11,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from hosts.guests import consoles
+from hosts.guests.terminal_text import plain_text
 from hosts.models import ConsoleLog, VirtualMachine
 from hosts.views import vm_out_of_reach
 from project.errors import Refused
@@ -75,4 +78,10 @@ def vm_console_log(request, vm_id: int):
     except Http404:
         return vm_out_of_reach(request)
     log = ConsoleLog.objects.filter(vm=vm).first()
-    return render(request, "portal/_console_log.html", {"vm": vm, "log": log})
+    # The text as the guest wrote it, for the page's script to render like a terminal (as
+    # JSON in an attribute: htmx drops <script> elements from what it swaps in, and JSON
+    # escapes the control characters), and without its escape sequences for a page without
+    # scripts.
+    text = log.text if log else ""
+    context = {"vm": vm, "log": log, "text": json.dumps(text), "plain": plain_text(text)}
+    return render(request, "portal/_console_log.html", context)

@@ -170,3 +170,14 @@ def test_a_stopped_vm_has_no_terminal_and_asking_says_why(shown_vm, client_for):
     assert api.status_code == 409
     assert api.json()["detail"] == f"VM {vm.name} is down; its serial terminal opens while it runs."
     assert not ConsoleTicket.objects.exists()
+
+
+def test_the_serial_log_without_scripts_shows_no_escape_sequences(shown_vm):
+    vm, user = shown_vm
+    text = "\x1b[6n\x1b[1;32mcorral-guest:\x1b[0m ready\r\n"
+    ConsoleLog.objects.filter(vm=vm).update(text=text, size=len(text))
+
+    log = signed_in(user).get(f"/vms/{vm.pk}/console-log/").content.decode()
+
+    shown = log[log.index(">", log.index("<pre")) + 1 : log.index("</pre>")]
+    assert shown == "corral-guest: ready\n"
