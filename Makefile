@@ -23,7 +23,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OPENSTACK_VENV := var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run serve test lint format bench system-packages browser-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc
+.PHONY: run serve test lint format bench system-packages browser-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
@@ -145,6 +145,29 @@ vendor-novnc:
 	rm -rf project/static/vendor/novnc-$(NOVNC_VERSION) && mkdir -p project/static/vendor/novnc-$(NOVNC_VERSION)
 	cd var/novnc/package && cp -r core vendor LICENSE.txt AUTHORS package.json \
 		$(CURDIR)/project/static/vendor/novnc-$(NOVNC_VERSION)/
+
+# xterm.js, the browser's terminal of the serial terminal page and the VM page's serial log, is
+# committed under project/static/vendor/xterm-$(XTERM_VERSION) with its fit addon (the terminal
+# fills its box) and its canvas renderer, loaded before the terminal opens so that xterm never
+# injects <style> elements the Content-Security-Policy (style-src 'self') would block; MIT,
+# each package's LICENSE there. This refreshes them from the npm releases.
+XTERM_VERSION := 5.5.0
+XTERM_FIT_VERSION := 0.10.0
+XTERM_CANVAS_VERSION := 0.7.0
+XTERM_DIR := project/static/vendor/xterm-$(XTERM_VERSION)
+vendor-xterm:
+	rm -rf var/xterm && mkdir -p var/xterm
+	cd var/xterm && npm pack @xterm/xterm@$(XTERM_VERSION) @xterm/addon-fit@$(XTERM_FIT_VERSION) \
+		@xterm/addon-canvas@$(XTERM_CANVAS_VERSION)
+	cd var/xterm && for name in xterm addon-fit addon-canvas; do \
+		mkdir -p $$name && tar xzf xterm-$$name-*.tgz -C $$name; done
+	rm -rf $(XTERM_DIR) && mkdir -p $(XTERM_DIR)
+	cp var/xterm/xterm/package/lib/xterm.js var/xterm/xterm/package/css/xterm.css \
+		var/xterm/addon-fit/package/lib/addon-fit.js \
+		var/xterm/addon-canvas/package/lib/addon-canvas.js $(XTERM_DIR)/
+	for name in xterm addon-fit addon-canvas; do \
+		cp var/xterm/$$name/package/LICENSE $(XTERM_DIR)/$$name-LICENSE; \
+		cp var/xterm/$$name/package/package.json $(XTERM_DIR)/$$name-package.json; done
 
 clean:
 	rm -rf $(VENV) $(OPENSTACK_VENV) .pytest_cache .ruff_cache

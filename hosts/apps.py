@@ -28,6 +28,7 @@ class HostsConfig(AppConfig):
         )
         from hosts.error_codes import HostErrorCode
         from hosts.guests.console_relay import ConsoleRelay
+        from hosts.guests.serial_relay import SerialRelay
         from hosts.jobs import retention
         from hosts.signals import guest_keys_stale, host_fenced
         from hosts.sync import loop as sync_loop
@@ -51,6 +52,7 @@ class HostsConfig(AppConfig):
         loops.register("reap", jobs.reap)
         jobs.run_jobs_with(tasks.run_job)
         websockets.register("ws/console/<str:ticket>/", ConsoleRelay)
+        websockets.register("ws/serial/<str:ticket>/", SerialRelay)
         loops.register(
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )

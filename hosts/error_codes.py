@@ -32,6 +32,10 @@ class HostErrorCode(ErrorCode):
         "console_unavailable",
         "The VM shows no screen now: not running, no VNC, or its port not known yet.",
     )
+    TERMINAL_UNAVAILABLE = (
+        "terminal_unavailable",
+        "The VM's serial terminal opens while it runs.",
+    )
     EMPTY_IMAGE = "empty_image", "The uploaded image file is empty."
     UNKNOWN_FORMAT = "unknown_format", "The uploaded file is not an image of the kind given."
     BACKING_FILE = "backing_file", "The qcow2 image has a backing or external data file."

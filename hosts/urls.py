@@ -13,6 +13,7 @@ urlpatterns = [
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
     path("vms/<int:vm_id>/console/", console_pages.vm_console, name="vm-console"),
+    path("vms/<int:vm_id>/terminal/", console_pages.vm_terminal, name="vm-terminal"),
     path("vms/<int:vm_id>/console-log/", console_pages.vm_console_log, name="vm-console-log"),
     re_path(
         rf"^vms/(?P<vm_id>[0-9]+)/(?P<operation>{'|'.join(sorted(views.OPERATION_KINDS))})/$",

@@ -156,6 +156,14 @@ class ConsoleTicketSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField()
 
 
+class SerialTicketSerializer(serializers.Serializer):
+    url = serializers.CharField(
+        help_text="Open this websocket within seconds, once: its binary frames carry the "
+        "terminal's raw bytes both ways (text frames sent to it are typed as UTF-8)."
+    )
+    expires_at = serializers.DateTimeField()
+
+
 HARDWARE_FIELDS = ("vcpus", "memory_mb", "disk_gb")
 
 

@@ -25,6 +25,7 @@ from hosts.api.serializers import (
     HostSerializer,
     JobSerializer,
     MigrateSerializer,
+    SerialTicketSerializer,
     TemplateSerializer,
     VirtualMachineSerializer,
 )
@@ -134,7 +135,7 @@ class VirtualMachineOperations:
 
 
 class VirtualMachineConsole:
-    """A VM's serial console log and its screen (VNC through a websocket)."""
+    """A VM's serial console log, its screen (VNC) and its serial terminal (websockets)."""
 
     @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"], url_path="console-log")
@@ -157,6 +158,19 @@ class VirtualMachineConsole:
         data = {"url": url, "expires_at": expires_at}
         return Response(ConsoleTicketSerializer(data).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=None, responses={201: SerialTicketSerializer})
+    @action(detail=True, methods=["post"], url_path="serial-console")
+    def serial_console(self, request, pk=None):
+        """A websocket URL that opens the VM's serial terminal: once, within seconds, for you."""
+        vm = self.get_object()
+        if not holds(request.user, consoles.OPERATE, vm):
+            raise Http404  # who may not operate the VM does not learn it has a terminal
+        ticket, expires_at = consoles.issue_serial_ticket(vm, request.user)
+        scheme = "wss" if request.is_secure() else "ws"
+        url = f"{scheme}://{request.get_host()}/ws/serial/{ticket}/"
+        data = {"url": url, "expires_at": expires_at}
+        return Response(SerialTicketSerializer(data).data, status=status.HTTP_201_CREATED)
+
 
 class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
@@ -175,6 +189,7 @@ class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, Sco
         "migrate": "hosts.migrate_virtualmachine",
         "console_log": "hosts.operate_virtualmachine",
         "console": "hosts.view_virtualmachine",
+        "serial_console": "hosts.view_virtualmachine",
     }
 
     def perform_create(self, serializer):

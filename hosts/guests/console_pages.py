@@ -1,7 +1,10 @@
-"""Portal pages that reach a guest: its screen in noVNC (opened with a one-time ticket) and the
-tail of its serial console. Only for those who may operate the VM; others get a 404."""
+"""Portal pages that reach a guest: its screen in noVNC and its serial terminal in xterm.js
+(each opened with a one-time ticket), and the tail of its serial console. Only for those who
+may operate the VM; others get a 404."""
 
 from __future__ import annotations
+
+import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from hosts.guests import consoles
+from hosts.guests.terminal_text import plain_text
 from hosts.models import ConsoleLog, VirtualMachine
 from hosts.views import vm_out_of_reach
 from project.errors import Refused
@@ -43,6 +47,27 @@ def vm_console(request, vm_id: int):
     return response
 
 
+@require_http_methods(["GET", "POST"])
+@login_required
+def vm_terminal(request, vm_id: int):
+    """The VM's serial terminal: a ticket issued now (POST, the VM page's Terminal button),
+    redeemed by the page's websocket; a GET leads to the VM page, as the console's does."""
+    vm = _operable(request.user, vm_id)
+    if request.method == "GET":
+        return redirect("portal:vm", vm_id=vm.pk)
+    try:
+        ticket, expires_at = consoles.issue_serial_ticket(vm, request.user)
+    except Refused as refused:
+        messages.error(request, refused.message)
+        return redirect("portal:vm", vm_id=vm.pk)
+    scheme = "wss" if request.is_secure() else "ws"
+    url = f"{scheme}://{request.get_host()}/ws/serial/{ticket}/"
+    context = {"vm": vm, "url": url, "expires_at": expires_at, "section": "vms"}
+    response = render(request, "portal/terminal.html", context)
+    response["Cache-Control"] = "no-store"  # the ticket is single use: never from a cache
+    return response
+
+
 @require_GET
 @login_required
 def vm_console_log(request, vm_id: int):
@@ -53,4 +78,10 @@ def vm_console_log(request, vm_id: int):
     except Http404:
         return vm_out_of_reach(request)
     log = ConsoleLog.objects.filter(vm=vm).first()
-    return render(request, "portal/_console_log.html", {"vm": vm, "log": log})
+    # The text as the guest wrote it, for the page's script to render like a terminal (as
+    # JSON in an attribute: htmx drops <script> elements from what it swaps in, and JSON
+    # escapes the control characters), and without its escape sequences for a page without
+    # scripts.
+    text = log.text if log else ""
+    context = {"vm": vm, "log": log, "text": json.dumps(text), "plain": plain_text(text)}
+    return render(request, "portal/_console_log.html", context)

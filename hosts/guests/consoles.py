@@ -1,5 +1,6 @@
-"""Where a VM's screen (VNC) is reached from Corral's web tier, and the one-time tickets that
-let a user open it.
+"""Where a VM's screen (VNC) and serial terminal are reached from Corral's web tier, and the
+one-time tickets that let a user open them (a ticket opens the one kind of console it was
+issued for).
 
 A local host (a ``qemu:///…`` or ``qemu+unix://`` URI, no host name) has its guests' VNC
 listen on the loopback only; a remote host's listen on every address of the host, and Corral
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from hosts.driver.uris import host_name, is_local
 from hosts.error_codes import HostErrorCode
-from hosts.models import ConsoleTicket, VirtualMachine, VmStatus
+from hosts.models import ConsoleKind, ConsoleTicket, VirtualMachine, VmStatus
 from project.errors import Refused
 from project.permissions import holds
 
@@ -43,6 +44,15 @@ def console_address(uri: str) -> str:
 
 
 @dataclass(frozen=True)
+class SerialTarget:
+    """Where the serial relay connects for one redeemed ticket: the VM's host and domain."""
+
+    vm_id: int
+    uri: str
+    uuid: str
+
+
+@dataclass(frozen=True)
 class ConsoleTarget:
     """Where the relay connects for one redeemed ticket: the VM's host and its VNC port."""
 
@@ -51,43 +61,84 @@ class ConsoleTarget:
     port: int
 
 
+def _refuse_unless_running(vm: VirtualMachine, code: HostErrorCode, what: str) -> None:
+    if vm.status not in (VmStatus.UP, VmStatus.PAUSED) or vm.host_id is None:
+        raise Refused(
+            code,
+            f"VM {vm.name} is {vm.get_status_display().lower()}; its {what} opens while it runs.",
+        )
+
+
 def issue_ticket(vm: VirtualMachine, user) -> tuple[str, datetime]:
     """A one-time ticket for ``user`` to open ``vm``'s screen; returns it and its expiry.
 
     The caller has checked that ``user`` may operate the VM. Refused when the VM shows no
     screen now (not running, no VNC, or its port not read from its host yet).
     """
-    if vm.status not in (VmStatus.UP, VmStatus.PAUSED) or vm.host_id is None:
-        raise Refused(
-            HostErrorCode.CONSOLE_UNAVAILABLE,
-            f"VM {vm.name} is {vm.get_status_display().lower()}; its console opens while it runs.",
-        )
+    _refuse_unless_running(vm, HostErrorCode.CONSOLE_UNAVAILABLE, "console")
     if not vm.graphics_port:
         raise Refused(
             HostErrorCode.CONSOLE_UNAVAILABLE,
             f"VM {vm.name} has no screen Corral knows of yet (no VNC, or its port is not read "
             "from its host yet); try again in a few seconds.",
         )
+    return _new_ticket(vm, user, ConsoleKind.SCREEN)
+
+
+def issue_serial_ticket(vm: VirtualMachine, user) -> tuple[str, datetime]:
+    """A one-time ticket for ``user`` to open ``vm``'s serial terminal; returns it and its
+    expiry. The caller has checked that ``user`` may operate the VM. Refused when the VM is
+    not running."""
+    _refuse_unless_running(vm, HostErrorCode.TERMINAL_UNAVAILABLE, "serial terminal")
+    return _new_ticket(vm, user, ConsoleKind.SERIAL)
+
+
+def _new_ticket(vm: VirtualMachine, user, kind: ConsoleKind) -> tuple[str, datetime]:
     token = secrets.token_urlsafe(32)
     expires_at = timezone.now() + timedelta(seconds=settings.CORRAL_CONSOLE_TICKET_SECONDS)
     with transaction.atomic():
         ConsoleTicket.objects.filter(expires_at__lt=timezone.now()).delete()
-        ConsoleTicket.objects.create(digest=_digest(token), vm=vm, user=user, expires_at=expires_at)
+        ConsoleTicket.objects.create(
+            digest=_digest(token), kind=kind, vm=vm, user=user, expires_at=expires_at
+        )
     return token, expires_at
 
 
 def redeem_ticket(token: str, user) -> ConsoleTarget | None:
     """The VM screen ``token`` opens, once: None when the ticket is unknown, used, expired,
-    another signed-in user's, or its user may no longer operate the VM or it shows no screen.
+    another signed-in user's, not a screen's, or its user may no longer operate the VM or it
+    shows no screen.
 
     ``user`` is who holds the websocket: the ticket's user, or anonymous (the ticket then is
     the only credential: secret, single use, valid seconds).
     """
+    vm = _redeem(token, user, ConsoleKind.SCREEN)
+    if vm is None or not vm.graphics_port:
+        return None
+    if not MIN_VNC_PORT <= vm.graphics_port <= MAX_PORT:
+        return None
+    return ConsoleTarget(vm_id=vm.pk, address=console_address(vm.host.uri), port=vm.graphics_port)
+
+
+def redeem_serial_ticket(token: str, user) -> SerialTarget | None:
+    """The serial terminal ``token`` opens, once: None as for ``redeem_ticket`` (and for a
+    screen's ticket)."""
+    vm = _redeem(token, user, ConsoleKind.SERIAL)
+    if vm is None:
+        return None
+    return SerialTarget(vm_id=vm.pk, uri=vm.host.uri, uuid=str(vm.uuid))
+
+
+def _redeem(token: str, user, kind: ConsoleKind) -> VirtualMachine | None:
+    """Mark the ticket used (whatever follows) and return its VM, on its host, when its user
+    may still operate it."""
     now = timezone.now()
     with transaction.atomic():
         ticket = (
             ConsoleTicket.objects.select_for_update()
-            .filter(digest=_digest(token or ""), used_at__isnull=True, expires_at__gt=now)
+            .filter(
+                digest=_digest(token or ""), kind=kind, used_at__isnull=True, expires_at__gt=now
+            )
             .first()
         )
         if ticket is None:
@@ -96,14 +147,9 @@ def redeem_ticket(token: str, user) -> ConsoleTarget | None:
             return None
         ConsoleTicket.objects.filter(pk=ticket.pk).update(used_at=now)
     vm = VirtualMachine.objects.select_related("host", "owner").filter(pk=ticket.vm_id).first()
-    owner = ticket.user
-    if vm is None or vm.host is None or not vm.graphics_port:
+    if vm is None or vm.host is None or not holds(ticket.user, OPERATE, vm):
         return None
-    if not holds(owner, OPERATE, vm):
-        return None
-    if not MIN_VNC_PORT <= vm.graphics_port <= MAX_PORT:
-        return None
-    return ConsoleTarget(vm_id=vm.pk, address=console_address(vm.host.uri), port=vm.graphics_port)
+    return vm
 
 
 def _digest(token: str) -> str:

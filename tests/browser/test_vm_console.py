@@ -1,5 +1,6 @@
-"""The VM console in a real browser: the user of a real guest opens its screen from the portal
-and noVNC draws it; someone who may not operate the VM gets no console and no ticket.
+"""The VM console and serial terminal in a real browser: the user of a real guest opens its
+screen from the portal and noVNC draws it, opens its serial terminal and runs a command in
+it; someone who may not operate the VM gets no console and no ticket.
 
 The tiny guest runs on a real QEMU host, its VNC on the loopback. The production web tier
 (gunicorn with uvicorn workers, as `make serve` runs it) serves the portal and relays the
@@ -8,6 +9,7 @@ screen through the console websocket, which Django's live server does not serve.
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import libvirt
@@ -15,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from hosts.guests import guestinfo
-from hosts.models import ConsoleTicket, Host, VirtualMachine
+from hosts.models import ConsoleKind, ConsoleTicket, Host, VirtualMachine
 from tests.browser.conftest import log_in
 from tests.conftest import unique, wait_until
 from tests.hosts.driver.guests import Guest
@@ -53,33 +55,41 @@ CANVAS_PIXELS = """
 """
 
 
-@pytest.fixture
-def guest_vm(qemu_daemons, tiny_guest, make_cluster, make_template, make_vm, make_user, grant):
-    """A running tiny guest with a VNC screen as a Corral VM (Up, its screen's port read from
-    its host by the guest-info loop), and its user."""
+@pytest.fixture(scope="module")
+def running_guest(qemu_daemons, tiny_guest):
+    """The tiny guest with a VNC screen, booted to its shell on a real QEMU host (once for the
+    module)."""
     daemon = qemu_daemons[0]
     conn = libvirt.open(daemon.uri)
     guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
     try:
-        guest.domain.create()
-        cluster = make_cluster()
-        host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri)
-        template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
-        owner = make_user()
-        vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=owner)
-        VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
-        grant(owner, "UserRole", vm)
-
-        def screen_port() -> int | None:
-            guestinfo.refresh_host(host.pk)
-            return VirtualMachine.objects.get(pk=vm.pk).graphics_port
-
-        wait_until(screen_port, timeout=20, interval=0.2, message="no VNC port read")
-        vm.refresh_from_db()
-        yield vm, owner
+        guest.boot()
+        yield daemon, guest
     finally:
         guest.remove()
         conn.close()
+
+
+@pytest.fixture
+def guest_vm(running_guest, make_cluster, make_template, make_vm, make_user, grant):
+    """The running guest as a Corral VM (Up, its screen's port read from its host by the
+    guest-info loop), and its user."""
+    daemon, guest = running_guest
+    cluster = make_cluster()
+    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri)
+    template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
+    owner = make_user()
+    vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=owner)
+    VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
+    grant(owner, "UserRole", vm)
+
+    def screen_port() -> int | None:
+        guestinfo.refresh_host(host.pk)
+        return VirtualMachine.objects.get(pk=vm.pk).graphics_port
+
+    wait_until(screen_port, timeout=20, interval=0.2, message="no VNC port read")
+    vm.refresh_from_db()
+    return vm, owner
 
 
 def test_the_console_draws_a_real_guests_screen_for_its_user_and_nothing_for_others(
@@ -124,3 +134,81 @@ def test_the_console_draws_a_real_guests_screen_for_its_user_and_nothing_for_oth
     assert "/ws/console/" not in refused.text()
     assert not ConsoleTicket.objects.filter(user=viewer).exists()
     assert ConsoleTicket.objects.count() == 1
+
+
+# The rows of the terminal in view, as xterm.js mirrors them for screen readers.
+TERMINAL_ROWS = "#terminal-screen .xterm-accessibility-tree > div"
+
+
+def test_a_command_typed_in_the_terminal_runs_in_the_guest_and_shows_its_output(
+    guest_vm, asgi_pages
+):
+    vm, owner = guest_vm
+    _, open_page = asgi_pages()
+    page = open_page()
+    log_in(page, owner)
+    page.goto(f"/vms/{vm.pk}/")
+    with page.expect_popup() as opened:
+        page.get_by_role("button", name="Terminal").click()
+    terminal = opened.value
+    expect(terminal.get_by_role("heading", name=f"Terminal of {vm.name}")).to_be_visible()
+    expect(terminal.locator("#terminal-status")).to_have_text("Connected", timeout=DRAWN_S * 1000)
+
+    terminal.keyboard.type("echo $((6*7))")
+    terminal.keyboard.press("Enter")
+
+    rows = terminal.locator(TERMINAL_ROWS)
+    expect(rows.filter(has_text=re.compile(r"^\s*42\s*$"))).to_have_count(1, timeout=DRAWN_S * 1000)
+    expect(rows.filter(has_text="echo $((6*7))")).to_have_count(1)
+    ticket = ConsoleTicket.objects.get(vm=vm)
+    assert (ticket.kind, ticket.used_at is not None) == (ConsoleKind.SERIAL, True)
+
+
+def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
+    guest_vm, running_guest, asgi_pages
+):
+    vm, owner = guest_vm
+    _, guest = running_guest
+    _, open_page = asgi_pages()
+    page = open_page()
+    log_in(page, owner)
+    page.goto(f"/vms/{vm.pk}/")
+    with page.expect_popup() as opened:
+        page.get_by_role("button", name="Console").click()
+    console = opened.value
+    expect(console.locator("#console-status")).to_have_text("Connected", timeout=DRAWN_S * 1000)
+    logged = len(guest.console())
+
+    # Alt+SysRq+H on the guest's keyboard: its kernel answers on the serial console.
+    console.locator("#console-screen canvas").click()
+    console.keyboard.down("Alt")
+    console.keyboard.down("PrintScreen")
+    console.keyboard.press("h")
+    console.keyboard.up("PrintScreen")
+    console.keyboard.up("Alt")
+
+    wait_until(
+        lambda: "sysrq" in guest.console(logged).lower(),
+        timeout=DRAWN_S,
+        interval=0.5,
+        message=lambda: f"the guest's kernel saw no SysRq key: {guest.console(logged)!r}",
+    )
+    scaled_width = console.locator("#console-screen canvas").bounding_box()["width"]
+    scale = console.get_by_role("button", name="Scale to fit")
+    expect(scale).to_have_attribute("aria-pressed", "true")
+    scale.click()
+    expect(scale).to_have_attribute("aria-pressed", "false")
+    assert console.locator("#console-screen canvas").bounding_box()["width"] != scaled_width
+    console.get_by_role("button", name="Full screen").click()
+    expect(console.get_by_role("button", name="Full screen")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    assert console.evaluate("document.fullscreenElement.contains(document.querySelector('canvas'))")
+    console.get_by_role("button", name="Full screen").click()
+    expect(console.get_by_role("button", name="Full screen")).to_have_attribute(
+        "aria-pressed", "false"
+    )
+    expect(console.get_by_role("button", name="Send Ctrl-Alt-Del")).to_be_enabled()
+    console.get_by_label("Text to type into the guest").fill("echo pasted")
+    console.get_by_role("button", name="Paste text").click()
+    expect(console.get_by_label("Text to type into the guest")).to_have_value("")

@@ -120,6 +120,23 @@ def connection(uri: str) -> libvirt.virConnect:
         return conn
 
 
+def open_dedicated(uri: str) -> libvirt.virConnect:
+    """A new connection to ``uri`` of the caller's own (never shared nor cached), for a
+    long-lived stream such as a serial terminal; the caller closes it. The same allowlist
+    and backend checks as ``connection()``."""
+    check_uri(uri)
+    if claimed(uri):
+        raise NotSupported(f"The host at {uri} has no libvirt connection.", uri=uri)
+    ensure_event_loop()
+    try:
+        conn = libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise HostUnreachable(f"Cannot reach the host at {uri}: {_text(exc)}", uri=uri) from exc
+    with contextlib.suppress(libvirt.libvirtError):
+        conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)
+    return conn
+
+
 def drop(uri: str) -> None:
     """Forget (and close) the cached connection to ``uri``."""
     with _lock:

@@ -1,16 +1,76 @@
 // The VM console page: noVNC (vendored, see project/static/vendor/novnc-1.7.0) on the
-// websocket URL the page was given with its one-time ticket.
+// websocket URL the page was given with its one-time ticket, and its toolbar.
 import RFB from "../vendor/novnc-1.7.0/core/rfb.js";
+import KeyTable from "../vendor/novnc-1.7.0/core/input/keysym.js";
+import keysyms from "../vendor/novnc-1.7.0/core/input/keysymdef.js";
 
 const screen = document.getElementById("console-screen");
+// What goes full screen: the screen with its toolbar, so the buttons stay at hand there.
+const frame = document.getElementById("console-frame");
 const status = document.getElementById("console-status");
+const toolbar = document.getElementById("console-toolbar");
+const scale = document.getElementById("console-scale");
+const fullScreen = document.getElementById("console-fullscreen");
+const pasteForm = document.getElementById("console-paste");
+const pasteText = document.getElementById("console-paste-text");
+
 const rfb = new RFB(screen, screen.dataset.url);
+rfb.viewOnly = false; // keys and the mouse go to the guest
+rfb.focusOnClick = true;
 rfb.scaleViewport = true;
+
+function setPressed(button, pressed) {
+  button.setAttribute("aria-pressed", pressed ? "true" : "false");
+}
+
 rfb.addEventListener("connect", () => {
   status.textContent = "Connected";
+  toolbar.disabled = false;
+  rfb.focus();
 });
 rfb.addEventListener("disconnect", (event) => {
   status.textContent = event.detail.clean
     ? "Disconnected. Open the console again from the VM's page."
     : "The console could not be reached (the ticket may have expired or been used).";
+  toolbar.disabled = true;
+});
+
+document.getElementById("console-cad").addEventListener("click", () => {
+  rfb.sendCtrlAltDel();
+  rfb.focus();
+});
+
+scale.addEventListener("click", () => {
+  rfb.scaleViewport = !rfb.scaleViewport;
+  setPressed(scale, rfb.scaleViewport);
+  rfb.focus();
+});
+
+fullScreen.addEventListener("click", () => {
+  if (document.fullscreenElement) {
+    document.exitFullscreen();
+  } else {
+    frame.requestFullscreen().then(() => rfb.focus());
+  }
+});
+document.addEventListener("fullscreenchange", () => {
+  setPressed(fullScreen, document.fullscreenElement === frame);
+});
+
+// Keys for characters a keyboard types with one key; everything else is its keysym
+// (keysymdef: the character's X11 keysym, Unicode's otherwise), as Proxmox's console does.
+const SPECIAL = { "\n": KeyTable.XK_Return, "\r": KeyTable.XK_Return, "\t": KeyTable.XK_Tab };
+
+export function typeText(text) {
+  for (const character of text.replace(/\r\n/g, "\n")) {
+    const keysym = SPECIAL[character] ?? keysyms.lookup(character.codePointAt(0));
+    rfb.sendKey(keysym, null);
+  }
+}
+
+pasteForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  typeText(pasteText.value);
+  pasteText.value = "";
+  rfb.focus();
 });

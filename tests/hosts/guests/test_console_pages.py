@@ -1,10 +1,11 @@
 """The portal's ways to reach a guest: the Console button (noVNC on a one-time ticket), the
-serial console's tail and the guest's addresses on the VM page. The relay itself and the log's
-content on real QEMU: tests/hosts/guests/test_guest_access.py."""
+Terminal button (xterm.js on one), the serial console's tail and the guest's addresses on the
+VM page. The relays themselves and the log's content on real QEMU:
+tests/hosts/guests/test_guest_access.py and tests/hosts/guests/test_serial_terminal.py."""
 
 import pytest
 
-from hosts.models import ConsoleLog, ConsoleTicket, VirtualMachine
+from hosts.models import ConsoleKind, ConsoleLog, ConsoleTicket, VirtualMachine
 from tests.portal import signed_in
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +101,83 @@ def test_the_api_hands_out_a_ticket_valid_for_at_most_a_minute(shown_vm, client_
     assert 0 < (ticket.expires_at - ticket.created_at).total_seconds() <= 60
     assert response.json()["url"].startswith("ws://testserver/ws/console/")
     assert ticket.digest not in response.json()["url"]  # only the digest is stored
+
+
+def test_the_terminal_button_opens_xterm_on_a_fresh_serial_ticket_for_its_user(shown_vm):
+    vm, user = shown_vm
+    client = signed_in(user)
+    assert f'action="/vms/{vm.pk}/terminal/"' in client.get(f"/vms/{vm.pk}/").content.decode()
+
+    response = client.post(f"/vms/{vm.pk}/terminal/")
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-url="ws://testserver/ws/serial/' in page
+    assert "corral/terminal.js" in page
+    assert response["Cache-Control"] == "no-store"
+    ticket = ConsoleTicket.objects.get()
+    assert (ticket.user_id, ticket.vm_id, ticket.kind) == (user.pk, vm.pk, ConsoleKind.SERIAL)
+
+
+def test_the_api_hands_out_a_serial_ticket_for_its_user(shown_vm, client_for):
+    vm, user = shown_vm
+
+    response = client_for(user).post(f"/api/vms/{vm.pk}/serial-console/")
+
+    assert response.status_code == 201
+    assert response.json()["url"].startswith("ws://testserver/ws/serial/")
+    ticket = ConsoleTicket.objects.get()
+    assert ticket.kind == ConsoleKind.SERIAL
+    assert 0 < (ticket.expires_at - ticket.created_at).total_seconds() <= 60
+
+
+def test_who_may_not_operate_the_vm_gets_no_terminal(shown_vm, make_user, make_role, grant):
+    vm, _ = shown_vm
+    viewer = make_user()
+    grant(viewer, make_role("Viewer", ["hosts.view_virtualmachine"]).name, vm)
+    stranger = make_user()
+
+    page = signed_in(viewer).get(f"/vms/{vm.pk}/").content.decode()
+
+    assert "/terminal/" not in page
+    for user in (viewer, stranger):
+        client = signed_in(user)
+        assert client.post(f"/api/vms/{vm.pk}/serial-console/").status_code == 404
+        assert client.post(f"/vms/{vm.pk}/terminal/").status_code == 404
+        assert client.get(f"/vms/{vm.pk}/terminal/").status_code == 404
+    assert not ConsoleTicket.objects.exists()
+
+
+def test_the_terminals_address_opened_without_its_button_leads_to_the_vm_page(shown_vm):
+    vm, user = shown_vm
+
+    response = signed_in(user).get(f"/vms/{vm.pk}/terminal/")
+
+    assert (response.status_code, response["Location"]) == (302, f"/vms/{vm.pk}/")
+    assert not ConsoleTicket.objects.exists()
+
+
+def test_a_stopped_vm_has_no_terminal_and_asking_says_why(shown_vm, client_for):
+    vm, user = shown_vm
+    VirtualMachine.objects.filter(pk=vm.pk).update(status="down")
+
+    page = signed_in(user).get(f"/vms/{vm.pk}/").content.decode()
+    response = signed_in(user).post(f"/vms/{vm.pk}/terminal/", follow=True)
+    api = client_for(user).post(f"/api/vms/{vm.pk}/serial-console/")
+
+    assert "/terminal/" not in page
+    assert "its serial terminal opens while it runs" in response.content.decode()
+    assert api.status_code == 409
+    assert api.json()["detail"] == f"VM {vm.name} is down; its serial terminal opens while it runs."
+    assert not ConsoleTicket.objects.exists()
+
+
+def test_the_serial_log_without_scripts_shows_no_escape_sequences(shown_vm):
+    vm, user = shown_vm
+    text = "\x1b[6n\x1b[1;32mcorral-guest:\x1b[0m ready\r\n"
+    ConsoleLog.objects.filter(vm=vm).update(text=text, size=len(text))
+
+    log = signed_in(user).get(f"/vms/{vm.pk}/console-log/").content.decode()
+
+    shown = log[log.index(">", log.index("<pre")) + 1 : log.index("</pre>")]
+    assert shown == "corral-guest: ready\n"

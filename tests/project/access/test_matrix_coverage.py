@@ -55,6 +55,8 @@ NOT_IN_THE_MATRIX = {
     "a viewer gets 403, who cannot see it 404",
     "POST /api/vms/{id}/console/": "tests/hosts/guests/test_guest_access.py and "
     "tests/hosts/guests/test_console_pages.py: operate on the VM, 404 for everyone else",
+    "POST /api/vms/{id}/serial-console/": "tests/hosts/guests/test_serial_terminal.py and "
+    "tests/hosts/guests/test_console_pages.py: operate on the VM, 404 for everyone else",
     "GET /api/jobs/": "tests/hosts/jobs/test_jobs_api.py: jobs on the VMs the caller may see",
     "GET /api/jobs/{id}/": "tests/hosts/jobs/test_jobs_api.py: 404 for a job on a hidden VM",
     "POST /api/jobs/{id}/cancel/": "tests/hosts/jobs/test_jobs_api.py: cancel_job, or the "

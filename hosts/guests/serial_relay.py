@@ -1,0 +1,86 @@
+"""The serial terminal websocket: redeems a one-time ticket and relays the guest's serial
+console between the browser (xterm.js) and the VM's host, byte for byte.
+
+Each terminal opens a libvirt connection of its own to the VM's host (the URI recorded for the
+host, checked by the allowlist again) and the guest's console on it
+(``hosts.driver.libvirt.serial``): a thread of the terminal's own reads the console and hands
+each chunk to the websocket as a binary frame, waiting until it is sent (a slow browser slows
+the guest's output rather than filling memory); what the browser sends (binary frames, or
+text frames taken as UTF-8) is typed into the console. Either side ending ends both, and the
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from hosts.driver import DriverError
+from hosts.driver.libvirt.serial import SerialConsole, open_serial_console
+from hosts.guests import consoles
+from hosts.guests.console_relay import REFUSED, UNREACHABLE
+
+logger = logging.getLogger(__name__)
+OPEN_TIMEOUT_S = 10
+
+
+class SerialRelay(AsyncWebsocketConsumer):
+    console: SerialConsole | None = None
+    reader: threading.Thread | None = None
+
+    async def connect(self) -> None:
+        token = self.scope["url_route"]["kwargs"].get("ticket", "")
+        redeem = database_sync_to_async(consoles.redeem_serial_ticket)
+        target = await redeem(token, self.scope.get("user"))
+        if target is None:
+            await self.close(code=REFUSED)
+            return
+        try:
+            self.console = await asyncio.wait_for(
+                asyncio.to_thread(open_serial_console, target.uri, target.uuid), OPEN_TIMEOUT_S
+            )
+        except (DriverError, TimeoutError) as exc:
+            logger.warning("Serial terminal of VM %s: cannot open it: %s", target.vm_id, exc)
+            await self.close(code=UNREACHABLE)
+            return
+        offered = self.scope.get("subprotocols") or []
+        await self.accept("binary" if "binary" in offered else None)
+        # A thread of its own, not the loop's executor: it blocks for the terminal's lifetime.
+        self.reader = threading.Thread(
+            target=self._from_guest,
+            args=(self.console, asyncio.get_running_loop()),
+            name=f"serial-vm-{target.vm_id}",
+            daemon=True,
+        )
+        self.reader.start()
+
+    def _from_guest(self, console: SerialConsole, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            while chunk := console.recv():
+                sent = asyncio.run_coroutine_threadsafe(self.send(bytes_data=chunk), loop)
+                sent.result()
+        except Exception as exc:  # the guest stopped, the host went away, the loop closed
+            logger.info("Serial terminal ended: %s", exc)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop has closed already
+                asyncio.run_coroutine_threadsafe(self.close(), loop)
+
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        if self.console is None:
+            return
+        data = bytes_data if bytes_data is not None else (text_data or "").encode()
+        if not data:
+            return
+        try:
+            await asyncio.to_thread(self.console.send, data)
+        except DriverError:
+            await self.close()
+
+    async def disconnect(self, code) -> None:
+        if self.console is not None:
+            await asyncio.to_thread(self.console.close)

@@ -1,0 +1,136 @@
+"""The serial terminal on a real guest: a ticket from the API opens the guest's serial console
+through the production web tier (gunicorn with uvicorn workers, as `make serve` runs it) once,
+and what a websocket client types runs in the guest's shell.
+
+One tiny guest boots for the module on a real QEMU host; its serial console runs a shell
+(lab/tinyguest_files/init). The websocket client is aiohttp's, over a real socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import libvirt
+import pytest
+from django.test import Client
+
+from hosts.guests import guestinfo
+from hosts.models import ConsoleTicket, Host, VirtualMachine
+from tests.conftest import unique, wait_until
+from tests.hosts.driver.guests import Guest
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+REPLY_S = 20  # from a line typed to its output back (TCG, on a shared machine)
+
+
+@pytest.fixture(scope="module")
+def booted(qemu_daemons, tiny_guest):
+    """The tiny guest, booted to its shell on the first QEMU host."""
+    daemon = qemu_daemons[0]
+    conn = libvirt.open(daemon.uri)
+    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
+    try:
+        guest.boot()
+        yield daemon, guest
+    finally:
+        guest.remove()
+        conn.close()
+
+
+@pytest.fixture
+def guest_vm(booted, make_cluster, make_template, make_vm, make_user, grant):
+    """The booted guest as a Corral VM (Up on its host), and a user who may operate it."""
+    daemon, guest = booted
+    cluster = make_cluster()
+    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri, status="up")
+    template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
+    user = make_user()
+    vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=user)
+    VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
+    grant(user, "UserRole", vm)
+    vm.refresh_from_db()
+    return vm, user
+
+
+@pytest.fixture
+def web(asgi_server):
+    """The production web tier on the test database."""
+    return asgi_server()
+
+
+def _ws_url(web, url: str) -> str:
+    """The ticket's websocket URL (named for the test client's host) on the running server."""
+    return url.replace("ws://testserver", web.url.replace("http://", "ws://"), 1)
+
+
+async def _run(url: str, origin: str, typed: list[str | bytes], until: bytes) -> bytes | None:
+    """Open the websocket, type each of ``typed`` (bytes as binary frames, str as text
+    frames) and read until ``until`` shows; what came back, or None when refused."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REPLY_S + 15)) as session:
+        try:
+            socket = await session.ws_connect(url, headers={"Origin": origin})
+        except aiohttp.WSServerHandshakeError:
+            return None
+        async with socket:
+            for line in typed:
+                if isinstance(line, bytes):
+                    await socket.send_bytes(line)
+                else:
+                    await socket.send_str(line)
+            seen = b""
+            async with asyncio.timeout(REPLY_S):
+                while until not in seen:
+                    message = await socket.receive()
+                    if message.type != aiohttp.WSMsgType.BINARY:
+                        break
+                    seen += message.data
+            return seen
+
+
+def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(guest_vm, web):
+    vm, user = guest_vm
+    client = Client()
+    client.force_login(user)
+    response = client.post(f"/api/vms/{vm.pk}/serial-console/")
+    assert response.status_code == 201, response.content
+    url = response.json()["url"]
+    assert url.startswith("ws://testserver/ws/serial/")
+
+    shown = asyncio.run(_run(_ws_url(web, url), web.url, [b"echo $((6*7))\n"], b"42\r\n"))
+    again = asyncio.run(_run(_ws_url(web, url), web.url, [b"\n"], b"#"))
+
+    assert b"42\r\n" in shown  # the shell's answer, not the echoed line "echo $((6*7))"
+    assert again is None  # a ticket opens the terminal once
+    assert ConsoleTicket.objects.get().used_at is not None
+
+
+def test_text_frames_are_typed_as_utf8(guest_vm, web):
+    vm, user = guest_vm
+    client = Client()
+    client.force_login(user)
+    url = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
+
+    shown = asyncio.run(_run(_ws_url(web, url), web.url, ["echo é-$((2+3))\n"], "é-5\r\n".encode()))
+
+    assert "é-5\r\n".encode() in shown
+
+
+def test_a_screen_ticket_opens_no_terminal_and_a_terminal_ticket_no_screen(guest_vm, web):
+    vm, user = guest_vm
+
+    def screen_port() -> int | None:
+        guestinfo.refresh_host(vm.host_id)
+        return VirtualMachine.objects.get(pk=vm.pk).graphics_port
+
+    wait_until(screen_port, timeout=20, interval=0.2, message="no VNC port read")
+    client = Client()
+    client.force_login(user)
+    screen = client.post(f"/api/vms/{vm.pk}/console/").json()["url"]
+    terminal = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
+
+    screen_as_terminal = screen.replace("/ws/console/", "/ws/serial/")
+    terminal_as_screen = terminal.replace("/ws/serial/", "/ws/console/")
+
+    assert asyncio.run(_run(_ws_url(web, screen_as_terminal), web.url, [b"\n"], b"#")) is None
+    assert asyncio.run(_run(_ws_url(web, terminal_as_screen), web.url, [], b"RFB")) is None
