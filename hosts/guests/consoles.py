@@ -50,6 +50,7 @@ class SerialTarget:
     vm_id: int
     uri: str
     uuid: str
+    storage_pool: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,9 @@ def redeem_serial_ticket(token: str, user) -> SerialTarget | None:
     vm = _redeem(token, user, ConsoleKind.SERIAL)
     if vm is None:
         return None
-    return SerialTarget(vm_id=vm.pk, uri=vm.host.uri, uuid=str(vm.uuid))
+    return SerialTarget(
+        vm_id=vm.pk, uri=vm.host.uri, uuid=str(vm.uuid), storage_pool=vm.host.storage_pool
+    )
 
 
 def _redeem(token: str, user, kind: ConsoleKind) -> VirtualMachine | None:

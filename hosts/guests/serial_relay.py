@@ -1,8 +1,10 @@
 """The serial terminal websocket: redeems a one-time ticket and relays the guest's serial
 console between the browser (xterm.js) and the VM's host, byte for byte.
 
-Each terminal opens a libvirt connection of its own to the VM's host (the URI recorded for the
-host, checked by the allowlist again) and the guest's console on it
+A terminal opens showing the console's last lines (its log's tail, read through libvirt), the
+prompt the guest printed before anyone connected among them. Then each terminal opens a
+libvirt connection of its own to the VM's host (the URI recorded for the host, checked by the
+allowlist again) and the guest's console on it
 (``hosts.driver.libvirt.serial``): a thread of the terminal's own reads the console and hands
 each chunk to the websocket as a binary frame, waiting until it is sent (a slow browser slows
 the guest's output rather than filling memory); what the browser sends (binary frames, or
@@ -21,6 +23,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from hosts.driver import DriverError
+from hosts.driver.libvirt import guests
 from hosts.driver.libvirt.serial import SerialConsole, open_serial_console
 from hosts.guests import consoles
 from hosts.guests.console_relay import REFUSED, UNREACHABLE
@@ -40,6 +43,16 @@ class SerialRelay(AsyncWebsocketConsumer):
         if target is None:
             await self.close(code=REFUSED)
             return
+        # What the console shows now (its last lines, the prompt among them), read before the
+        # console opens so that nothing shows twice: the guest's shell wrote its prompt before
+        # anyone connected, and a terminal opens on it.
+        try:
+            shown = await asyncio.to_thread(
+                guests.recent_output, target.uri, target.uuid, target.storage_pool
+            )
+        except DriverError as exc:
+            logger.info("Serial terminal of VM %s: no recent output: %s", target.vm_id, exc)
+            shown = b""
         try:
             self.console = await asyncio.wait_for(
                 asyncio.to_thread(open_serial_console, target.uri, target.uuid), OPEN_TIMEOUT_S
@@ -50,6 +63,8 @@ class SerialRelay(AsyncWebsocketConsumer):
             return
         offered = self.scope.get("subprotocols") or []
         await self.accept("binary" if "binary" in offered else None)
+        if shown:
+            await self.send(bytes_data=shown)
         # A thread of its own, not the loop's executor: it blocks for the terminal's lifetime.
         self.reader = threading.Thread(
             target=self._from_guest,

@@ -107,7 +107,24 @@ def carry_log(
     return len(data)
 
 
-def _log_tail(conn: libvirt.virConnect, pool_name: str, uuid: str) -> bytes:
+def recent_output(uri: str, uuid: str, pool_name: str, size: int = 2048) -> bytes:
+    """The last lines the guest wrote on its serial console (at most ``size`` bytes, from its
+    first whole line), read from its log: what a terminal shows when it opens. b"" when the
+    host keeps no log."""
+    data = call(
+        uri,
+        "read the VM's console log",
+        lambda conn: _log_tail(conn, pool_name, uuid, size),
+        retry=True,
+    )
+    if len(data) >= size and b"\n" in data:
+        data = data[data.index(b"\n") + 1 :]
+    return data
+
+
+def _log_tail(
+    conn: libvirt.virConnect, pool_name: str, uuid: str, size: int = LOG_TAIL_BYTES
+) -> bytes:
     pool = _pool(conn, pool_name)
     if pool is None:
         return b""
@@ -118,9 +135,9 @@ def _log_tail(conn: libvirt.virConnect, pool_name: str, uuid: str) -> bytes:
         if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
             return b""
         raise
-    size = volume.info()[1]
-    start = max(0, size - LOG_TAIL_BYTES)
-    return _download(conn, volume, start, size - start) if size else b""
+    total = volume.info()[1]
+    start = max(0, total - size)
+    return _download(conn, volume, start, total - start) if total else b""
 
 
 def _write_volume(conn: libvirt.virConnect, pool_name: str, name: str, data: bytes) -> bool:

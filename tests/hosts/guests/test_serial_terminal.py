@@ -9,6 +9,7 @@ One tiny guest boots for the module on a real QEMU host; its serial console runs
 from __future__ import annotations
 
 import asyncio
+import secrets
 
 import aiohttp
 import libvirt
@@ -97,10 +98,12 @@ def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(guest
     url = response.json()["url"]
     assert url.startswith("ws://testserver/ws/serial/")
 
-    shown = asyncio.run(_run(_ws_url(web, url), web.url, [b"echo $((6*7))\n"], b"42\r\n"))
+    a, b = secrets.randbelow(9000) + 1000, secrets.randbelow(9000) + 1000  # never shown before
+    answer = f"{a * b}\r\n".encode()
+    shown = asyncio.run(_run(_ws_url(web, url), web.url, [f"echo $(({a}*{b}))\n".encode()], answer))
     again = asyncio.run(_run(_ws_url(web, url), web.url, [b"\n"], b"#"))
 
-    assert b"42\r\n" in shown  # the shell's answer, not the echoed line "echo $((6*7))"
+    assert answer in shown  # the shell's answer, not the echoed line "echo $((a*b))"
     assert again is None  # a ticket opens the terminal once
     assert ConsoleTicket.objects.get().used_at is not None
 
@@ -111,9 +114,23 @@ def test_text_frames_are_typed_as_utf8(guest_vm, web):
     client.force_login(user)
     url = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
 
-    shown = asyncio.run(_run(_ws_url(web, url), web.url, ["echo é-$((2+3))\n"], "é-5\r\n".encode()))
+    n = secrets.randbelow(9000) + 1000
+    answer = f"é-{n + 1}\r\n".encode()
+    shown = asyncio.run(_run(_ws_url(web, url), web.url, [f"echo é-$(({n}+1))\n"], answer))
 
-    assert "é-5\r\n".encode() in shown
+    assert answer in shown
+
+
+def test_a_terminal_opens_on_the_prompt_the_guest_printed_before_anyone_connected(guest_vm, web):
+    vm, user = guest_vm
+    client = Client()
+    client.force_login(user)
+    url = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
+
+    shown = asyncio.run(_run(_ws_url(web, url), web.url, [], b"corral@"))
+
+    last_line = shown.rsplit(b"\r\n", 1)[-1]
+    assert last_line.startswith(b"corral@tiny-guest:~$ ")  # its prompt, nothing typed yet
 
 
 def test_a_screen_ticket_opens_no_terminal_and_a_terminal_ticket_no_screen(guest_vm, web):
