@@ -209,6 +209,35 @@ def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
         "aria-pressed", "false"
     )
     expect(console.get_by_role("button", name="Send Ctrl-Alt-Del")).to_be_enabled()
-    console.get_by_label("Text to type into the guest").fill("echo pasted")
+    # The screen's shell (logged in as the guest's user) runs what is typed, and what is pasted.
+    console.locator("#console-screen canvas").click()
+    # As a person types: Shift held for the characters that need it (a browser's key events
+    # carry the key's code, which the guest's keyboard gets).
+    for part, shifted in (("echo typed", False), ("_", True), ("on", False), (">", True)):
+        if shifted:
+            console.keyboard.down("Shift")
+        console.keyboard.type(part)
+        if shifted:
+            console.keyboard.up("Shift")
+    console.keyboard.type("/dev/tty")
+    console.keyboard.down("Shift")
+    console.keyboard.type("S")
+    console.keyboard.up("Shift")
+    console.keyboard.type("0")
+    console.keyboard.press("Enter")
+    wait_until(
+        lambda: "typed_on" in guest.console(logged),
+        timeout=DRAWN_S,
+        interval=0.5,
+        message=lambda: f"the screen's shell ran nothing typed: {guest.console(logged)[-500:]!r}",
+    )
+    console.get_by_label("Text to type into the guest").fill("echo pasted-$((3*4)) >/dev/ttyS0\n")
     console.get_by_role("button", name="Paste text").click()
     expect(console.get_by_label("Text to type into the guest")).to_have_value("")
+
+    wait_until(
+        lambda: "pasted-12" in guest.console(logged),
+        timeout=DRAWN_S,
+        interval=0.5,
+        message=lambda: f"the pasted line did not run: {guest.console(logged)[-500:]!r}",
+    )

@@ -61,10 +61,17 @@ document.addEventListener("fullscreenchange", () => {
 // (keysymdef: the character's X11 keysym, Unicode's otherwise), as Proxmox's console does.
 const SPECIAL = { "\n": KeyTable.XK_Return, "\r": KeyTable.XK_Return, "\t": KeyTable.XK_Tab };
 
+// Characters a (US) keyboard types with Shift held: QEMU turns a keysym into the key that
+// carries it, and that key gives the shifted character only while Shift is down.
+const SHIFTED = /[A-Z~!@#$%^&*()_+{}|:"<>?]/;
+
 export function typeText(text) {
   for (const character of text.replace(/\r\n/g, "\n")) {
     const keysym = SPECIAL[character] ?? keysyms.lookup(character.codePointAt(0));
+    const shifted = SHIFTED.test(character);
+    if (shifted) rfb.sendKey(KeyTable.XK_Shift_L, "ShiftLeft", true);
     rfb.sendKey(keysym, null);
+    if (shifted) rfb.sendKey(KeyTable.XK_Shift_L, "ShiftLeft", false);
   }
 }
 
