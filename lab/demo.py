@@ -78,6 +78,8 @@ def seed(options: dict) -> str:
             "login_user": tinyguest.LOGIN_USER,
         },
     )
+    if not template.login_user:  # made by an earlier version of the demo
+        Template.objects.filter(pk=template.pk).update(login_user=tinyguest.LOGIN_USER)
     options["lab_obj"], options["lab_template"] = cluster, template
     return f"Demo: template {template.name} booting the tiny guest in cluster {cluster.name}."
 
