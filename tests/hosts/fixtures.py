@@ -214,3 +214,19 @@ def light_hosts(db, light_server, make_cluster):
         return list(Host.objects.filter(cluster=cluster).order_by("pk"))
 
     return make
+
+
+def run_pending_jobs() -> list:
+    """Run every queued job here, oldest first (those queued meanwhile too), as a task worker
+    would; each must succeed. The jobs that ran."""
+    from hosts import jobs
+    from hosts.models import Job, JobState
+    from hosts.operations import OPERATION_BY_KIND
+
+    ran = []
+    while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
+        jobs.run(job.pk, OPERATION_BY_KIND)
+        job.refresh_from_db()
+        assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
+        ran.append(job)
+    return ran

@@ -13,14 +13,14 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import Client
 
-from hosts import driver, jobs, sync
+from hosts import driver, sync
 from hosts.driver.libvirt import volumes
 from hosts.guests import guestinfo
-from hosts.models import ConsoleLog, Host, Job, JobKind, JobState, VirtualMachine
-from hosts.operations import OPERATION_BY_KIND
+from hosts.models import ConsoleLog, Host, JobKind, VirtualMachine
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique, wait_until
+from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.guests.test_guest_access import _first_bytes
 from tests.hosts.images.uploads import upload_file
 
@@ -33,17 +33,6 @@ def _upload(client, path, kind) -> int:
     image = upload_file(client, path, kind)
     assert image["sha256"] and image["size_bytes"] == path.stat().st_size
     return image["id"]
-
-
-def _run_pending() -> list[Job]:
-    """Run every queued job, oldest first, until none is left; those that ran."""
-    ran = []
-    while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
-        jobs.run(job.pk, OPERATION_BY_KIND)
-        job.refresh_from_db()
-        assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
-        ran.append(job)
-    return ran
 
 
 def _volumes(host: Host) -> set[str]:
@@ -133,10 +122,10 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     )
     assert pool.status_code == 201, pool.content
     pool_id = pool.json()["id"]
-    ran = _run_pending()  # the VM defined on a host; the images copied to both, ahead of need
+    ran = run_pending_jobs()  # the VM defined on a host; the images copied to both, ahead of need
     assert [job.kind for job in ran].count(JobKind.COPY_IMAGE) == 6
     assert monitor.monitor_pool(pool_id) == 1
-    (started,) = _run_pending()
+    (started,) = run_pending_jobs()
     assert started.kind == JobKind.START
 
     # The user takes it: it runs already.
@@ -175,16 +164,16 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     wait_until(lambda: _allocation(first, overlay) > MIB, timeout=60, message="no disk write")
     returned = client_for(user).post(f"/api/vms/{vm_id}/return/")
     assert returned.status_code == 202, returned.content
-    assert [job.kind for job in _run_pending()] == [JobKind.POWEROFF, JobKind.REVERT]
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.POWEROFF, JobKind.REVERT]
     assert _allocation(first, overlay) < MIB
     assert client_for(user).get(f"/api/vms/{vm_id}/").status_code == 404  # no longer theirs
 
     # The pool starts it again; the admin moves it to the other host.
     assert monitor.monitor_pool(pool_id) == 1
-    _run_pending()
+    run_pending_jobs()
     moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
     assert moved.status_code == 202, moved.content
-    _run_pending()
+    run_pending_jobs()
     vm.refresh_from_db()
     assert vm.host_id == second.pk
     assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
@@ -194,7 +183,7 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     # Deleting the pool deletes its VM: nothing of it stays on either host.
     gone = admin.delete(f"/api/vmpools/{pool_id}/")
     assert gone.status_code in (202, 204), gone.content
-    _run_pending()
+    run_pending_jobs()
     assert not VirtualMachine.objects.filter(pk=vm_id).exists()
     for host in hosts:
         assert driver.domain_power_state(host.uri, str(vm.uuid)) is None

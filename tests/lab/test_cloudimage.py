@@ -10,17 +10,17 @@ logs in where the API's ``ssh`` says. A key added later reaches the running gues
 agent. One boot serves every test; it takes a minute or more under TCG.
 """
 
-import subprocess
 import time
 
 import pytest
 
-from hosts import driver, jobs, sync
+from hosts import driver, sync
 from hosts.driver.libvirt import volumes
-from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
-from hosts.operations import OPERATION_BY_KIND
+from hosts.models import Host, JobKind, VirtualMachine
 from lab import cloudimage, qemuhosts
 from tests.conftest import unique, wait_until
+from tests.hosts.driver.guests import login, ssh_key
+from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.images.uploads import upload_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -28,7 +28,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 RUNCMD_FILE = "/var/tmp/corral-runcmd"
 # Cold boot to SSH took 54-73 s under TCG on 2 idle cores; a loaded machine takes longer.
 SSH_TIMEOUT_S = 420
-SSH_ATTEMPT_TIMEOUT_S = 60
 CLOUD_FINAL_TIMEOUT_S = 180
 
 
@@ -44,56 +43,7 @@ def cloud_image():
 def ssh_keys(tmp_path_factory):
     """Two fresh ed25519 key pairs: ``{"seed": path, "agent": path}`` (private key files)."""
     folder = tmp_path_factory.mktemp("ssh")
-    keys = {}
-    for name in ("seed", "agent"):
-        path = folder / name
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@corral", "-f", path],
-            check=True,
-            timeout=30,
-        )
-        keys[name] = path
-    return keys
-
-
-def ssh(key, details: dict, command: str) -> subprocess.CompletedProcess:
-    """``command`` run by the system's ssh where the VM's ``ssh`` details say (127.0.0.1)."""
-    assert details["host"] == "127.0.0.1"
-    return subprocess.run(
-        [
-            "/usr/bin/ssh",
-            "-i",
-            str(key),
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=10",
-            "-o",
-            "LogLevel=ERROR",
-            "-p",
-            str(details["port"]),
-            f"{details['user']}@{details['host']}",
-            command,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=SSH_ATTEMPT_TIMEOUT_S,
-        check=False,
-    )
-
-
-def _run_pending() -> list[Job]:
-    ran = []
-    while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
-        jobs.run(job.pk, OPERATION_BY_KIND)
-        job.refresh_from_db()
-        assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
-        ran.append(job)
-    return ran
+    return {name: ssh_key(folder, name)[0] for name in ("seed", "agent")}
 
 
 def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_owner_in(
@@ -143,13 +93,13 @@ def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_
         # after it waits a while for the agent.
         started = time.monotonic()
         assert admin.post(f"/api/vms/{vm.pk}/start/").status_code == 202
-        assert [job.kind for job in _run_pending()] == [JobKind.START, JobKind.GUEST_KEYS]
+        assert [job.kind for job in run_pending_jobs()] == [JobKind.START, JobKind.GUEST_KEYS]
         details = admin.get(f"/api/vms/{vm.pk}/").json()["ssh"]
         assert details["user"] == "debian"
         attempts = []
 
         def logged_in():
-            done = ssh(ssh_keys["seed"], details, "true")
+            done = login(ssh_keys["seed"], details, "true")
             attempts.append(done.stderr.strip())
             return done.returncode == 0
 
@@ -165,11 +115,11 @@ def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_
 
         # Real cloud-init took Corral's seed: the VM's name, the owner's key, the template's
         # command (which runs in cloud-init's last stage, maybe after sshd has started).
-        named = ssh(ssh_keys["seed"], details, "hostname")
+        named = login(ssh_keys["seed"], details, "hostname")
         assert (named.returncode, named.stdout.strip()) == (0, vm.name), named.stderr
 
         def ran():
-            done = ssh(ssh_keys["seed"], details, f"cat {RUNCMD_FILE} 2>/dev/null || true")
+            done = login(ssh_keys["seed"], details, f"cat {RUNCMD_FILE} 2>/dev/null || true")
             return done.stdout.strip()
 
         assert wait_until(ran, timeout=CLOUD_FINAL_TIMEOUT_S, interval=2) == "ran-by-cloud-init"
@@ -180,8 +130,8 @@ def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_
             "/api/me/sshkeys/", {"name": "other", "public_key": other}, format="json"
         )
         assert added.status_code == 201, added.content
-        assert [job.kind for job in _run_pending()] == [JobKind.GUEST_KEYS]
-        assert ssh(ssh_keys["agent"], details, "true").returncode == 0
+        assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
+        assert login(ssh_keys["agent"], details, "true").returncode == 0
         assert admin.get(f"/api/vms/{vm.pk}/").json()["guest_keys"]["state"] == "in_guest"
     finally:
         driver.undefine(host.uri, str(vm.uuid))

@@ -219,6 +219,13 @@ def agent_addresses(domain) -> dict[str, list[str]]:
     return {name: [a["addr"] for a in info.get("addrs") or []] for name, info in interfaces.items()}
 
 
+def login(key: Path, details: dict, command: str) -> subprocess.CompletedProcess:
+    """``command`` run over SSH where a VM's ``ssh`` details (the API's) say: always the
+    loopback in tests."""
+    assert details["host"] == "127.0.0.1", details
+    return ssh(details["port"], key, command, user=details["user"])
+
+
 def ssh_key(folder: Path, name: str) -> tuple[Path, str]:
     """A new ed25519 key pair in ``folder``: (its private key file, its public key line)."""
     path = folder / name
@@ -230,8 +237,10 @@ def ssh_key(folder: Path, name: str) -> tuple[Path, str]:
     return path, Path(f"{path}.pub").read_text().strip()
 
 
-def ssh(port: int, key: Path, command: str) -> subprocess.CompletedProcess:
-    """``command`` run by the login user over SSH to 127.0.0.1:``port``, with ``key`` only."""
+def ssh(
+    port: int, key: Path, command: str, user: str = tinyguest.LOGIN_USER
+) -> subprocess.CompletedProcess:
+    """``command`` run by ``user`` over SSH to 127.0.0.1:``port``, with ``key`` only."""
     options = {
         "StrictHostKeyChecking": "no",
         "UserKnownHostsFile": "/dev/null",
@@ -243,7 +252,7 @@ def ssh(port: int, key: Path, command: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["/usr/bin/ssh", "-i", str(key), "-p", str(port)]
         + [f"-o{name}={value}" for name, value in options.items()]
-        + [f"{tinyguest.LOGIN_USER}@127.0.0.1", command],
+        + [f"{user}@127.0.0.1", command],
         capture_output=True,
         text=True,
         timeout=90,

@@ -8,72 +8,21 @@ refused while the VM runs on; a second user takes it and logs in with theirs. Jo
 process, as a task worker would run them; the client is the system's own ``ssh``.
 """
 
-import subprocess
-
 import pytest
 from django.test import Client
 
-from hosts import driver, jobs, sync
+from hosts import driver, sync
 from hosts.driver.libvirt import volumes
-from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
-from hosts.operations import OPERATION_BY_KIND
+from hosts.models import Host, JobKind, VirtualMachine
 from lab import qemuhosts, tinyguest
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique
+from tests.hosts.driver.guests import login, ssh_key
+from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.images.uploads import upload_file
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-SSH_TIMEOUT_S = 10
-
-
-def _run_pending() -> list[Job]:
-    ran = []
-    while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
-        jobs.run(job.pk, OPERATION_BY_KIND)
-        job.refresh_from_db()
-        assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
-        ran.append(job)
-    return ran
-
-
-def _key(tmp_path, name: str):
-    path = tmp_path / name
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True
-    )
-    return path, (tmp_path / f"{name}.pub").read_text().strip()
-
-
-def ssh(key, details: dict, command: str = "hostname") -> subprocess.CompletedProcess:
-    """``command`` run on the guest with ``key``, by the system's ssh client, as the VM's
-    ``ssh`` details say (only ever 127.0.0.1 here)."""
-    assert details["host"] == "127.0.0.1"
-    return subprocess.run(
-        [
-            "ssh",
-            "-i",
-            str(key),
-            "-p",
-            str(details["port"]),
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            f"ConnectTimeout={SSH_TIMEOUT_S}",
-            f"{details['user']}@{details['host']}",
-            command,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=SSH_TIMEOUT_S * 3,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -129,16 +78,16 @@ def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_
     )
     assert pool.status_code == 201, pool.content
     pool_id = pool.json()["id"]
-    _run_pending()
+    run_pending_jobs()
     assert monitor.monitor_pool(pool_id) == 1
     # Started with nobody's keys; the keys job waits for the agent, so the guest is up after it.
-    assert [job.kind for job in _run_pending()] == [JobKind.START, JobKind.GUEST_KEYS]
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.START, JobKind.GUEST_KEYS]
 
     alice, bob = make_user(), make_user()
     for user in (alice, bob):
         grant(user, "UserRole", VmPool.objects.get(pk=pool_id))
-    alice_key, alice_public = _key(tmp_path, "alice")
-    bob_key, bob_public = _key(tmp_path, "bob")
+    alice_key, alice_public = ssh_key(tmp_path, "alice")
+    bob_key, bob_public = ssh_key(tmp_path, "bob")
     added = client_for(alice).post(
         "/api/me/sshkeys/", {"name": "laptop", "public_key": alice_public}, format="json"
     )
@@ -152,43 +101,43 @@ def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_
     assert taken.status_code == 200, taken.content
     assert taken.json()["instant"] is True
     vm_id = taken.json()["vm"]["id"]
-    assert [job.kind for job in _run_pending()] == [JobKind.GUEST_KEYS]
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
     shown = client_for(alice).get(f"/api/vms/{vm_id}/").json()
     details = shown["ssh"]
     assert details["user"] == tinyguest.LOGIN_USER
     assert details["command"] == f"ssh -p {details['port']} corral@127.0.0.1"
     assert shown["guest_keys"]["state"] == "in_guest"
-    logged_in = ssh(alice_key, details)
+    logged_in = login(alice_key, details, "hostname")
     vm = VirtualMachine.objects.get(pk=vm_id)
     assert (logged_in.returncode, logged_in.stdout.strip()) == (0, vm.name), logged_in.stderr
-    assert ssh(bob_key, details).returncode == 255  # not his VM
+    assert login(bob_key, details, "hostname").returncode == 255  # not his VM
 
     # A key Alice adds while she holds it follows her there.
-    second_key, second_public = _key(tmp_path, "alice-desktop")
+    second_key, second_public = ssh_key(tmp_path, "alice-desktop")
     browser = Client()
     browser.force_login(alice)
     client_for(alice).post(
         "/api/me/sshkeys/", {"name": "desktop", "public_key": second_public}, format="json"
     )
-    assert [job.kind for job in _run_pending()] == [JobKind.GUEST_KEYS]
-    assert ssh(second_key, details).returncode == 0
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
+    assert login(second_key, details, "hostname").returncode == 0
     page = browser.get(f"/vms/{vm_id}/").content.decode()
     assert details["command"] in page
 
     # She returns it: it runs on (the pool keeps disks), and her keys no longer open it.
     returned = client_for(alice).post(f"/api/vms/{vm_id}/return/")
     assert returned.status_code == 202, returned.content
-    assert [job.kind for job in _run_pending()] == [JobKind.GUEST_KEYS]
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
     assert driver.domain_power_state(lab_host.uri, str(vm.uuid)) == "running"
     for key in (alice_key, second_key):
-        refused = ssh(key, details)
+        refused = login(key, details, "hostname")
         assert refused.returncode == 255
         assert "Permission denied" in refused.stderr
 
     # Bob takes it next and logs in with his own key.
     again = client_for(bob).post(f"/api/vmpools/{pool_id}/allocatevm/")
     assert again.json()["vm"]["id"] == vm_id
-    _run_pending()
-    bobs = ssh(bob_key, client_for(bob).get(f"/api/vms/{vm_id}/").json()["ssh"], "id -un")
+    run_pending_jobs()
+    bobs = login(bob_key, client_for(bob).get(f"/api/vms/{vm_id}/").json()["ssh"], "id -un")
     assert (bobs.returncode, bobs.stdout.strip()) == (0, tinyguest.LOGIN_USER), bobs.stderr
-    assert ssh(alice_key, details).returncode == 255
+    assert login(alice_key, details, "hostname").returncode == 255
