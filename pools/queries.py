@@ -4,7 +4,7 @@ prestart monitor share."""
 from django.db import connection
 from django.db.models import Exists, OuterRef
 
-from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.models import Job, JobKind, Template, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools.models import FREE, VmPool, prestarted_condition
 
@@ -44,12 +44,15 @@ def _pick_sql(lock: str) -> str:
     same query from expressions cost more Python time than the database spends on it.
     """
     vms, jobs = VirtualMachine._meta.db_table, Job._meta.db_table
+    templates = Template._meta.db_table
     active = f"SELECT 1 FROM {jobs} j WHERE j.vm_id = v.id AND j.state IN (%s, %s, %s)"
     return (
         f"SELECT v.*,"
         f" (SELECT j.id FROM {jobs} j WHERE j.vm_id = v.id AND j.kind = %s"
         f"  AND j.state IN (%s, %s, %s) ORDER BY j.id LIMIT 1) AS start_job_id,"
         f" (SELECT COUNT(*) FROM {vms} h WHERE h.pool_id = %s AND h.owner_id = %s) AS held,"
+        f" (SELECT t.guest_agent AND t.login_user <> '' FROM {templates} t"
+        f"  WHERE t.id = v.template_id) AS pushes_keys,"
         f" CASE WHEN NOT EXISTS ({active}) THEN"
         f"  (CASE WHEN v.status = %s THEN {UP} ELSE {DOWN} END)"
         f" ELSE {STARTING} END AS preference"
@@ -69,7 +72,8 @@ def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
     other job, or stopped with no job, preferred in that order (``preference``: UP, STARTING,
     DOWN) and then by number; one being started comes with the ``start_job_id`` of that start.
     ``held`` counts the pool's VMs ``user`` holds, read in the same statement, so after the
-    caller's lock on the user. One statement whatever the pool's size.
+    caller's lock on the user; ``pushes_keys`` says its template has running guests take SSH
+    keys through their agent. One statement whatever the pool's size.
 
     ``SKIP LOCKED`` lets concurrent allocations pass each other. But a free VM may be locked
     by another writer that does not take it (the sync updating its status, a job being

@@ -19,7 +19,7 @@ from django.db.models import Case, Max, When
 from hosts import images, jobs
 from hosts.error_codes import HostErrorCode
 from hosts.guests import keys as guest_keys
-from hosts.models import Job, JobKind, Template, VirtualMachine, VmStatus
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
 from pools.error_codes import PoolErrorCode
@@ -219,13 +219,6 @@ def _user_role() -> Role:
     return Role.objects.get(name=USER_ROLE)
 
 
-def _pushes_keys(vm: VirtualMachine) -> bool:
-    """The VM's template has its guests take SSH keys through their agent (one statement)."""
-    return (
-        Template.objects.filter(pk=vm.template_id, guest_agent=True).exclude(login_user="").exists()
-    )
-
-
 def _held(pool: VmPool, user) -> int:
     return VirtualMachine.objects.filter(pool=pool, owner=user).count()
 
@@ -268,7 +261,7 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             user_id=user.pk,
         )
         job = None
-        if vm.preference == UP and _pushes_keys(vm):
+        if vm.preference == UP and vm.pushes_keys:
             # Running since before its user existed: the keys go in through its agent.
             jobs.submit_to_idle_vm(JobKind.GUEST_KEYS, vm, requested_by=user, also_emit=[given])
         elif vm.preference == STARTING:
