@@ -16,7 +16,6 @@ VM whose guest holds other keys than it should, and with no job queued, gets a j
 
 from __future__ import annotations
 
-import logging
 import time
 
 from django.conf import settings
@@ -31,7 +30,6 @@ from hosts.jobs import JobContext, JobFailed
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.sync import vm_changed
 
-logger = logging.getLogger(__name__)
 POLL_S = 0.5
 
 
