@@ -155,7 +155,9 @@ def test_the_console_websocket_relays_the_guests_vnc_once_per_ticket(
     vm, user = guest_vm
     port = refreshed(vm, lambda fresh: fresh.graphics_port).graphics_port
     # On its lab host's own block of ports, never the 5900 another daemon may race for.
-    assert qemuhosts.PORT_BASE <= port < qemuhosts.PORT_BASE + qemuhosts.PORT_BLOCKS * 32
+    offset = port - qemuhosts.PORT_BASE
+    assert 0 <= offset < qemuhosts.PORT_BLOCKS * qemuhosts.PORTS_PER_HOST
+    assert offset % qemuhosts.PORTS_PER_HOST < qemuhosts.PORTS_EACH  # its block's screens part
     browser = Client()
     browser.force_login(user)
     cookie = f"sessionid={browser.cookies['sessionid'].value}"
