@@ -94,7 +94,10 @@ def test_users_never_see_or_delete_each_others_keys(make_user, client_for):
 
 
 def test_anonymous_callers_are_refused(client_for):
-    assert client_for(None).get(URL).status_code in (401, 403)
+    response = client_for(None).get(URL)
+
+    assert response.status_code == 401, response.content
+    assert response["WWW-Authenticate"] == "Token"
 
 
 def test_the_portal_adds_lists_and_deletes_keys_with_errors_on_the_form(make_user, client):

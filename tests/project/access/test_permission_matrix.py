@@ -912,4 +912,5 @@ def test_deactivated_user_token_is_refused(caller, token_client, home):
 
     response = token_client(token.key).get("/api/vms/")
 
-    assert response.status_code in (401, 403)
+    assert response.status_code == 401, response.content
+    assert response["WWW-Authenticate"] == "Token"
