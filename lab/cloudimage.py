@@ -28,18 +28,15 @@ half-built image.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from lab import debpackages
@@ -110,28 +107,8 @@ class MirrorUnreachable(CloudImageError):
     """Debian's mirror did not answer: the image cannot be built without the network."""
 
 
-@dataclass(frozen=True)
-class CloudImage:
+class CloudImage(debpackages.BootFiles):
     """A built image: boot ``kernel`` and ``initrd`` with ``KERNEL_CMDLINE`` on ``disk``."""
-
-    directory: Path
-    versions: dict[str, str]
-
-    @property
-    def kernel(self) -> Path:
-        return self.directory / "vmlinuz"
-
-    @property
-    def initrd(self) -> Path:
-        return self.directory / "initrd.img"
-
-    @property
-    def disk(self) -> Path:
-        return self.directory / "disk.qcow2"
-
-    @property
-    def manifest(self) -> dict:
-        return json.loads((self.directory / "manifest.json").read_text())
 
 
 def default_directory() -> Path:
@@ -147,57 +124,34 @@ def build(directory: Path | None = None) -> CloudImage:
     """
     base = Path(directory) if directory is not None else default_directory()
     base.mkdir(parents=True, exist_ok=True)
-    versions = candidate_versions(memo=base / "candidates.json")
-    target = base / f"{versions['kernel'].removeprefix('linux-image-')}-{cache_key(versions)}"
-    if (target / "manifest.json").exists():
-        return CloudImage(target, versions)
-    with debpackages.exclusive(base / ".lock"):
-        if (target / "manifest.json").exists():
-            return CloudImage(target, versions)
+    try:
+        versions = debpackages.candidate_versions(
+            KERNEL_PACKAGE, PACKAGES, memo=base / "candidates.json"
+        )
+    except debpackages.BuildError as exc:
+        raise CloudImageError(str(exc)) from exc
+    target = base / f"{debpackages.kernel_release(versions)}-{cache_key(versions)}"
+    built = False
+
+    def build_into(result: Path, work: Path) -> None:
+        nonlocal built
+        _build_into(result, work, versions, time.monotonic())
+        built = True
+
+    def before() -> None:
         _check_root()
         check_mirror()
-        for stale in base.glob(".build-*"):  # left by a build that was killed
-            shutil.rmtree(stale, ignore_errors=True)
-        started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=base) as work:
-            result = Path(work) / "image"
-            result.mkdir()
-            _build_into(result, Path(work), versions, started)
-            result.rename(target)
+
+    debpackages.build_once(target, build_into, before)
     image = CloudImage(target, versions)
-    logger.info(
-        "Built the cloud image %s in %.0f s (disk %d MiB).",
-        target,
-        image.manifest["build_seconds"],
-        image.disk.stat().st_size // 2**20,
-    )
+    if built:
+        logger.info(
+            "Built the cloud image %s in %.0f s (disk %d MiB).",
+            target,
+            image.manifest["build_seconds"],
+            image.disk.stat().st_size // 2**20,
+        )
     return image
-
-
-def candidate_versions(memo: Path | None = None) -> dict[str, str]:
-    """``{"kernel": package, "<package>": version, ...}`` for the kernel and ``PACKAGES``.
-
-    With ``memo``, the answer is kept in that file until apt's lists change.
-    """
-    stamp = debpackages.apt_lists_stamp()
-    if memo is not None:
-        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-            remembered = json.loads(memo.read_text())
-            if remembered["stamp"] == stamp:
-                return remembered["versions"]
-    records = debpackages.package_records(list(PACKAGES))
-    depends = records[KERNEL_PACKAGE].get("Depends", "")
-    match = re.search(r"(linux-image-[^\s,(|]+)\s*\(=\s*([^)\s]+)\)", depends)
-    if not match:
-        raise CloudImageError(f"{KERNEL_PACKAGE} depends on no versioned kernel package.")
-    kernel, kernel_version = match.groups()
-    versions = {"kernel": kernel, kernel: kernel_version}
-    versions.update({package: records[package]["Version"] for package in PACKAGES})
-    if memo is not None:
-        written = memo.with_name(f".{memo.name}.{os.getpid()}")
-        written.write_text(json.dumps({"stamp": stamp, "versions": versions}))
-        written.replace(memo)  # atomic: a concurrent reader sees the old or the new memo
-    return versions
 
 
 def cache_key(versions: dict[str, str]) -> str:

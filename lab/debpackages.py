@@ -1,5 +1,6 @@
 """What the lab's guest builds share: asking apt which package versions it would install,
-running build tools with a time limit, and the file lock under which one build runs at a time.
+running build tools with a time limit, building once (under a file lock, in a temporary folder
+renamed into place whole) and the built guest's boot files.
 """
 
 from __future__ import annotations
@@ -8,8 +9,13 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
+import re
+import shutil
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 COMMAND_TIMEOUT_S = 600
@@ -78,3 +84,95 @@ def apt_lists_stamp() -> str:
             info = path.stat()
             stamp.append((str(path), info.st_size, info.st_mtime_ns))
     return hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
+
+
+def candidate_versions(
+    kernel_package: str, packages: tuple[str, ...], memo: Path | None = None
+) -> dict[str, str]:
+    """``{"kernel": <versioned kernel package>, <it>: version, <package>: version, ...}`` for
+    the versioned kernel package ``kernel_package`` depends on and every one of ``packages``.
+
+    With ``memo``, the answer is kept in that file until apt's lists or ``packages`` change:
+    asking apt costs seconds on machines without its binary cache, and a built guest should
+    cost nothing.
+    """
+    stamp = hashlib.sha256(json.dumps([apt_lists_stamp(), packages]).encode()).hexdigest()
+    if memo is not None:
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+            remembered = json.loads(memo.read_text())
+            if remembered["stamp"] == stamp:
+                return remembered["versions"]
+    records = package_records(list(packages))
+    depends = records[kernel_package].get("Depends", "")
+    match = re.search(r"(linux-image-[^\s,(|]+)\s*\(=\s*([^)\s]+)\)", depends)
+    if not match:
+        raise BuildError(f"{kernel_package} depends on no versioned kernel package.")
+    kernel, kernel_version = match.groups()
+    versions = {"kernel": kernel, kernel: kernel_version}
+    versions.update({package: records[package]["Version"] for package in packages})
+    if memo is not None:
+        written = memo.with_name(f".{memo.name}.{os.getpid()}")
+        written.write_text(json.dumps({"stamp": stamp, "versions": versions}))
+        written.replace(memo)  # atomic: a concurrent reader sees the old or the new memo
+    return versions
+
+
+def kernel_release(versions: dict[str, str]) -> str:
+    """The kernel's release (``6.1.0-…-cloud-amd64``) of ``candidate_versions``' answer."""
+    return versions["kernel"].removeprefix("linux-image-")
+
+
+def build_once(
+    target: Path,
+    build_into: Callable[[Path, Path], None],
+    before: Callable[[], None] | None = None,
+) -> Path:
+    """``target`` (a folder holding ``manifest.json``), built unless it is there already.
+
+    ``build_into(result, work)`` writes the results into ``result`` (the manifest last) and may
+    use ``work`` for anything else; ``before()`` runs first, only when a build is needed. Safe
+    from several processes at once: one builds under a file lock beside ``target``, the others
+    wait and reuse it, and the build happens in a temporary folder renamed into place whole, so
+    a killed build leaves nothing anyone mistakes for a result.
+    """
+    base = target.parent
+    base.mkdir(parents=True, exist_ok=True)
+    if (target / "manifest.json").exists():
+        return target
+    with exclusive(base / ".lock"):
+        if (target / "manifest.json").exists():
+            return target
+        if before is not None:
+            before()
+        for stale in base.glob(".build-*"):  # left by a build that was killed
+            shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=base) as work:
+            result = Path(work) / "result"
+            result.mkdir()
+            build_into(result, Path(work))
+            result.rename(target)
+    return target
+
+
+@dataclass(frozen=True)
+class BootFiles:
+    """A built guest: boot ``kernel`` and ``initrd``, its disk an overlay of ``disk``."""
+
+    directory: Path
+    versions: dict[str, str]
+
+    @property
+    def kernel(self) -> Path:
+        return self.directory / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.directory / "initrd.img"
+
+    @property
+    def disk(self) -> Path:
+        return self.directory / "disk.qcow2"
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.directory / "manifest.json").read_text())

@@ -49,7 +49,6 @@ the screen, and keeps ``/dev/console`` on the serial port as long as ``ttyS0`` c
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import json
@@ -57,8 +56,6 @@ import lzma
 import os
 import re
 import shutil
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from lab import debpackages, initramfs
@@ -100,8 +97,6 @@ MODULES = (
     "isofs",
 )
 MEMORY_MIB = 128
-# The account users log in to (the lab template's login_user).
-LOGIN_USER = "corral"
 DISK_SIZE = "64M"
 GUEST_FILES = Path(__file__).resolve().parent / "tinyguest_files"
 # The guest's files: (name in GUEST_FILES, path in the initramfs).
@@ -129,24 +124,8 @@ LAYOUT_VERSION = 2
 TinyGuestError = debpackages.BuildError
 
 
-@dataclass(frozen=True)
-class TinyGuest:
+class TinyGuest(debpackages.BootFiles):
     """A built guest: boot it with ``kernel`` and ``initrd``, its disk an overlay of ``disk``."""
-
-    directory: Path
-    versions: dict[str, str]
-
-    @property
-    def kernel(self) -> Path:
-        return self.directory / "vmlinuz"
-
-    @property
-    def initrd(self) -> Path:
-        return self.directory / "initrd.img"
-
-    @property
-    def disk(self) -> Path:
-        return self.directory / "disk.qcow2"
 
 
 def default_directory() -> Path:
@@ -162,60 +141,12 @@ def build(directory: Path | None = None) -> TinyGuest:
     """
     base = Path(directory) if directory is not None else default_directory()
     base.mkdir(parents=True, exist_ok=True)
-    versions = candidate_versions(memo=base / "candidates.json")
-    target = base / f"{_kernel_version(versions['kernel'])}-{cache_key(versions)}"
-    if (target / "manifest.json").exists():
-        return TinyGuest(target, versions)
-    with debpackages.exclusive(base / ".lock"):
-        if (target / "manifest.json").exists():
-            return TinyGuest(target, versions)
-        for stale in base.glob(".build-*"):  # left by a build that was killed
-            shutil.rmtree(stale, ignore_errors=True)
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=base) as work:
-            result = Path(work) / "guest"
-            result.mkdir()
-            _build_into(result, Path(work), versions)
-            result.rename(target)
+    versions = debpackages.candidate_versions(
+        KERNEL_PACKAGE, PACKAGES, memo=base / "candidates.json"
+    )
+    target = base / f"{debpackages.kernel_release(versions)}-{cache_key(versions)}"
+    debpackages.build_once(target, lambda result, work: _build_into(result, work, versions))
     return TinyGuest(target, versions)
-
-
-def candidate_versions(memo: Path | None = None) -> dict[str, str]:
-    """``{"kernel": package, "<package>": version, ...}`` for every package the guest uses.
-
-    With ``memo``, the answer is kept in that file until apt's lists change: asking apt costs
-    seconds on machines without its binary cache, and a built guest should cost nothing.
-    """
-    # apt's lists and the packages the guest uses: either changing asks apt again.
-    stamp = hashlib.sha256(
-        json.dumps([debpackages.apt_lists_stamp(), PACKAGES]).encode()
-    ).hexdigest()
-    if memo is not None:
-        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-            remembered = json.loads(memo.read_text())
-            if remembered["stamp"] == stamp:
-                return remembered["versions"]
-    records = debpackages.package_records(list(PACKAGES))
-    depends = records[KERNEL_PACKAGE].get("Depends", "")
-    match = re.search(r"(linux-image-[^\s,(|]+)\s*\(=\s*([^)\s]+)\)", depends)
-    if not match:
-        raise TinyGuestError(f"{KERNEL_PACKAGE} depends on no versioned kernel package.")
-    kernel, kernel_version = match.groups()
-    versions = {
-        "kernel": kernel,
-        kernel: kernel_version,
-        BUSYBOX_PACKAGE: records[BUSYBOX_PACKAGE]["Version"],
-        AGENT_PACKAGE: records[AGENT_PACKAGE]["Version"],
-        **{package: records[package]["Version"] for package in SSH_PACKAGES},
-    }
-    if memo is not None:
-        written = memo.with_name(f".{memo.name}.{os.getpid()}")
-        written.write_text(json.dumps({"stamp": stamp, "versions": versions}))
-        written.replace(memo)  # atomic: a concurrent reader sees the old or the new memo
-    return versions
-
-
-def _kernel_version(kernel_package: str) -> str:
-    return kernel_package.removeprefix("linux-image-")
 
 
 def cache_key(versions: dict[str, str]) -> str:
@@ -240,9 +171,9 @@ def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
     for deb in sorted(debs.glob("*.deb")):
         debpackages.run(["dpkg-deb", "-x", str(deb), str(root)])
 
-    kernel_release = _kernel_version(kernel)
-    shutil.copyfile(root / "boot" / f"vmlinuz-{kernel_release}", result / "vmlinuz")
-    modules = _modules(root / "lib" / "modules" / kernel_release)
+    release = debpackages.kernel_release(versions)
+    shutil.copyfile(root / "boot" / f"vmlinuz-{release}", result / "vmlinuz")
+    modules = _modules(root / "lib" / "modules" / release)
     libraries = _libraries(root, AGENT, SSH_SERVER)
     entries = _initramfs_entries(root, modules, libraries)
     (result / "initrd.img").write_bytes(initramfs.gzipped_cpio(entries))
