@@ -149,27 +149,23 @@ class VirtualMachineConsole:
     @action(detail=True, methods=["post"])
     def console(self, request, pk=None):
         """A websocket URL that opens the VM's screen (VNC): once, within seconds, for you."""
-        vm = self.get_object()
-        if not holds(request.user, consoles.OPERATE, vm):
-            raise Http404  # who may not operate the VM does not learn it has a console
-        ticket, expires_at = consoles.issue_ticket(vm, request.user)
-        scheme = "wss" if request.is_secure() else "ws"
-        url = f"{scheme}://{request.get_host()}/ws/console/{ticket}/"
-        data = {"url": url, "expires_at": expires_at}
-        return Response(ConsoleTicketSerializer(data).data, status=status.HTTP_201_CREATED)
+        return self._ticket(request, consoles.issue_ticket, "console", ConsoleTicketSerializer)
 
     @extend_schema(request=None, responses={201: SerialTicketSerializer})
     @action(detail=True, methods=["post"], url_path="serial-console")
     def serial_console(self, request, pk=None):
         """A websocket URL that opens the VM's serial terminal: once, within seconds, for you."""
+        return self._ticket(request, consoles.issue_serial_ticket, "serial", SerialTicketSerializer)
+
+    def _ticket(self, request, issue, websocket: str, serializer):
+        """201 with a one-time websocket URL issued now; a 404 for who may not operate the VM
+        (they do not learn it has a console)."""
         vm = self.get_object()
         if not holds(request.user, consoles.OPERATE, vm):
-            raise Http404  # who may not operate the VM does not learn it has a terminal
-        ticket, expires_at = consoles.issue_serial_ticket(vm, request.user)
-        scheme = "wss" if request.is_secure() else "ws"
-        url = f"{scheme}://{request.get_host()}/ws/serial/{ticket}/"
-        data = {"url": url, "expires_at": expires_at}
-        return Response(SerialTicketSerializer(data).data, status=status.HTTP_201_CREATED)
+            raise Http404
+        ticket, expires_at = issue(vm, request.user)
+        data = {"url": consoles.ticket_url(request, websocket, ticket), "expires_at": expires_at}
+        return Response(serializer(data).data, status=status.HTTP_201_CREATED)
 
 
 class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):

@@ -25,47 +25,40 @@ def _operable(user, vm_id: int) -> VirtualMachine:
     return get_object_or_404(vms, pk=vm_id)
 
 
-@require_http_methods(["GET", "POST"])
-@login_required
-def vm_console(request, vm_id: int):
-    """The VM's screen: a ticket issued now (POST, the VM page's Console button), redeemed by
-    the page's websocket. A GET (the console's address reloaded or typed) issues nothing and
-    leads to the VM page; a VM one may not operate is a 404 whatever the method."""
+def _ticket_page(request, vm_id: int, issue, websocket: str, template: str):
+    """A console page of the VM: a ticket issued now (``issue``, on the VM page's button's
+    POST) and the page whose websocket redeems it at ``/ws/<websocket>/<ticket>/``. A GET (the
+    page's address reloaded or typed) issues nothing and leads to the VM page; a VM one may not
+    operate is a 404 whatever the method."""
     vm = _operable(request.user, vm_id)
     if request.method == "GET":
         return redirect("portal:vm", vm_id=vm.pk)
     try:
-        ticket, expires_at = consoles.issue_ticket(vm, request.user)
+        ticket, expires_at = issue(vm, request.user)
     except Refused as refused:
         messages.error(request, refused.message)
         return redirect("portal:vm", vm_id=vm.pk)
-    scheme = "wss" if request.is_secure() else "ws"
-    url = f"{scheme}://{request.get_host()}/ws/console/{ticket}/"
+    url = consoles.ticket_url(request, websocket, ticket)
     context = {"vm": vm, "url": url, "expires_at": expires_at, "section": "vms"}
-    response = render(request, "portal/console.html", context)
+    response = render(request, template, context)
     response["Cache-Control"] = "no-store"  # the ticket is single use: never from a cache
     return response
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def vm_console(request, vm_id: int):
+    """The VM's screen in noVNC (the VM page's Console button)."""
+    return _ticket_page(request, vm_id, consoles.issue_ticket, "console", "portal/console.html")
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
 def vm_terminal(request, vm_id: int):
-    """The VM's serial terminal: a ticket issued now (POST, the VM page's Terminal button),
-    redeemed by the page's websocket; a GET leads to the VM page, as the console's does."""
-    vm = _operable(request.user, vm_id)
-    if request.method == "GET":
-        return redirect("portal:vm", vm_id=vm.pk)
-    try:
-        ticket, expires_at = consoles.issue_serial_ticket(vm, request.user)
-    except Refused as refused:
-        messages.error(request, refused.message)
-        return redirect("portal:vm", vm_id=vm.pk)
-    scheme = "wss" if request.is_secure() else "ws"
-    url = f"{scheme}://{request.get_host()}/ws/serial/{ticket}/"
-    context = {"vm": vm, "url": url, "expires_at": expires_at, "section": "vms"}
-    response = render(request, "portal/terminal.html", context)
-    response["Cache-Control"] = "no-store"  # the ticket is single use: never from a cache
-    return response
+    """The VM's serial terminal in xterm.js (the VM page's Terminal button)."""
+    return _ticket_page(
+        request, vm_id, consoles.issue_serial_ticket, "serial", "portal/terminal.html"
+    )
 
 
 @require_GET

@@ -155,5 +155,12 @@ def _redeem(token: str, user, kind: ConsoleKind) -> VirtualMachine | None:
     return vm
 
 
+def ticket_url(request, websocket: str, ticket: str) -> str:
+    """The websocket URL that redeems ``ticket``, on the host and scheme ``request`` came by
+    (``websocket``: ``console`` for the screen, ``serial`` for the terminal)."""
+    scheme = "wss" if request.is_secure() else "ws"
+    return f"{scheme}://{request.get_host()}/ws/{websocket}/{ticket}/"
+
+
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
