@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from hosts import driver, jobs, sync
-from hosts.models import Host, Job, VirtualMachine
+from hosts.models import Host, Job, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from lab import simhosts
 from lab.lightsim import driver as lightsim
@@ -219,10 +219,6 @@ def light_hosts(db, light_server, make_cluster):
 def run_pending_jobs() -> list:
     """Run every queued job here, oldest first (those queued meanwhile too), as a task worker
     would; each must succeed. The jobs that ran."""
-    from hosts import jobs
-    from hosts.models import Job, JobState
-    from hosts.operations import OPERATION_BY_KIND
-
     ran = []
     while job := Job.objects.filter(state=JobState.PENDING).order_by("pk").first():
         jobs.run(job.pk, OPERATION_BY_KIND)
@@ -230,3 +226,26 @@ def run_pending_jobs() -> list:
         assert job.state == JobState.SUCCEEDED, (job.kind, job.error_code, job.error_message)
         ran.append(job)
     return ran
+
+
+@pytest.fixture
+def ssh_lab_host(qemu_daemons, make_cluster):
+    """The first QEMU host in a cluster of its own, publishing its guests' SSH ports on the
+    loopback as ``make run``'s lab does; what its VMs leave there is removed afterwards."""
+    from hosts.driver.libvirt import volumes
+    from lab import qemuhosts
+
+    daemon = qemu_daemons[0]
+    low, high = qemuhosts.guest_ssh_ports(daemon)
+    host = Host.objects.create(
+        name=unique("qemu"),
+        cluster=make_cluster(),
+        uri=daemon.uri,
+        guest_ssh_port_min=low,
+        guest_ssh_port_max=high,
+    )
+    sync.sync_host(host.pk)
+    yield host
+    for vm in VirtualMachine.objects.filter(cluster=host.cluster):
+        driver.undefine(host.uri, str(vm.uuid))
+        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")

@@ -14,10 +14,8 @@ import time
 
 import pytest
 
-from hosts import driver, sync
-from hosts.driver.libvirt import volumes
-from hosts.models import Host, JobKind, VirtualMachine
-from lab import cloudimage, qemuhosts
+from hosts.models import JobKind, VirtualMachine
+from lab import cloudimage
 from tests.conftest import unique, wait_until
 from tests.hosts.driver.guests import login, ssh_key
 from tests.hosts.fixtures import run_pending_jobs
@@ -47,19 +45,10 @@ def ssh_keys(tmp_path_factory):
 
 
 def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_owner_in(
-    qemu_daemons, cloud_image, ssh_keys, image_store, admin_user, client_for, make_cluster
+    ssh_lab_host, cloud_image, ssh_keys, image_store, admin_user, client_for
 ):
     admin = client_for(admin_user)
-    daemon = qemu_daemons[0]
-    low, high = qemuhosts.guest_ssh_ports(daemon)
-    host = Host.objects.create(
-        name=unique("qemu"),
-        cluster=make_cluster(),
-        uri=daemon.uri,
-        guest_ssh_port_min=low,
-        guest_ssh_port_max=high,
-    )
-    sync.sync_host(host.pk)
+    host = ssh_lab_host
     template = admin.post(
         "/api/templates/",
         {
@@ -88,51 +77,45 @@ def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_
     )
     assert made.status_code == 201, made.content
     vm = VirtualMachine.objects.get(pk=made.json()["id"])
-    try:
-        # Cold: the start job writes the seed, defines and starts the domain; the keys job
-        # after it waits a while for the agent.
-        started = time.monotonic()
-        assert admin.post(f"/api/vms/{vm.pk}/start/").status_code == 202
-        assert [job.kind for job in run_pending_jobs()] == [JobKind.START, JobKind.GUEST_KEYS]
-        details = admin.get(f"/api/vms/{vm.pk}/").json()["ssh"]
-        assert details["user"] == "debian"
-        attempts = []
+    # Cold: the start job writes the seed, defines and starts the domain; the keys job
+    # after it waits a while for the agent.
+    started = time.monotonic()
+    assert admin.post(f"/api/vms/{vm.pk}/start/").status_code == 202
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.START, JobKind.GUEST_KEYS]
+    details = admin.get(f"/api/vms/{vm.pk}/").json()["ssh"]
+    assert details["user"] == "debian"
+    attempts = []
 
-        def logged_in():
-            done = login(ssh_keys["seed"], details, "true")
-            attempts.append(done.stderr.strip())
-            return done.returncode == 0
+    def logged_in():
+        done = login(ssh_keys["seed"], details, "true")
+        attempts.append(done.stderr.strip())
+        return done.returncode == 0
 
-        wait_until(
-            logged_in,
-            timeout=SSH_TIMEOUT_S,
-            interval=2,
-            message=lambda: f"No SSH login within {SSH_TIMEOUT_S} s; last: {attempts[-1:]}",
-        )
-        seconds = time.monotonic() - started
-        host.refresh_from_db()
-        print(f"\ncloud image ({host.domain_type}): start to first SSH login in {seconds:.1f} s")
+    wait_until(
+        logged_in,
+        timeout=SSH_TIMEOUT_S,
+        interval=2,
+        message=lambda: f"No SSH login within {SSH_TIMEOUT_S} s; last: {attempts[-1:]}",
+    )
+    seconds = time.monotonic() - started
+    host.refresh_from_db()
+    print(f"\ncloud image ({host.domain_type}): start to first SSH login in {seconds:.1f} s")
 
-        # Real cloud-init took Corral's seed: the VM's name, the owner's key, the template's
-        # command (which runs in cloud-init's last stage, maybe after sshd has started).
-        named = login(ssh_keys["seed"], details, "hostname")
-        assert (named.returncode, named.stdout.strip()) == (0, vm.name), named.stderr
+    # Real cloud-init took Corral's seed: the VM's name, the owner's key, the template's
+    # command (which runs in cloud-init's last stage, maybe after sshd has started).
+    named = login(ssh_keys["seed"], details, "hostname")
+    assert (named.returncode, named.stdout.strip()) == (0, vm.name), named.stderr
 
-        def ran():
-            done = login(ssh_keys["seed"], details, f"cat {RUNCMD_FILE} 2>/dev/null || true")
-            return done.stdout.strip()
+    def ran():
+        done = login(ssh_keys["seed"], details, f"cat {RUNCMD_FILE} 2>/dev/null || true")
+        return done.stdout.strip()
 
-        assert wait_until(ran, timeout=CLOUD_FINAL_TIMEOUT_S, interval=2) == "ran-by-cloud-init"
+    assert wait_until(ran, timeout=CLOUD_FINAL_TIMEOUT_S, interval=2) == "ran-by-cloud-init"
 
-        # A key the owner adds reaches the running guest through its agent, without a reboot.
-        other = ssh_keys["agent"].with_suffix(".pub").read_text().strip()
-        added = admin.post(
-            "/api/me/sshkeys/", {"name": "other", "public_key": other}, format="json"
-        )
-        assert added.status_code == 201, added.content
-        assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
-        assert login(ssh_keys["agent"], details, "true").returncode == 0
-        assert admin.get(f"/api/vms/{vm.pk}/").json()["guest_keys"]["state"] == "in_guest"
-    finally:
-        driver.undefine(host.uri, str(vm.uuid))
-        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+    # A key the owner adds reaches the running guest through its agent, without a reboot.
+    other = ssh_keys["agent"].with_suffix(".pub").read_text().strip()
+    added = admin.post("/api/me/sshkeys/", {"name": "other", "public_key": other}, format="json")
+    assert added.status_code == 201, added.content
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
+    assert login(ssh_keys["agent"], details, "true").returncode == 0
+    assert admin.get(f"/api/vms/{vm.pk}/").json()["guest_keys"]["state"] == "in_guest"

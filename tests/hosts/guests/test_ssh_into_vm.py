@@ -11,10 +11,9 @@ process, as a task worker would run them; the client is the system's own ``ssh``
 import pytest
 from django.test import Client
 
-from hosts import driver, sync
-from hosts.driver.libvirt import volumes
-from hosts.models import Host, JobKind, VirtualMachine
-from lab import qemuhosts, tinyguest
+from hosts import driver
+from hosts.models import JobKind, VirtualMachine
+from lab import tinyguest
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique
@@ -25,27 +24,8 @@ from tests.hosts.images.uploads import upload_file
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-@pytest.fixture
-def lab_host(qemu_daemons, make_cluster):
-    """The first QEMU host, publishing its guests' SSH ports as ``make run``'s lab does."""
-    daemon = qemu_daemons[0]
-    low, high = qemuhosts.guest_ssh_ports(daemon)
-    host = Host.objects.create(
-        name=unique("qemu"),
-        cluster=make_cluster(),
-        uri=daemon.uri,
-        guest_ssh_port_min=low,
-        guest_ssh_port_max=high,
-    )
-    sync.sync_host(host.pk)
-    yield host
-    for vm in VirtualMachine.objects.filter(cluster=host.cluster):
-        driver.undefine(host.uri, str(vm.uuid))
-        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
-
-
 def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_they_return_it(
-    lab_host, tiny_guest, image_store, admin_user, make_user, grant, client_for, tmp_path
+    ssh_lab_host, tiny_guest, image_store, admin_user, make_user, grant, client_for, tmp_path
 ):
     admin = client_for(admin_user)
     template = admin.post(
@@ -68,7 +48,7 @@ def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_
         "/api/vmpools/",
         {
             "name": unique("pool"),
-            "cluster": lab_host.cluster_id,
+            "cluster": ssh_lab_host.cluster_id,
             "template": template.json()["id"],
             "size": 1,
             "prestarted_vms": 1,
@@ -128,7 +108,7 @@ def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_
     returned = client_for(alice).post(f"/api/vms/{vm_id}/return/")
     assert returned.status_code == 202, returned.content
     assert [job.kind for job in run_pending_jobs()] == [JobKind.GUEST_KEYS]
-    assert driver.domain_power_state(lab_host.uri, str(vm.uuid)) == "running"
+    assert driver.domain_power_state(ssh_lab_host.uri, str(vm.uuid)) == "running"
     for key in (alice_key, second_key):
         refused = login(key, details, "hostname")
         assert refused.returncode == 255
