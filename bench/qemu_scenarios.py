@@ -91,19 +91,49 @@ def _wait(check, what: str):
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-def _template(tiny) -> Template:
+def _template(guest, name: str = "bench-tiny", **fields) -> Template:
+    """A template booting ``guest``'s kernel, initrd and disk (a tiny guest or cloud image),
+    its images registered once as ``bench-kernel``, ``bench-initrd``, ``bench-disk``."""
+    fields = {
+        "vcpus": 1,
+        "memory_mb": 128,
+        "disk_gb": 1,
+        "kernel_cmdline": "console=ttyS0",
+        "graphics": "vnc",
+        "guest_agent": True,
+        **fields,
+    }
     return Template.objects.create(
-        name="bench-tiny",
-        vcpus=1,
-        memory_mb=128,
-        disk_gb=1,
-        kernel_image=labdemo.register_image(tiny.kernel, "bench-kernel", "kernel"),
-        initrd_image=labdemo.register_image(tiny.initrd, "bench-initrd", "initrd"),
-        disk_image=labdemo.register_image(tiny.disk, "bench-disk", "disk"),
-        kernel_cmdline="console=ttyS0",
-        graphics="vnc",
-        guest_agent=True,
+        name=name,
+        kernel_image=labdemo.register_image(guest.kernel, "bench-kernel", "kernel"),
+        initrd_image=labdemo.register_image(guest.initrd, "bench-initrd", "initrd"),
+        disk_image=labdemo.register_image(guest.disk, "bench-disk", "disk"),
+        **fields,
     )
+
+
+def _lab_host(daemon, cluster: Cluster) -> Host:
+    """``daemon`` as a host of ``cluster``, publishing its guests' SSH ports (synced)."""
+    low, high = qemuhosts.guest_ssh_ports(daemon)
+    host = Host.objects.create(
+        name=daemon.name,
+        cluster=cluster,
+        uri=daemon.uri,
+        guest_ssh_port_min=low,
+        guest_ssh_port_max=high,
+    )
+    sync.sync_host(host.pk)
+    return host
+
+
+def _user_with_key(username: str, folder: Path) -> tuple[User, Path]:
+    """The user (their earlier runs' keys gone) with a fresh ed25519 key: (user, private key)."""
+    user, _ = User.objects.get_or_create(username=username)
+    user.ssh_keys.all().delete()
+    key = folder / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    add_key(user, "bench", (folder / "key.pub").read_text().strip())
+    return user, key
 
 
 def _distribution(template: Template, host: Host) -> float:
@@ -262,17 +292,7 @@ def _allocate_to_ssh(tiny, cluster: Cluster) -> tuple[float, float]:
     as a task worker runs it: the queue's hand-over is not counted), the API's ``ssh`` details
     and ``ssh … hostname``. Then the floor for the same guest: the agent call alone plus the
     same SSH command."""
-    template = Template.objects.create(
-        name="bench-tiny-ssh",
-        memory_mb=128,
-        disk_gb=1,
-        kernel_image=labdemo.register_image(tiny.kernel, "bench-kernel", "kernel"),
-        initrd_image=labdemo.register_image(tiny.initrd, "bench-initrd", "initrd"),
-        disk_image=labdemo.register_image(tiny.disk, "bench-disk", "disk"),
-        kernel_cmdline="console=ttyS0",
-        guest_agent=True,
-        login_user=tinyguest.LOGIN_USER,
-    )
+    template = _template(tiny, "bench-tiny-ssh", login_user=tinyguest.LOGIN_USER)
     pool = create_pool(
         VmPool(
             name="bench-ssh",
@@ -286,14 +306,10 @@ def _allocate_to_ssh(tiny, cluster: Cluster) -> tuple[float, float]:
     _run_pending(pool)
     monitor.monitor_pool(pool.pk)
     _run_pending(pool)  # the start, then the keys job (which waits for the agent)
-    user, _ = User.objects.get_or_create(username="bench-ssh")
-    grant_role(Role.objects.get(name="UserRole"), pool, user=user)
     folder = Path(tempfile.mkdtemp(prefix="bench-ssh-"))
-    key = folder / "key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    user, key = _user_with_key("bench-ssh", folder)
     public = (folder / "key.pub").read_text().strip()
-    user.ssh_keys.all().delete()  # an earlier run's
-    add_key(user, "bench", public)
+    grant_role(Role.objects.get(name="UserRole"), pool, user=user)
     api = APIClient()
     api.force_authenticate(user)
     try:
@@ -330,18 +346,7 @@ def real_guests(measure):
         for daemon in daemons:
             qemuhosts.start(daemon)
         cluster = Cluster.objects.create(name="bench-qemu")
-        hosts = [
-            Host.objects.create(
-                name=daemon.name,
-                cluster=cluster,
-                uri=daemon.uri,
-                guest_ssh_port_min=qemuhosts.guest_ssh_ports(daemon)[0],
-                guest_ssh_port_max=qemuhosts.guest_ssh_ports(daemon)[1],
-            )
-            for daemon in daemons
-        ]
-        for host in hosts:
-            sync.sync_host(host.pk)
+        hosts = [_lab_host(daemon, cluster) for daemon in daemons]
         template = _template(tinyguest.build())
         mb_per_s = _distribution(template, hosts[1])
         _distribution(template, hosts[0])  # the images on the first host before its boots
@@ -435,33 +440,18 @@ def cloud_image_boot(measure):
     folder = Path(tempfile.mkdtemp(prefix="bench-ssh-"))
     try:
         qemuhosts.start(daemon)
-        low, high = qemuhosts.guest_ssh_ports(daemon)
         cluster = Cluster.objects.create(name="bench-qemu")
-        host = Host.objects.create(
-            name=daemon.name,
-            cluster=cluster,
-            uri=daemon.uri,
-            guest_ssh_port_min=low,
-            guest_ssh_port_max=high,
-        )
-        sync.sync_host(host.pk)
-        template = Template.objects.create(
-            name="bench-tiny-ssh",
+        host = _lab_host(daemon, cluster)
+        template = _template(
+            image,
+            "bench-tiny-ssh",
             vcpus=2,
             memory_mb=cloudimage.MEMORY_MIB,
             disk_gb=2,
-            kernel_image=labdemo.register_image(image.kernel, "bench-kernel", "kernel"),
-            initrd_image=labdemo.register_image(image.initrd, "bench-initrd", "initrd"),
-            disk_image=labdemo.register_image(image.disk, "bench-disk", "disk"),
             kernel_cmdline=cloudimage.KERNEL_CMDLINE,
-            guest_agent=True,
             login_user=cloudimage.LOGIN_USER,
         )
-        owner, _ = User.objects.get_or_create(username="bench-ssh")
-        owner.ssh_keys.all().delete()
-        key = folder / "key"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        add_key(owner, "bench", (folder / "key.pub").read_text().strip())
+        owner, key = _user_with_key("bench-ssh", folder)
         vm = VirtualMachine.objects.create(
             name="bench-cloud",
             cluster=cluster,
