@@ -128,16 +128,24 @@ def _log_tail(
     pool = _pool(conn, pool_name)
     if pool is None:
         return b""
-    storage.refresh(pool)
-    try:
-        volume = pool.storageVolLookupByName(log_volume(uuid))
-    except libvirt.libvirtError as exc:
-        if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
-            return b""
-        raise
-    total = volume.info()[1]
+    volume = _log_volume(pool, uuid)
+    if volume is None:  # QEMU made the file outside libvirt: rescan the pool only then
+        storage.refresh(pool)
+        volume = _log_volume(pool, uuid)
+    if volume is None:
+        return b""
+    total = volume.info()[1]  # the volume's size read afresh
     start = max(0, total - size)
     return _download(conn, volume, start, total - start) if total else b""
+
+
+def _log_volume(pool: libvirt.virStoragePool, uuid: str) -> libvirt.virStorageVol | None:
+    try:
+        return pool.storageVolLookupByName(log_volume(uuid))
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
+            return None
+        raise
 
 
 def _write_volume(conn: libvirt.virConnect, pool_name: str, name: str, data: bytes) -> bool:
