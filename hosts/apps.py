@@ -77,7 +77,8 @@ def _keys_changed(sender, instance, **kwargs) -> None:
 
 
 def _keys_stale(sender, vms, **kwargs) -> None:
-    from hosts.guests import keys
+    """Guests found holding other keys than they should: a job for each with none queued."""
+    from hosts import jobs
+    from hosts.models import JobKind
 
-    for vm in vms:
-        keys.follow(vm)
+    jobs.submit_many(JobKind.GUEST_KEYS, vms)

@@ -39,5 +39,5 @@ host_fenced = Signal()
 
 # Running guests hold other SSH keys than their holders' (the guest-info loop found them; it
 # cannot queue jobs itself: the sync lies below the job runner). Sent outside any transaction;
-# hosts.guests.keys queues a job for each. kwargs: vms (with their templates).
+# a guest_keys job is queued for each that has no job. kwargs: vms (with their templates).
 guest_keys_stale = Signal()

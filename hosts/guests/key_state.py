@@ -9,8 +9,7 @@ import json
 
 import yaml
 
-from hosts.models import Job, VirtualMachine, VmStatus
-from hosts.models.jobs import ACTIVE_JOB_STATES
+from hosts.models import VirtualMachine, VmStatus
 from project.models import SshKey
 from project.sshkeys import authorized_keys
 
@@ -41,8 +40,8 @@ def pushes_keys(vm: VirtualMachine) -> bool:
 
 
 def stale(vms: list[VirtualMachine]) -> list[VirtualMachine]:
-    """Those of ``vms`` (with their templates) whose guests hold other keys than they should
-    and have no job queued or running: what the guest-info loop queues jobs for."""
+    """Those of ``vms`` (with their templates) whose running guests hold other keys than they
+    should: what the guest-info loop has jobs queued for (on those with no job yet)."""
     candidates = [
         vm for vm in vms if pushes_keys(vm) and vm.status == VmStatus.UP and vm.host_id is not None
     ]
@@ -53,14 +52,10 @@ def stale(vms: list[VirtualMachine]) -> list[VirtualMachine]:
     rows = SshKey.objects.filter(owner_id__in=owners).order_by("pk")
     for owner, key in rows.values_list("owner_id", "public_key"):
         keys_of[owner].append(key)
-    out = [
+    return [
         vm
         for vm in candidates
         if vm.guest_keys_of != vm.owner_id
         or vm.guest_keys_digest
         != digest(vm.template.login_user, wanted_keys(vm, keys_of.get(vm.owner_id, [])))
     ]
-    busy = set(
-        Job.objects.filter(vm__in=out, state__in=ACTIVE_JOB_STATES).values_list("vm_id", flat=True)
-    )
-    return [vm for vm in out if vm.pk not in busy]
