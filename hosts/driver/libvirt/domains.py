@@ -40,7 +40,7 @@ CORRAL_XMLNS = "https://corral.invalid/xmlns/vm/1"
 QEMU_XMLNS = "http://libvirt.org/schemas/domain/qemu/1.0"
 FORWARDED_NETDEV = "corralnet0"
 FORWARDED_NIC_SLOT = "0x10"
-_HOSTFWD = re.compile(r"hostfwd=tcp:127\.0\.0\.1:(\d+)-:22")
+_HOSTFWD = re.compile(r"hostfwd=tcp:127\.0\.0\.1:\d+-:22")
 IMAGE_DIR = "/var/lib/libvirt/images"
 
 
@@ -140,12 +140,6 @@ def _forwarded_nic(spec: DomainSpec) -> str:
         f"<qemu:arg value={quoteattr(value)}/>" for value in ("-netdev", netdev, "-device", device)
     )
     return f"<qemu:commandline>{args}</qemu:commandline>"
-
-
-def forwarded_ssh_port(xml: str) -> int | None:
-    """The loopback port a domain's definition forwards to its guest's SSH port, if any."""
-    match = _HOSTFWD.search(xml)
-    return int(match.group(1)) if match else None
 
 
 def with_forwarded_ssh_port(xml: str, port: int) -> str:

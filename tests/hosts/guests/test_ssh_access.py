@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from hosts import driver, jobs, sync
-from hosts.driver.libvirt.domains import domain_xml, forwarded_ssh_port, with_forwarded_ssh_port
+from hosts.driver.libvirt.domains import domain_xml, with_forwarded_ssh_port
 from hosts.guests import guestinfo, ssh
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.operations import OPERATION_BY_KIND, spec_for
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db
 KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOF1aVOHEOdQlCYfNpJhu8ySnU6gLxo1GFtkFrel3xGI alice@laptop"
 )
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 LOCAL = "qemu+unix:///session?socket=/tmp/cq-x/run/libvirt/libvirt-sock"
 
 
@@ -189,11 +190,11 @@ def test_the_domain_puts_nics_on_the_bridge_or_forwards_the_guests_ssh_port():
         ("bridge", "br0")
     ]
     assert forwarded.findall("devices/interface") == []
-    args = [
-        a.get("value") for a in forwarded.iter("{http://libvirt.org/schemas/domain/qemu/1.0}arg")
-    ]
+    args = [a.get("value") for a in forwarded.iter(f"{{{QEMU_NS}}}arg")]
     assert args[:2] == ["-netdev", "user,id=corralnet0,hostfwd=tcp:127.0.0.1:2222-:22"]
-    assert forwarded_ssh_port(with_forwarded_ssh_port(forwarded_xml, 2300)) == 2300
+    moved = ElementTree.fromstring(with_forwarded_ssh_port(forwarded_xml, 2300))
+    moved_args = [a.get("value") for a in moved.iter(f"{{{QEMU_NS}}}arg")]
+    assert moved_args[1] == "user,id=corralnet0,hostfwd=tcp:127.0.0.1:2300-:22"
 
 
 def test_vms_starting_on_a_lab_host_take_different_ports_and_skip_one_in_use(
