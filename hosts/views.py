@@ -132,7 +132,7 @@ def _vm_context(user, vm_id: int) -> dict:
     _decorate(user, [vm])
     jobs = list(Job.objects.filter(vm=vm).order_by("-id")[:RECENT_JOBS])
     # Only its holder reads "your keys": others see how to connect, not the holder's keys.
-    keys = ssh.keys_state(vm) if vm.owner_id == user.pk else None
+    keys = ssh.keys_state(vm, user.pk) if vm.owner_id == user.pk else None
     return {"vm": vm, "jobs": jobs, "ssh": ssh.details(vm), "guest_keys": keys}
 
 

@@ -120,7 +120,7 @@ class VirtualMachineAdmin(ScopedAdmin):
     @admin.display(description="Its user's SSH keys")
     def ssh_keys_in_guest(self, obj):
         found = ssh.keys_state(obj)
-        return found.message.replace("Your", "The user's", 1) if found is not None else "—"
+        return found.message if found is not None else "—"
 
     def has_operate_permission(self, request):
         return holds(request.user, "hosts.operate_virtualmachine")

@@ -218,7 +218,8 @@ class VirtualMachineSerializer(ModelCleanSerializer):
 
     @extend_schema_field(GuestKeysSerializer(allow_null=True))
     def get_guest_keys(self, vm) -> dict | None:
-        found = ssh.keys_state(vm)
+        request = self.context.get("request")
+        found = ssh.keys_state(vm, getattr(getattr(request, "user", None), "pk", None))
         return found.as_dict() if found is not None else None
 
     class Meta:

@@ -130,22 +130,25 @@ class KeysState:
         return asdict(self)
 
 
-def keys_state(vm: VirtualMachine) -> KeysState | None:
-    """What the VM's page says of its holder's keys in the guest; None when nobody holds it
-    or it does not run."""
+def keys_state(vm: VirtualMachine, viewer_id: int | None = None) -> KeysState | None:
+    """What the VM's pages say of its holder's keys in the guest (to the holder, ``viewer_id``,
+    of "your" keys; to anyone else of its user's); None when nobody holds it or it does not
+    run."""
     if vm.owner_id is None or vm.status not in REACHABLE:
         return None
+    whose = "your" if viewer_id == vm.owner_id else "its user's"
     template = vm.template
     if not template.login_user or not template.guest_agent:
         return KeysState(
             "at_boot",
-            "Your SSH keys reach this VM through cloud-init when it boots; a guest that was "
-            "running before you took it gets them at its next boot.",
+            f"{whose.capitalize()} SSH keys reach this VM through cloud-init when it boots; a "
+            "guest already running when it was taken gets them at its next boot.",
         )
     if vm.guest_keys_of == vm.owner_id and vm.guest_keys_at is not None:
         if vm.guest_keys_note:
             return KeysState("not_in_guest", vm.guest_keys_note)
         return KeysState(
-            "in_guest", f"Your SSH keys are in the guest's account {template.login_user}."
+            "in_guest",
+            f"{whose.capitalize()} SSH keys are in the guest's account {template.login_user}.",
         )
-    return KeysState("pending", "Putting your SSH keys in the guest…")
+    return KeysState("pending", f"Putting {whose} SSH keys in the guest…")
