@@ -12,15 +12,13 @@ from __future__ import annotations
 import re
 import shutil
 
-import libvirt
 import pytest
 from playwright.sync_api import expect
 
 from hosts.guests import guestinfo
-from hosts.models import ConsoleKind, ConsoleTicket, Host, VirtualMachine
+from hosts.models import ConsoleKind, ConsoleTicket, VirtualMachine
 from tests.browser.conftest import log_in
 from tests.conftest import unique, wait_until
-from tests.hosts.driver.guests import Guest
 
 # What a real guest needs here: QEMU, a session libvirtd to run it, apt to build the tiny guest.
 QEMU_MISSING = [
@@ -55,33 +53,12 @@ CANVAS_PIXELS = """
 """
 
 
-@pytest.fixture(scope="module")
-def running_guest(qemu_daemons, tiny_guest):
-    """The tiny guest with a VNC screen, booted to its shell on a real QEMU host (once for the
-    module)."""
-    daemon = qemu_daemons[0]
-    conn = libvirt.open(daemon.uri)
-    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
-    try:
-        guest.boot()
-        yield daemon, guest
-    finally:
-        guest.remove()
-        conn.close()
-
-
 @pytest.fixture
-def guest_vm(running_guest, make_cluster, make_template, make_vm, make_user, grant):
+def guest_vm(tiny_guest_vm):
     """The running guest as a Corral VM (Up, its screen's port read from its host by the
     guest-info loop), and its user."""
-    daemon, guest = running_guest
-    cluster = make_cluster()
-    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri)
-    template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
-    owner = make_user()
-    vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=owner)
-    VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
-    grant(owner, "UserRole", vm)
+    vm, owner = tiny_guest_vm
+    host = vm.host
 
     def screen_port() -> int | None:
         guestinfo.refresh_host(host.pk)
@@ -165,10 +142,10 @@ def test_a_command_typed_in_the_terminal_runs_in_the_guest_and_shows_its_output(
 
 
 def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
-    guest_vm, running_guest, asgi_pages
+    guest_vm, running_tiny_guest, asgi_pages
 ):
     vm, owner = guest_vm
-    _, guest = running_guest
+    _, guest = running_tiny_guest
     _, open_page = asgi_pages()
     page = open_page()
     log_in(page, owner)

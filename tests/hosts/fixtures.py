@@ -249,3 +249,38 @@ def ssh_lab_host(qemu_daemons, make_cluster):
     for vm in VirtualMachine.objects.filter(cluster=host.cluster):
         driver.undefine(host.uri, str(vm.uuid))
         volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+@pytest.fixture(scope="module")
+def running_tiny_guest(qemu_daemons, tiny_guest):
+    """The tiny guest (a VNC screen, shells on its screen and serial console) booted on the
+    first QEMU host, once for the test module: (its daemon, the ``Guest``)."""
+    import libvirt
+
+    from tests.hosts.driver.guests import Guest
+
+    daemon = qemu_daemons[0]
+    conn = libvirt.open(daemon.uri)
+    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
+    try:
+        guest.boot()
+        yield daemon, guest
+    finally:
+        guest.remove()
+        conn.close()
+
+
+@pytest.fixture
+def tiny_guest_vm(running_tiny_guest, make_cluster, make_template, make_vm, make_user, grant):
+    """The running tiny guest as a Corral VM, Up on its host, and its user (who may operate
+    it)."""
+    daemon, guest = running_tiny_guest
+    cluster = make_cluster()
+    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri, status="up")
+    template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
+    user = make_user()
+    vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=user)
+    VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
+    grant(user, "UserRole", vm)
+    vm.refresh_from_db()
+    return vm, user

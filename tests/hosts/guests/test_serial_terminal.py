@@ -12,46 +12,15 @@ import asyncio
 import secrets
 
 import aiohttp
-import libvirt
 import pytest
 from django.test import Client
 
 from hosts.guests import guestinfo
-from hosts.models import ConsoleTicket, Host, VirtualMachine
-from tests.conftest import unique, wait_until
-from tests.hosts.driver.guests import Guest
+from hosts.models import ConsoleTicket, VirtualMachine
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 REPLY_S = 20  # from a line typed to its output back (TCG, on a shared machine)
-
-
-@pytest.fixture(scope="module")
-def booted(qemu_daemons, tiny_guest):
-    """The tiny guest, booted to its shell on the first QEMU host."""
-    daemon = qemu_daemons[0]
-    conn = libvirt.open(daemon.uri)
-    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
-    try:
-        guest.boot()
-        yield daemon, guest
-    finally:
-        guest.remove()
-        conn.close()
-
-
-@pytest.fixture
-def guest_vm(booted, make_cluster, make_template, make_vm, make_user, grant):
-    """The booted guest as a Corral VM (Up on its host), and a user who may operate it."""
-    daemon, guest = booted
-    cluster = make_cluster()
-    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=daemon.uri, status="up")
-    template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="vnc")
-    user = make_user()
-    vm = make_vm(cluster=cluster, template=template, host=host, status="up", owner=user)
-    VirtualMachine.objects.filter(pk=vm.pk).update(uuid=guest.uuid)
-    grant(user, "UserRole", vm)
-    vm.refresh_from_db()
-    return vm, user
 
 
 @pytest.fixture
@@ -89,8 +58,8 @@ async def _run(url: str, origin: str, typed: list[str | bytes], until: bytes) ->
             return seen
 
 
-def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(guest_vm, web):
-    vm, user = guest_vm
+def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(tiny_guest_vm, web):
+    vm, user = tiny_guest_vm
     client = Client()
     client.force_login(user)
     response = client.post(f"/api/vms/{vm.pk}/serial-console/")
@@ -108,8 +77,8 @@ def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(guest
     assert ConsoleTicket.objects.get().used_at is not None
 
 
-def test_text_frames_are_typed_as_utf8(guest_vm, web):
-    vm, user = guest_vm
+def test_text_frames_are_typed_as_utf8(tiny_guest_vm, web):
+    vm, user = tiny_guest_vm
     client = Client()
     client.force_login(user)
     url = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
@@ -121,8 +90,10 @@ def test_text_frames_are_typed_as_utf8(guest_vm, web):
     assert answer in shown
 
 
-def test_a_terminal_opens_on_the_prompt_the_guest_printed_before_anyone_connected(guest_vm, web):
-    vm, user = guest_vm
+def test_a_terminal_opens_on_the_prompt_the_guest_printed_before_anyone_connected(
+    tiny_guest_vm, web
+):
+    vm, user = tiny_guest_vm
     client = Client()
     client.force_login(user)
     url = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
@@ -133,8 +104,8 @@ def test_a_terminal_opens_on_the_prompt_the_guest_printed_before_anyone_connecte
     assert last_line.startswith(b"corral@tiny-guest:~$ ")  # its prompt, nothing typed yet
 
 
-def test_a_screen_ticket_opens_no_terminal_and_a_terminal_ticket_no_screen(guest_vm, web):
-    vm, user = guest_vm
+def test_a_screen_ticket_opens_no_terminal_and_a_terminal_ticket_no_screen(tiny_guest_vm, web):
+    vm, user = tiny_guest_vm
 
     def screen_port() -> int | None:
         guestinfo.refresh_host(vm.host_id)
