@@ -45,7 +45,3 @@ class LeasesConfig(AppConfig):
             (pre_delete, host_changes.before_host_deleted),
         ):
             signal.connect(receiver, sender=Host, dispatch_uid=f"leases-{receiver.__name__}")
-        from project.identity import catalog
-
-        # Blazar's reservation API (leases/blazar/), listed in identity tokens' catalogs.
-        catalog.register("reservation", "blazar", "/reservation/v1")

@@ -12,8 +12,7 @@ from project import (
 )
 from project import grants as grant_service
 from project.admin_base import recent_filter
-from project.identity import application_credentials
-from project.models import ApplicationCredential, Event, GroupGrant, Role, UserGrant
+from project.models import Event, GroupGrant, Role, UserGrant
 from project.permissions import holds, holds_at_system, scope_of_model
 from project.roles import delete_grant_permissions, ensure_grant_permissions
 
@@ -201,49 +200,3 @@ class EventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-
-@admin.register(ApplicationCredential)
-class ApplicationCredentialAdmin(admin.ModelAdmin):
-    """Users' application credentials, for whoever may see users (never a secret: only its
-    hash is kept, and not shown); deleting one, for whoever may change users, ends its log-ins
-    and tokens at once. They are made through Keystone's API, by their owner."""
-
-    list_display = [
-        "name",
-        "owner",
-        "id",
-        "description",
-        "expires_at",
-        "unrestricted",
-        "created_at",
-    ]
-    list_filter = ["unrestricted", recent_filter("created_at", "created", "created")]
-    search_fields = ["name", "id", "owner__username", "description"]
-    fields = ["id", "name", "owner", "description", "expires_at", "unrestricted", "created_at"]
-    readonly_fields = fields
-    list_select_related = ["owner"]
-
-    def has_module_permission(self, request):
-        return self.has_view_permission(request)
-
-    def has_view_permission(self, request, obj=None):
-        return holds_at_system(request.user, "auth.view_user") or self.has_delete_permission(
-            request, obj
-        )
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return holds_at_system(request.user, "auth.change_user")
-
-    def delete_model(self, request, obj):
-        application_credentials.delete(obj)
-
-    def delete_queryset(self, request, queryset):
-        for credential in queryset:
-            application_credentials.delete(credential)

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "scheduling",
     "pools",
     "leases",
+    "openstack",
 ]
 # The lab (simulated and QEMU lab hosts, the tiny guest, their commands) is for development and
 # tests only: installed with DEBUG on (make run) and by the test settings (make test, make

@@ -16,8 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("project.api.urls")),
     path("metrics", metrics_view, name="metrics"),
-    # OpenStack's APIs, without trailing slashes: Keystone (log-in) and Blazar (leases).
-    path("", include("project.identity.urls")),
-    path("", include("leases.blazar.urls")),
+    # OpenStack's APIs (the openstack app, the top layer: urls may name any app).
+    path("", include("openstack.urls")),
     path("", include(("project.portal_urls", "portal"))),
 ]

@@ -110,7 +110,7 @@ def make_admin_object(
         )
 
     def application_credential():
-        from project.identity.application_credentials import create
+        from openstack.identity.application_credentials import create
 
         return create(make_user(), "ci")[0]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from project.identity.application_credentials import create
+from openstack.identity.application_credentials import create
 from project.models import ApplicationCredential
-from tests.leases.blazar.test_application_credentials import credential_login
+from tests.openstack.test_application_credentials import credential_login
 from tests.project.admin.fixtures import admin_url, logged_in
 
 pytestmark = pytest.mark.django_db

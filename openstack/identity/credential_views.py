@@ -9,11 +9,11 @@ from datetime import UTC
 from django.http import HttpResponse, JsonResponse
 from django.utils.dateparse import parse_datetime
 
+from openstack.identity import application_credentials as credentials
+from openstack.identity.catalog import base_url
+from openstack.identity.views import KeystoneView, Refused, _json_body, _object, _own, roles_of
 from project import errors
 from project.error_codes import ProjectErrorCode
-from project.identity import application_credentials as credentials
-from project.identity.catalog import base_url
-from project.identity.views import KeystoneView, Refused, _json_body, _object, _own, roles_of
 from project.models import ApplicationCredential
 
 STATUS_OF = {ProjectErrorCode.DUPLICATE_NAME: 409, ProjectErrorCode.TOO_MANY: 409}

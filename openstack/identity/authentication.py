@@ -7,8 +7,8 @@ from __future__ import annotations
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from project.identity import tokens
-from project.identity.catalog import base_url
+from openstack.identity import tokens
+from openstack.identity.catalog import base_url
 
 
 class KeystoneTokenAuthentication(TokenAuthentication):

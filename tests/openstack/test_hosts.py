@@ -11,8 +11,8 @@ from hosts.models import Host
 from leases import lifecycle, services
 from leases.models import Allocation, HostProperty, Lease
 from tests.conftest import unique
-from tests.leases.blazar.conftest import API
 from tests.leases.fixtures import at, instances, whole_hosts
+from tests.openstack.conftest import API
 
 
 def error(response) -> str:

@@ -17,10 +17,10 @@ from rest_framework.response import Response
 
 from hosts.models import Host
 from leases import reservable
-from leases.blazar.errors import BlazarView, missing
-from leases.blazar.serializers import blazar_time, capabilities_of, host_view
 from leases.capacity import LIVE_LEASES
 from leases.models import Allocation, ReservationStatus
+from openstack.blazar.errors import BlazarView, missing
+from openstack.blazar.serializers import blazar_time, capabilities_of, host_view
 from project.permissions import holds, holds_at_system, restrict
 
 ADMIN = "hosts.change_host"

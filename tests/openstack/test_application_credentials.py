@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from project.models import ApplicationCredential
-from tests.leases.blazar.test_identity import TOKENS, keystone_error, password_login
+from tests.openstack.test_identity import TOKENS, keystone_error, password_login
 
 
 def credentials_url(user) -> str:

@@ -10,9 +10,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
+from openstack.identity.authentication import KeystoneTokenAuthentication
 from project.api.errors import exception_handler
 from project.api.parsers import JSONParser
-from project.identity.authentication import KeystoneTokenAuthentication
 
 NAMES = {
     400: "BAD_REQUEST",

@@ -2,8 +2,8 @@
 
 from django.urls import re_path
 
-from leases.blazar import host_views, views
-from leases.blazar.errors import not_found
+from openstack.blazar import host_views, views
+from openstack.blazar.errors import not_found
 
 ID = r"(?P<lease_id>[^/]+)"
 HOST = r"(?P<host_id>[^/]+)"

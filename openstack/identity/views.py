@@ -23,11 +23,11 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from openstack.identity import application_credentials as credentials
+from openstack.identity import tokens
+from openstack.identity.catalog import base_url, catalog
+from openstack.identity.tokens import TOKEN_HOURS, IdentityToken
 from project import lockout
-from project.identity import application_credentials as credentials
-from project.identity import tokens
-from project.identity.catalog import base_url, catalog
-from project.identity.tokens import TOKEN_HOURS, IdentityToken
 from project.permissions import holds_at_system
 
 VERSION_ID = "v3.14"

@@ -19,12 +19,12 @@ import pytest
 
 from hosts.models import Host
 from leases.models import HostProperty, Lease
-from tests.leases.blazar.conftest import PASSWORD, cli_time
 from tests.leases.fixtures import at, whole_hosts
+from tests.openstack.conftest import PASSWORD, cli_time
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 CLIENTS = REPO / "var" / "openstack-venv" / "bin"
 SCRIPT = Path(__file__).with_name("blazarclient_session.py")
 # blazarclient 4.6.0 registers `reservation host unset` under a class name it does not have;

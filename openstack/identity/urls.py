@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from project.identity import credential_views, views
+from openstack.identity import credential_views, views
 
 urlpatterns = [
     re_path(r"^identity/?$", views.VersionsView.as_view(), name="identity-versions"),

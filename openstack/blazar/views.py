@@ -15,10 +15,10 @@ from rest_framework.response import Response
 
 from leases import services
 from leases.api.serializers import LeaseRequestSerializer, LeaseUpdateSerializer
-from leases.blazar.errors import BlazarView, missing
-from leases.blazar.serializers import lease_view
 from leases.models import Lease, LeaseEvent, Reservation
-from project.identity.catalog import base_url
+from openstack.blazar.errors import BlazarView, missing
+from openstack.blazar.serializers import lease_view
+from openstack.identity.catalog import base_url
 from project.permissions import holds, restrict
 
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 from leases.models import Lease, LeaseStatus
 from project.models import Role
 from project.roles import ensure_grant_permissions
-from tests.leases.blazar.conftest import API, cli_hosts, cli_instances, cli_time, lease_body
 from tests.leases.fixtures import at, instances
+from tests.openstack.conftest import API, cli_hosts, cli_instances, cli_time, lease_body
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"  # what blazarclient parses (utils.LEASE_DATE_FORMAT)
 

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.leases.blazar.conftest import PASSWORD
+from tests.openstack.conftest import PASSWORD
 
 TOKENS = "/identity/v3/auth/tokens"
 

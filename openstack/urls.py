@@ -1,0 +1,9 @@
+"""OpenStack's APIs, each with or without a trailing slash (clients lose POST bodies on
+redirects): Keystone (log-in), Blazar (leases)."""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("openstack.identity.urls")),
+    path("", include("openstack.blazar.urls")),
+]
