@@ -34,6 +34,7 @@ from hosts.models import (
     Job,
     JobKind,
     Template,
+    VirtualMachine,
 )
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
@@ -284,7 +285,7 @@ def image_path(image: Image) -> Path:
 
 
 def delete_image(image: Image, *, requested_by=None) -> list:
-    """Delete an image no template uses: its row and file, and a job per host that holds a
+    """Delete an image no template and no VM uses: its row and file, and a job per host that holds a
     copy (or is copying one) to delete that volume from the host's pool. Returns the jobs."""
     using = (
         Template.objects.filter(disk_image=image)
@@ -296,6 +297,14 @@ def delete_image(image: Image, *, requested_by=None) -> list:
         raise Refused(
             HostErrorCode.IMAGE_IN_USE,
             f"Templates use this image: {', '.join(names)}; change them first.",
+        )
+    vm_names = list(
+        VirtualMachine.objects.filter(disk_image=image).values_list("name", flat=True)[:5]
+    )
+    if vm_names:
+        raise Refused(
+            HostErrorCode.IMAGE_IN_USE,
+            f"VMs boot from this image: {', '.join(vm_names)}; delete them first.",
         )
     path = image_path(image)
     volume = image.volume_name

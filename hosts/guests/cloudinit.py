@@ -7,9 +7,12 @@ before each start and whenever the VM changes hands, so its next boot sees its n
 
 from __future__ import annotations
 
+import email
 import io
 import json
 import logging
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
 
 import pycdlib
 import yaml
@@ -24,7 +27,44 @@ logger = logging.getLogger(__name__)
 
 def user_data(vm: VirtualMachine) -> str:
     """``#cloud-config``: the template's user-data with the user's SSH keys added to its
-    ``ssh_authorized_keys`` (the template's own keys stay)."""
+    ``ssh_authorized_keys`` (the template's own keys stay). A VM with user-data of its own gets
+    a MIME multi-part document: that config, then the VM's parts as cloud-init would type them."""
+    config = template_config(vm)
+    if not vm.user_data:
+        return config
+    document = MIMEMultipart()
+    document.attach(MIMEText(config, "cloud-config"))
+    for part in own_parts(vm.user_data):
+        document.attach(part)
+    return document.as_string()
+
+
+# What cloud-init makes of a part by how it starts (cloudinit.handlers' "starts with" table).
+PART_TYPES = (
+    ("#cloud-config-archive", "cloud-config-archive"),
+    ("#cloud-config", "cloud-config"),
+    ("#cloud-boothook", "cloud-boothook"),
+    ("#include", "x-include-url"),
+    ("#part-handler", "part-handler"),
+    ("## template: jinja", "jinja2"),
+    ("#!", "x-shellscript"),
+)
+
+
+def own_parts(text: str) -> list:
+    """A VM's own user-data as MIME parts: a multi-part document's parts as they are, else
+    one part typed as cloud-init types it by its first characters (unknown: plain text, which
+    cloud-init keeps without running)."""
+    if text.lstrip().lower().startswith(("content-type:", "mime-version:")):
+        message = email.message_from_string(text)
+        if message.is_multipart():
+            return [part for part in message.get_payload() if not part.is_multipart()]
+    subtype = next((kind for start, kind in PART_TYPES if text.startswith(start)), "plain")
+    return [MIMEText(text, subtype)]
+
+
+def template_config(vm: VirtualMachine) -> str:
+    """The ``#cloud-config`` of the template with the user's keys added."""
     document = yaml.safe_load(vm.template.user_data or "") or {}
     if not isinstance(document, dict):  # refused by the template's validation; never trusted
         document = {}

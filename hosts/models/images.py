@@ -1,5 +1,7 @@
 """Images (disks, kernels, initrds) uploaded to Corral, and their copies on hosts."""
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -29,6 +31,9 @@ class Image(models.Model):
     """
 
     name = models.CharField(max_length=64, unique=True, validators=[validate_object_name])
+    uuid = models.UUIDField(
+        default=uuid.uuid4, unique=True, editable=False, help_text="Its id in Glance's API."
+    )
     description = models.TextField(blank=True, max_length=2000)
     cluster = models.ForeignKey(
         "hosts.Cluster",

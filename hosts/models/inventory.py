@@ -476,6 +476,21 @@ class VirtualMachine(models.Model):
         editable=False,
         help_text="After a failed prestart, not prestarted again before this time (back-off).",
     )
+    disk_image = models.ForeignKey(
+        "hosts.Image",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="vms",
+        limit_choices_to={"kind": "disk"},
+        help_text="Boots from this disk image instead of its template's.",
+    )
+    user_data = models.TextField(
+        blank=True,
+        max_length=65536,
+        help_text="cloud-init user-data of its own (a #cloud-config, a script or any part "
+        "cloud-init reads), given to the guest beside its template's and its user's keys.",
+    )
     vcpus = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(512)])
     memory_mb = models.PositiveIntegerField(
         validators=[MinValueValidator(16), MaxValueValidator(16 * 1024 * 1024)]
@@ -575,16 +590,22 @@ class VirtualMachine(models.Model):
             if template_cluster is not None and template_cluster != self.cluster_id:
                 errors["template"] = "This template belongs to another cluster."
         if self.template_id and self.disk_gb:
-            base = (
-                Template.objects.filter(pk=self.template_id)
-                .values_list("disk_image__virtual_size_bytes", flat=True)
-                .first()
-            )
+            if self.disk_image_id:
+                whose = "The disk image"
+                base = self.disk_image.virtual_size_bytes
+            else:
+                whose = "The template's disk image"
+                base = (
+                    Template.objects.filter(pk=self.template_id)
+                    .values_list("disk_image__virtual_size_bytes", flat=True)
+                    .first()
+                )
             if base and base > self.disk_gb * GIB:
                 errors["disk_gb"] = (
-                    f"The template's disk image holds {base / GIB:.1f} GiB; "
-                    "the disk must be at least that big."
+                    f"{whose} holds {base / GIB:.1f} GiB; the disk must be at least that big."
                 )
+        if self.disk_image_id and self.disk_image.kind != "disk":
+            errors["disk_image"] = "This image is not a disk image."
         if self.host_id and self.cluster_id:
             host_cluster = (
                 Host.objects.filter(pk=self.host_id).values_list("cluster_id", flat=True).first()

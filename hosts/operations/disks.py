@@ -50,13 +50,18 @@ def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = F
     except driver.DriverError as exc:
         raise JobFailed(exc.code, f"{host.name}: {exc.message}") from exc
     paths = {}
-    for field in ("disk_image", "kernel_image", "initrd_image"):
-        image = getattr(template, field)
+    disk_image = vm.disk_image or template.disk_image
+    images = {
+        "disk_image": disk_image,
+        "kernel_image": template.kernel_image,
+        "initrd_image": template.initrd_image,
+    }
+    for field, image in images.items():
         if image is not None:
             paths[field] = ensure_copy(ctx, image, host)
     backing = None
-    if template.disk_image is not None:
-        backing = (paths["disk_image"], template.disk_image.format)
+    if disk_image is not None:
+        backing = (paths["disk_image"], disk_image.format)
     ctx.step(("Recreating" if reset else "Preparing") + f" the VM's disk on {host.name}", 0.4)
     disk = host_call(
         lambda: volumes.create_disk(

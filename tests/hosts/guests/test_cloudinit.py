@@ -2,6 +2,10 @@
 and carries its current user's SSH keys; once the VM changes hands, the guest-info loop
 rewrites it."""
 
+import email
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+
 import pytest
 
 from hosts.driver.libvirt import guests
@@ -71,3 +75,57 @@ def test_a_template_whose_user_data_is_not_a_cloud_config_mapping_is_refused(mak
         with pytest.raises(ValidationError) as refused:
             make_template(user_data=text).full_clean()
         assert "user_data" in refused.value.message_dict
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("own", "part_type"),
+    [
+        ("#!/bin/sh\necho hello > /tmp/hello\n", "text/x-shellscript"),
+        ("#cloud-config\nruncmd: [[touch, /tmp/x]]\n", "text/cloud-config"),
+        ("just some words\n", "text/plain"),
+    ],
+)
+def test_a_vm_with_user_data_of_its_own_gets_it_beside_the_template_config_and_keys(
+    make_user, make_vm, make_template, own, part_type
+):
+    template = make_template(user_data="#cloud-config\npackages: [htop]\n")
+    alice = make_user("alice")
+    sshkeys.add_key(alice, "laptop", ED25519)
+    vm = make_vm(template=template, user_data=own)
+    vm.owner = alice
+    vm.save()
+
+    message = email.message_from_string(cloudinit.user_data(vm))
+
+    assert message.is_multipart()
+    first, second = message.get_payload()
+    assert first.get_content_type() == "text/cloud-config"
+    config = first.get_payload(decode=True).decode()
+    assert "packages:\n- htop\n" in config and ED25519 in config
+    assert second.get_content_type() == part_type
+    assert second.get_payload(decode=True).decode() == own
+
+
+@pytest.mark.django_db
+def test_a_multipart_user_data_keeps_each_of_its_parts(make_vm):
+    own = MIMEMultipart()
+    own.attach(MIMEText("#!/bin/sh\necho one\n", "x-shellscript"))
+    own.attach(MIMEText("#cloud-config\nhostname: two\n", "cloud-config"))
+    vm = make_vm(user_data=own.as_string())
+
+    parts = email.message_from_string(cloudinit.user_data(vm)).get_payload()
+
+    assert [part.get_content_type() for part in parts] == [
+        "text/cloud-config",
+        "text/x-shellscript",
+        "text/cloud-config",
+    ]
+    assert parts[2].get_payload(decode=True).decode() == "#cloud-config\nhostname: two\n"
+
+
+@pytest.mark.django_db
+def test_a_vm_without_user_data_of_its_own_keeps_a_plain_cloud_config(make_vm, make_template):
+    vm = make_vm(template=make_template(user_data="#cloud-config\npackages: [htop]\n"))
+
+    assert cloudinit.user_data(vm).startswith("#cloud-config\npackages:\n- htop\n")
