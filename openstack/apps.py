@@ -11,3 +11,4 @@ class OpenstackConfig(AppConfig):
 
         # Listed in identity tokens' catalogs next to Keystone itself.
         catalog.register("reservation", "blazar", "/reservation/v1")
+        catalog.register("compute", "nova", "/compute/v2.1")

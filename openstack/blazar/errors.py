@@ -10,6 +10,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
+from openstack.errors import describe
 from openstack.identity.authentication import KeystoneTokenAuthentication
 from project.api.errors import exception_handler
 from project.api.parsers import JSONParser
@@ -27,21 +28,6 @@ NAMES = {
 }
 
 
-def _describe(data, prefix: str = "") -> list[str]:
-    """Field messages as "field: message" lines (nested fields joined with dots)."""
-    if isinstance(data, dict):
-        if set(data) == {"detail"} and not prefix:
-            return _describe(data["detail"])
-        lines = []
-        for key, value in data.items():
-            name = "" if key in ("non_field_errors", "detail") else str(key)
-            lines += _describe(value, f"{prefix}.{name}" if prefix and name else prefix or name)
-        return lines
-    if isinstance(data, list):
-        return [line for item in data for line in _describe(item, prefix)]
-    return [f"{prefix}: {data}" if prefix else str(data)]
-
-
 def error_body(status: int, message: str) -> dict:
     return {"error_code": status, "error_message": message, "error_name": NAMES.get(status, status)}
 
@@ -49,7 +35,7 @@ def error_body(status: int, message: str) -> dict:
 def blazar_exception_handler(exc, context):
     response = exception_handler(exc, context)
     if response is not None:
-        response.data = error_body(response.status_code, "; ".join(_describe(response.data)))
+        response.data = error_body(response.status_code, "; ".join(describe(response.data)))
     return response
 
 

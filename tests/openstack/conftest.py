@@ -67,3 +67,16 @@ def lease_body(name: str, start, end, *reservations) -> dict:
         "events": [],
         "before_end_date": None,
     }
+
+
+@pytest.fixture
+def nova_for(blazar_for):
+    """nova_for(user) -> an APIClient sending the user's token in X-Auth-Token (Nova's API
+    authenticates as Blazar's does)."""
+    return blazar_for
+
+
+def nova_get(client: APIClient, path: str) -> dict:
+    response = client.get(path)
+    assert response.status_code == 200, response.content
+    return response.json()
