@@ -46,6 +46,23 @@ def delete_vm(vm: VirtualMachine, *, requested_by=None) -> Job | None:
     return jobs.submit(JobKind.DELETE, vm=vm, requested_by=requested_by)
 
 
+@transaction.atomic
+def destroy_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
+    """Delete a VM whatever it is doing, as Nova deletes a server: after the jobs queued on
+    it, power it off, then remove it from its host and delete it. Returns the jobs queued ([]
+    when nothing held it and it went at once)."""
+    vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
+    busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
+    if vm.host_id is None and not busy and vm.status == VmStatus.DOWN:
+        vm.delete()
+        return []
+    queued = []
+    if busy or vm.status != VmStatus.DOWN:
+        queued.append(jobs.submit(JobKind.POWEROFF, vm=vm, requested_by=requested_by))
+    queued.append(jobs.submit(JobKind.DELETE, vm=vm, requested_by=requested_by))
+    return queued
+
+
 # What each operation needs the VM to be, when no other job on it is queued or running
 # (starting a paused VM resumes it).
 ALLOWED_FROM = {

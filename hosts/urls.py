@@ -21,4 +21,5 @@ urlpatterns = [
         name="vm-operation",
     ),
     path("jobs/<int:job_id>/", views.job_progress, name="job"),
+    path("console/", console_pages.console_by_ticket, name="console-by-ticket"),
 ]

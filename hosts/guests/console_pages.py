@@ -52,6 +52,21 @@ def vm_console(request, vm_id: int):
     return _ticket_page(request, vm_id, consoles.issue_ticket, "console", "portal/console.html")
 
 
+@require_GET
+def console_by_ticket(request):
+    """The screen a one-time ticket opens (``?token=``), with no log-in: the URL a client of
+    another API hands its user (Nova's ``remote-consoles``). Rendering it does not use the
+    ticket; its websocket does. An unknown, used or expired ticket is a 404."""
+    ticket = consoles.waiting_ticket(request.GET.get("token", ""))
+    if ticket is None:
+        raise Http404
+    url = consoles.ticket_url(request, "console", request.GET["token"])
+    context = {"vm": ticket.vm, "url": url, "expires_at": ticket.expires_at, "section": "vms"}
+    response = render(request, "portal/console.html", context)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def vm_terminal(request, vm_id: int):

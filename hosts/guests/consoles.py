@@ -105,6 +105,23 @@ def _new_ticket(vm: VirtualMachine, user, kind: ConsoleKind) -> tuple[str, datet
     return token, expires_at
 
 
+def waiting_ticket(token: str) -> ConsoleTicket | None:
+    """The screen ticket ``token`` is, while it may still be redeemed (unused, unexpired);
+    reading it does not use it."""
+    if not token or len(token) > 100:
+        return None
+    return (
+        ConsoleTicket.objects.select_related("vm")
+        .filter(
+            digest=_digest(token),
+            kind=ConsoleKind.SCREEN,
+            used_at__isnull=True,
+            expires_at__gt=timezone.now(),
+        )
+        .first()
+    )
+
+
 def redeem_ticket(token: str, user) -> ConsoleTarget | None:
     """The VM screen ``token`` opens, once: None when the ticket is unknown, used, expired,
     another signed-in user's, not a screen's, or its user may no longer operate the VM or it
