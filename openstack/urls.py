@@ -1,9 +1,10 @@
 """OpenStack's APIs, each with or without a trailing slash (clients lose POST bodies on
-redirects): Keystone (log-in), Blazar (leases)."""
+redirects): Keystone (log-in), Blazar (leases), Glance (images)."""
 
 from django.urls import include, path
 
 urlpatterns = [
     path("", include("openstack.identity.urls")),
     path("", include("openstack.blazar.urls")),
+    path("", include("openstack.image.urls")),
 ]
