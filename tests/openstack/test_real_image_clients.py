@@ -76,8 +76,12 @@ def test_the_openstack_cli_uploads_lists_shows_saves_and_deletes_an_image(
         16 << 20,
     )
 
+    run("image", "set", "--property", "os_distro=debian", "--name", "cli-disk", "cli disk")
+    changed = as_json(run("image", "show", "cli-disk", "-f", "json"))
+    assert changed["properties"]["os_distro"] == "debian"
+
     saved = tmp_path / "saved.qcow2"
-    run("image", "save", "--file", str(saved), "cli disk")
+    run("image", "save", "--file", str(saved), "cli-disk")
     assert saved.read_bytes() == data
 
     mismatch = run(
@@ -85,6 +89,6 @@ def test_the_openstack_cli_uploads_lists_shows_saves_and_deletes_an_image(
     )
     assert "disk_format: The file is qcow2, not raw." in mismatch.stderr
 
-    run("image", "delete", "cli disk")
+    run("image", "delete", "cli-disk")
     assert as_json(run("image", "list", "-f", "json")) == []
     assert not Image.objects.exists()
