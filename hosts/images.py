@@ -14,6 +14,7 @@ import os
 import struct
 import tempfile
 from pathlib import Path
+from uuid import UUID
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -40,6 +41,7 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
 
 HEAD_BYTES = 1024
+UPLOAD_CHUNK_BYTES = 1024 * 1024
 QCOW2_MAGIC = b"QFI\xfb"
 QCOW2_CORRUPT = 1 << 1
 QCOW2_EXTERNAL_DATA = 1 << 2
@@ -67,9 +69,20 @@ def image_store() -> Path:
 class StoredUpload(UploadedFile):
     """An uploaded file already written to the image store under a hidden temporary name."""
 
-    def __init__(self, path: Path, name: str, size: int, sha256: str, head: bytes):
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        size: int,
+        sha256: str,
+        head: bytes,
+        *,
+        md5: str = "",
+        sha512: str = "",
+    ):
         super().__init__(file=None, name=name, size=size)
         self.path, self.sha256, self.head = path, sha256, head
+        self.md5, self.sha512 = md5, sha512
 
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -88,7 +101,7 @@ class ImageUploadHandler(FileUploadHandler):
         handle, path = tempfile.mkstemp(prefix=".upload-", dir=image_store())
         self._out = os.fdopen(handle, "wb")
         self._path = Path(path)
-        self._hash = hashlib.sha256()
+        self._hashes = [hashlib.sha256(), hashlib.md5(usedforsecurity=False), hashlib.sha512()]
         self._size = 0
         self._head = b""
 
@@ -101,14 +114,16 @@ class ImageUploadHandler(FileUploadHandler):
             raise SkipFile
         if len(self._head) < HEAD_BYTES:
             self._head += raw_data[: HEAD_BYTES - len(self._head)]
-        self._hash.update(raw_data)
+        for digest in self._hashes:
+            digest.update(raw_data)
         self._out.write(raw_data)
         return None
 
     def file_complete(self, file_size):
         self._out.close()
+        sha256, md5, sha512 = (digest.hexdigest() for digest in self._hashes)
         upload = StoredUpload(
-            self._path, self.file_name, self._size, self._hash.hexdigest(), self._head
+            self._path, self.file_name, self._size, sha256, self._head, md5=md5, sha512=sha512
         )
         self.stored.append(upload)
         return upload
@@ -116,6 +131,34 @@ class ImageUploadHandler(FileUploadHandler):
     def discard_all(self) -> None:
         for upload in self.stored:
             upload.discard()
+
+    def abandon(self) -> None:
+        """Remove the file being received (an upload cut short)."""
+        self._out.close()
+        self._path.unlink(missing_ok=True)
+
+
+def store_stream(stream, name: str) -> StoredUpload:
+    """A raw upload (a request body that is the file itself) read from ``stream`` into the
+    image store, as ``ImageUploadHandler`` stores multipart files: in chunks, hashed on the
+    way, refused past ``CORRAL_IMAGE_MAX_BYTES``; nothing is left behind if reading fails."""
+    handler = ImageUploadHandler()
+    handler.new_file("file", name, "application/octet-stream", None)
+    size = 0
+    try:
+        for chunk in iter(lambda: stream.read(UPLOAD_CHUNK_BYTES), b""):
+            handler.receive_data_chunk(chunk, size)
+            size += len(chunk)
+    except SkipFile:
+        raise Refused(
+            HostErrorCode.IMAGE_TOO_BIG,
+            f"The file is over the limit of {limit_text()}.",
+            field="file",
+        ) from None
+    except BaseException:
+        handler.abandon()
+        raise
+    return handler.file_complete(size)
 
 
 def inspect(kind: str, head: bytes, size: int) -> tuple[str, int]:
@@ -205,9 +248,10 @@ def create_image(
     description: str = "",
     declared_format: str = "",
     user=None,
+    uuid: UUID | None = None,
 ) -> Image:
     """Keep an upload as an image, or remove it and refuse: never a row without its file nor
-    a file without its row."""
+    a file without its row. ``uuid`` is its id in Glance's API (a new one unless given)."""
     try:
         image_format, virtual_size = inspect(kind, upload.head, upload.size)
         if declared_format and declared_format != image_format:
@@ -226,8 +270,11 @@ def create_image(
                 size_bytes=upload.size,
                 virtual_size_bytes=virtual_size,
                 sha256=upload.sha256,
+                md5=upload.md5,
+                sha512=upload.sha512,
                 file="",
                 uploaded_by=user if user is not None and user.is_authenticated else None,
+                **({"uuid": uuid} if uuid is not None else {}),
             )
             image.file = f"image-{image.pk}-{upload.sha256[:12]}"
             image.save(update_fields=["file"])
@@ -282,6 +329,24 @@ def distribute(template: Template, cluster_id: int, *, requested_by=None) -> lis
 
 def image_path(image: Image) -> Path:
     return image_store() / image.file
+
+
+def ensure_digests(image: Image) -> Image:
+    """Fill the MD5 and SHA-512 of an image stored before they were kept, from its file (once:
+    they are saved). Left empty while the file cannot be read."""
+    if image.md5 and image.sha512:
+        return image
+    md5, sha512 = hashlib.md5(usedforsecurity=False), hashlib.sha512()
+    try:
+        with open(image_path(image), "rb") as source:
+            for chunk in iter(lambda: source.read(1024 * 1024), b""):
+                md5.update(chunk)
+                sha512.update(chunk)
+    except OSError:
+        return image
+    image.md5, image.sha512 = md5.hexdigest(), sha512.hexdigest()
+    Image.objects.filter(pk=image.pk).update(md5=image.md5, sha512=image.sha512)
+    return image
 
 
 def delete_image(image: Image, *, requested_by=None) -> list:

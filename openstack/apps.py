@@ -12,3 +12,5 @@ class OpenstackConfig(AppConfig):
         # Listed in identity tokens' catalogs next to Keystone itself.
         catalog.register("reservation", "blazar", "/reservation/v1")
         catalog.register("compute", "nova", "/compute/v2.1")
+        # Unversioned, as Glance is listed: clients discover v2 from /image.
+        catalog.register("image", "glance", "/image")

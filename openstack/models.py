@@ -1,4 +1,5 @@
-"""What OpenStack's APIs know beyond Corral's own models."""
+"""What OpenStack's APIs keep beside the apps below: Nova's side of servers, Glance's side of
+images."""
 
 from __future__ import annotations
 
@@ -49,3 +50,45 @@ class Server(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class GlanceImage(models.Model):
+    """An image made through Glance's API: what Glance says of it and Corral's image does not
+    hold (its free-text name, formats as given, properties, tags, owner).
+
+    Queued while ``image`` is empty (created, no data uploaded yet; only its owner sees it);
+    the upload makes the Corral image, with this row's id as its ``uuid``, and links it here.
+    Deleting the Corral image deletes this row with it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    image = models.OneToOneField(
+        "hosts.Image",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="glance",
+    )
+    name = models.CharField(max_length=255, null=True, blank=True)
+    disk_format = models.CharField(max_length=16, null=True, blank=True)
+    container_format = models.CharField(max_length=16, null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="glance_images",
+        help_text="Glance's owner (the user's project); a queued image is theirs alone.",
+    )
+    min_disk = models.PositiveIntegerField(default=0, help_text="GiB")
+    min_ram = models.PositiveIntegerField(default=0, help_text="MiB")
+    properties = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.name or str(self.id)

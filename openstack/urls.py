@@ -1,5 +1,5 @@
 """OpenStack's APIs, each with or without a trailing slash (clients lose POST bodies on
-redirects): Keystone (log-in), Blazar (leases), Nova (servers)."""
+redirects): Keystone (log-in), Blazar (leases), Nova (servers), Glance (images)."""
 
 from django.urls import include, path
 
@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("openstack.identity.urls")),
     path("", include("openstack.blazar.urls")),
     path("", include("openstack.compute.urls")),
+    path("", include("openstack.image.urls")),
 ]

@@ -50,6 +50,10 @@ class Image(models.Model):
         editable=False, help_text="The size of the disk the image holds (its file size if raw)."
     )
     sha256 = models.CharField(max_length=64, editable=False)
+    # Glance's checksum and secure hash; empty for images stored before they were kept
+    # (hosts.images.ensure_digests fills them from the file).
+    md5 = models.CharField(max_length=32, blank=True, editable=False)
+    sha512 = models.CharField(max_length=128, blank=True, editable=False)
     status = models.CharField(
         max_length=12, choices=ImageStatus.choices, default=ImageStatus.READY, editable=False
     )

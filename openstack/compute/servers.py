@@ -46,6 +46,7 @@ from openstack.compute import flavors as flavor_lookup
 from openstack.compute.base import Conflict, NovaView, missing
 from openstack.compute.flavors import Flavor, find_flavor, is_admin, links
 from openstack.identity.catalog import base_url
+from openstack.image.images import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
 from pools import services as pool_services
 from pools.models import VmPool
@@ -504,19 +505,14 @@ class ServerRequest:
         )
 
     def image(self, ref: str) -> Image:
-        found = None
         try:
-            ident = uuid.UUID(ref)
-        except ValueError:
-            ident = None
-        if ident is not None:
-            found = (
-                restrict(Image.objects.filter(kind="disk"), self.user, "hosts.view_image")
-                .filter(uuid=ident)
-                .first()
-            )
-        if found is None:
-            raise ValidationError({"imageRef": f"Image {ref} could not be found."})
+            found = find_image(self.user, ref)
+        except ImageNotActive:
+            raise ValidationError({"imageRef": f"Image {ref} is not active."}) from None
+        except ImageNotFound:
+            raise ValidationError({"imageRef": f"Image {ref} could not be found."}) from None
+        if found.kind != "disk":
+            raise ValidationError({"imageRef": f"Image {ref} is not a disk image."})
         return found
 
     def key_name(self, value) -> str:

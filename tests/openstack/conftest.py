@@ -102,10 +102,16 @@ def openstack_clients():
 
 
 @pytest.fixture
-def cloud(openstack_clients, asgi_server, tmp_path):
+def server_env():
+    """The environment of the server ``cloud`` starts (a module may override it)."""
+    return {}
+
+
+@pytest.fixture
+def cloud(openstack_clients, asgi_server, server_env, tmp_path):
     """cloud(username) -> run(*args, ok=True): `openstack --os-cloud <username> ...` against a
     running Corral, through a clouds.yaml such as a user would write."""
-    server = asgi_server()
+    server = asgi_server(**server_env)
     clouds_yaml = tmp_path / "clouds.yaml"
     env = {
         "PATH": f"{openstack_clients}:/usr/bin:/bin",

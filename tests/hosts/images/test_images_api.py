@@ -47,6 +47,17 @@ def test_a_qcow2_upload_is_stored_with_its_format_size_and_checksum(
     assert stored_files(image_store) == [image.file]
 
 
+def test_an_upload_keeps_its_md5_and_sha512_for_glance(admin_user, client_for, image_store):
+    content = bytes(range(256)) * 8
+
+    response = upload(client_for(admin_user), "hashed-disk", "disk", content)
+
+    assert response.status_code == 201, response.content
+    image = Image.objects.get(pk=response.json()["id"])
+    assert image.md5 == hashlib.md5(content).hexdigest()
+    assert image.sha512 == hashlib.sha512(content).hexdigest()
+
+
 def test_a_raw_disk_is_recognised_as_raw(admin_user, client_for, image_store):
     response = upload(client_for(admin_user), "raw-disk", "disk", b"\0" * 4096)
 

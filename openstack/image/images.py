@@ -1,0 +1,169 @@
+"""Corral's images as Glance shows them: which a user may see, found by id, and their Glance
+fields. An image made through Corral's own API shows its Corral name; one made through Glance
+its Glance name and fields (``openstack.models.GlanceImage``), and shows "queued" until its
+data is uploaded.
+
+Other OpenStack APIs (Compute's imageRef) resolve an image with ``find_image``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC
+
+from hosts import images
+from hosts.models import Image, ImageKind
+from openstack.models import GlanceImage
+from project.permissions import restrict
+
+# Glance's disk formats of Corral's kinds other than disks (a disk shows its own format).
+DISK_FORMAT_OF_KIND = {ImageKind.KERNEL: "aki", ImageKind.INITRD: "ari"}
+HASH_ALGORITHM = "sha512"
+
+
+class ImageNotFound(LookupError):
+    """No image of that id that the user may see."""
+
+
+class ImageNotActive(LookupError):
+    """The image exists but has no data yet (queued)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image of Glance's list: a Corral image (``image``, with its Glance row if it was made
+    through Glance) or a queued Glance image (``glance`` alone)."""
+
+    image: Image | None
+    glance: GlanceImage | None
+
+    @property
+    def id(self) -> str:
+        return str(self.image.uuid if self.image is not None else self.glance.id)
+
+    @property
+    def name(self) -> str | None:
+        return self.glance.name if self.glance is not None else self.image.name
+
+    @property
+    def status(self) -> str:
+        return "active" if self.image is not None else "queued"
+
+    @property
+    def visibility(self) -> str:
+        # Images without a cluster are offered in every cluster: everyone who may see images
+        # sees them. A cluster's images are shared with those who may see that cluster's.
+        if self.image is not None and self.image.cluster_id is not None:
+            return "shared"
+        return "public"
+
+    @property
+    def owner(self) -> str | None:
+        owner_id = self.glance.owner_id if self.glance is not None else self.image.uploaded_by_id
+        return None if owner_id is None else str(owner_id)
+
+    @property
+    def created_at(self):
+        return (self.glance or self.image).created_at
+
+    @property
+    def updated_at(self):
+        moments = [row.updated_at for row in (self.image, self.glance) if row is not None]
+        return max(moments)
+
+    @property
+    def size(self) -> int | None:
+        return None if self.image is None else self.image.size_bytes
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.glance.tags) if self.glance is not None else []
+
+
+def visible_images(user):
+    """The Corral images ``user`` may see, with their Glance rows."""
+    return restrict(Image.objects.select_related("glance"), user, "hosts.view_image")
+
+
+def visible_queued(user):
+    """The queued Glance images ``user`` may see: their own (every one, for a superuser)."""
+    queued = GlanceImage.objects.filter(image__isnull=True)
+    return queued if user.is_superuser else queued.filter(owner=user)
+
+
+def visible_entries(user) -> list[Entry]:
+    entries = [Entry(image, getattr(image, "glance", None)) for image in visible_images(user)]
+    entries += [Entry(None, glance) for glance in visible_queued(user)]
+    return entries
+
+
+def _as_uuid(ref: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(ref))
+    except ValueError:
+        raise ImageNotFound(f"No image with ID {ref}.") from None
+
+
+def find_entry(user, image_id: str) -> Entry:
+    """The image (active or queued) of that id if ``user`` may see it, else ImageNotFound."""
+    key = _as_uuid(image_id)
+    image = visible_images(user).filter(uuid=key).first()
+    if image is not None:
+        return Entry(image, getattr(image, "glance", None))
+    glance = visible_queued(user).filter(id=key).first()
+    if glance is not None:
+        return Entry(None, glance)
+    raise ImageNotFound(f"No image with ID {image_id}.")
+
+
+def find_image(user, ref: str) -> Image:
+    """The Corral image a Glance id (or a URL ending in one, as Nova's imageRef may be) names,
+    if ``user`` may see it. Raises ImageNotFound, or ImageNotActive for a queued image."""
+    entry = find_entry(user, str(ref).rstrip("/").rsplit("/", 1)[-1])
+    if entry.image is None:
+        raise ImageNotActive(f"Image {entry.id} is not active: its data was never uploaded.")
+    return entry.image
+
+
+def _time(moment) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def image_view(entry: Entry) -> dict:
+    """Glance's image document (extra properties at the top level, as Glance puts them)."""
+    image, glance = entry.image, entry.glance
+    if image is not None:
+        images.ensure_digests(image)
+        disk_format = DISK_FORMAT_OF_KIND.get(image.kind, image.format)
+    else:
+        disk_format = glance.disk_format
+    view = dict(glance.properties) if glance is not None else {}
+    view.update(
+        {
+            "id": entry.id,
+            "name": entry.name,
+            "status": entry.status,
+            "visibility": entry.visibility,
+            "protected": False,
+            "os_hidden": False,
+            "disk_format": disk_format,
+            "container_format": (glance.container_format if glance is not None else None)
+            or ("bare" if image is not None else None),
+            "size": entry.size,
+            "virtual_size": None if image is None else image.virtual_size_bytes,
+            "checksum": (image.md5 or None) if image is not None else None,
+            "os_hash_algo": HASH_ALGORITHM if image is not None and image.sha512 else None,
+            "os_hash_value": (image.sha512 or None) if image is not None else None,
+            "owner": entry.owner,
+            "min_disk": glance.min_disk if glance is not None else 0,
+            "min_ram": glance.min_ram if glance is not None else 0,
+            "tags": entry.tags,
+            "created_at": _time(entry.created_at),
+            "updated_at": _time(entry.updated_at),
+            "self": f"/v2/images/{entry.id}",
+            "file": f"/v2/images/{entry.id}/file",
+            "schema": "/v2/schemas/image",
+        }
+    )
+    return view
