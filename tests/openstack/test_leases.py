@@ -110,6 +110,21 @@ def test_a_host_reservation_with_empty_properties_and_now_starts_at_once(
     assert Lease.objects.get(name="hosts").reservations.get().allocations.count() == 2
 
 
+def test_a_lease_reserving_nothing_is_created_with_its_window_events_and_status(as_alice):
+    response = as_alice.post(f"{API}/leases", lease_body("empty", at(9), at(10)), format="json")
+
+    assert response.status_code == 201
+    lease = response.json()["lease"]
+    assert lease["reservations"] == []
+    assert (utc(lease["start_date"]), utc(lease["end_date"])) == (at(9), at(10))
+    assert lease["status"] == "PENDING"
+    assert sorted(event["event_type"] for event in lease["events"]) == [
+        "before_end_lease",
+        "end_lease",
+        "start_lease",
+    ]
+
+
 def test_properties_come_back_as_expressions_that_read_back_the_same(as_alice, reservable_hosts):
     reservable_hosts(1, capabilities={"gpu": "a100"})
     wanted = cli_hosts(
