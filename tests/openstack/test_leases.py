@@ -125,6 +125,28 @@ def test_a_lease_reserving_nothing_is_created_with_its_window_events_and_status(
     ]
 
 
+@pytest.mark.parametrize(
+    "reservation",
+    [
+        cli_hosts(1, 1, hypervisor_properties="[]", resource_properties="[]"),
+        cli_hosts(1, 1, hypervisor_properties="", resource_properties="[]"),
+        cli_instances(1, resource_properties="[]"),
+    ],
+    ids=["hosts", "hosts-mixed", "instances"],
+)
+def test_empty_property_expressions_are_no_constraint(as_alice, reservable_hosts, reservation):
+    reservable_hosts(1, capabilities={"gpu": "a100"})
+
+    response = as_alice.post(
+        f"{API}/leases", lease_body("any", at(9), at(10), reservation), format="json"
+    )
+
+    assert response.status_code == 201
+    (shown,) = response.json()["lease"]["reservations"]
+    assert shown["resource_properties"] == ""
+    assert Lease.objects.get(name="any").reservations.get().host_properties == {}
+
+
 def test_properties_come_back_as_expressions_that_read_back_the_same(as_alice, reservable_hosts):
     reservable_hosts(1, capabilities={"gpu": "a100"})
     wanted = cli_hosts(
