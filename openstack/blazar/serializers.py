@@ -16,6 +16,7 @@ from rest_framework import serializers
 from hosts.models import Host
 from leases.models import Lease, Reservation, ResourceType
 from leases.properties import HYPERVISOR_PROPERTIES, expression
+from openstack.blazar.errors import BlazarError
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 
@@ -140,7 +141,10 @@ CAPABILITY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 def capabilities_of(values: dict, *, removals: bool) -> dict:
     """Extra capabilities from a host body: names up to 64 letters, digits and ``_.:-``,
     plain values (text up to 255 characters, numbers, booleans; None removes one when
-    ``removals``)."""
+    ``removals``). A name over 64 characters is Blazar's ExtraCapabilityTooLong, before any
+    other check."""
+    if any(len(key) > 64 for key in values):
+        raise BlazarError(400, "Extra capability key too long")
     errors = {}
     for key, value in values.items():
         if key in HOST_KEYS:
