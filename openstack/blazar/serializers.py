@@ -16,6 +16,7 @@ from rest_framework import serializers
 from hosts.models import Host
 from leases.models import Lease, Reservation, ResourceType
 from leases.properties import HYPERVISOR_PROPERTIES, expression
+from leases.reservations import server_group_id
 from openstack.blazar.errors import BlazarError
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
@@ -58,6 +59,10 @@ def reservation_view(reservation: Reservation, lease: Lease) -> dict:
             amount=reservation.amount,
             affinity=reservation.affinity,
             resource_properties=expression(properties),
+            # Blazar's flavor is named by the reservation's id; its server group exists only
+            # for an affinity of True or False.
+            flavor_id=str(reservation.pk),
+            server_group_id=server_group_id(reservation),
         )
     return data
 

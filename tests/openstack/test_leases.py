@@ -3,6 +3,7 @@ the same grants as Corral's own API, and every error in Blazar's shape."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from leases.models import Lease, LeaseStatus
+from leases.reservations import server_group_id
 from project.models import Role
 from project.roles import ensure_grant_permissions
 from tests.leases.fixtures import at, instances
@@ -93,6 +95,22 @@ def test_affinity_arrives_as_a_word_and_means_it(as_alice, reservable_hosts, wor
     assert response.status_code == 201
     assert response.json()["lease"]["reservations"][0]["affinity"] is stored
     assert Lease.objects.get(name="aff").reservations.get().affinity is stored
+
+
+@pytest.mark.parametrize("word, grouped", [("True", True), ("False", True), ("None", False)])
+def test_an_instance_reservation_names_its_flavor_and_server_group_as_blazar_does(
+    as_alice, reservable_hosts, word, grouped
+):
+    reservable_hosts(2)
+    body = lease_body("sg", at(9), at(10), cli_instances(1, affinity=word))
+
+    (shown,) = as_alice.post(f"{API}/leases", body, format="json").json()["lease"]["reservations"]
+
+    reservation = Lease.objects.get(name="sg").reservations.get()
+    group = uuid.uuid5(uuid.NAMESPACE_URL, f"corral:reservation:{reservation.pk}")
+    assert shown["flavor_id"] == str(reservation.pk)
+    assert shown["server_group_id"] == (str(group) if grouped else None)
+    assert server_group_id(reservation) == shown["server_group_id"]
 
 
 def test_a_host_reservation_with_empty_properties_and_now_starts_at_once(
