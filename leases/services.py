@@ -249,7 +249,9 @@ def create_lease(
     group=None,
     end_action: str = "stop",
 ) -> Lease:
-    """Accept a lease if every reservation fits the reservable capacity over its window."""
+    """Accept a lease if every reservation fits the reservable capacity over its window. A
+    lease may reserve nothing (no reservations, as Blazar allows): it holds no capacity and
+    still has its window, its events and its status."""
     _check_duration(start, end)
     try:
         planned = plan(start, end, reservations, lock=True)

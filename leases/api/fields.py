@@ -51,13 +51,16 @@ def parse_properties(value, field: str) -> dict:
     """Host properties: a map of values or of operators ({"cpus": 16, "gpu": "a100", "zone":
     {"in": ["a", "b"]}}), or Blazar's expression ('["and", [">=", "$vcpus", "16"], ["!=",
     "$gpu", "t4"]]', as text or as JSON), in their stored form (leases/properties.py).
-    ``cpus`` and ``memory_mb`` take whole numbers."""
-    if value in (None, "", {}):
+    ``cpus`` and ``memory_mb`` take whole numbers. Nothing (``""``, ``[]``, ``"[]"``, ``{}``)
+    is no constraint, as in Blazar."""
+    if value in (None, "", {}, []):
         return {}
     try:
         if isinstance(value, dict):
             return properties.normalized(dict(value))
         parsed = json_input.loads(value) if isinstance(value, str) else value
+        if parsed == []:
+            return {}
         found = properties.from_expression(parsed)
         return properties.normalized(
             {name: properties.canonical(name, ops) for name, ops in found.items()}

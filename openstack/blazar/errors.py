@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import APIException, NotFound, ParseError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
@@ -70,3 +70,42 @@ def not_found(request, *args, **kwargs):
 
 def missing(kind: str, ident) -> NotFound:
     return NotFound(f"{kind} {ident} not found.")
+
+
+class BlazarError(APIException):
+    """One of Blazar's own exceptions (blazar/exceptions.py, blazar/manager/exceptions.py):
+    its HTTP code and its message word for word, so Blazar's clients print what Blazar says."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status
+
+
+# Blazar's date format for lease dates (blazar/manager/service.py LEASE_DATE_FORMAT).
+LEASE_DATE_FORMAT = "%Y-%m-%d %H:%M"
+
+
+def policy_refused(action: str) -> BlazarError:
+    """PolicyNotAuthorized: the caller's role does not allow ``action``
+    (``blazar:<api>:<verb>``, as Blazar's policies name it)."""
+    return BlazarError(403, f"Policy doesn't allow {action} to be performed")
+
+
+def invalid_input(message: str) -> BlazarError:
+    return BlazarError(400, message)
+
+
+def invalid_date(text) -> BlazarError:
+    return BlazarError(400, f"{text} is an invalid date. Required format: {LEASE_DATE_FORMAT}")
+
+
+def missing_parameter(param: str) -> BlazarError:
+    return BlazarError(400, f"Missing parameter {param}")
+
+
+def malformed_parameter(param: str) -> BlazarError:
+    return BlazarError(400, f"Malformed parameter {param}")
+
+
+def malformed_requirements(requirements) -> BlazarError:
+    return BlazarError(400, f"Malformed requirements {requirements}")

@@ -5,7 +5,9 @@ host reservable (found by name, ``cluster/name`` or id), VMs running on it count
 stop; ``DELETE`` un-marks it and never deletes the Corral host: the leases holding it are
 planned again elsewhere (degraded when that falls short), refused while their VMs run there.
 Hosts are seen through the caller's grants (``hosts.view_host``); changing one takes
-``hosts.change_host`` on it, and making a property private a system-wide grant of it.
+``hosts.change_host`` on it, and making a property private a system-wide grant of it. As in
+Blazar (and Nova), an admin-only call checks the caller's role before looking anything up: a
+caller holding ``hosts.change_host`` nowhere gets Blazar's policy refusal (403), never a 404.
 """
 
 from __future__ import annotations
@@ -19,11 +21,18 @@ from hosts.models import Host
 from leases import reservable
 from leases.capacity import LIVE_LEASES
 from leases.models import Allocation, ReservationStatus
-from openstack.blazar.errors import BlazarView, missing
+from openstack.blazar.errors import BlazarView, missing, policy_refused
 from openstack.blazar.serializers import blazar_time, capabilities_of, host_view
 from project.permissions import holds, holds_at_system, restrict
 
 ADMIN = "hosts.change_host"
+
+
+def require_admin_role(user, verb: str) -> None:
+    """Blazar's policy ``blazar:oshosts:<verb>`` (admin only): an admin role on some host, checked
+    before any lookup; which hosts it covers is checked on the host found."""
+    if not holds(user, ADMIN):
+        raise policy_refused(f"blazar:oshosts:{verb}")
 
 
 def visible_hosts(user, reservable_only: bool = True):
@@ -79,6 +88,7 @@ class HostsView(BlazarView):
         return Response({"hosts": [host_view(host) for host in visible_hosts(request.user)]})
 
     def post(self, request):
+        require_admin_role(request.user, "post")
         body = dict(self.body())
         host = _corral_host(request, body)
         if not holds(request.user, ADMIN, host):
@@ -92,16 +102,18 @@ class HostView(BlazarView):
         return Response({"host": host_view(reservable_host(request, host_id))})
 
     def put(self, request, host_id):
+        require_admin_role(request.user, "put")
         host = reservable_host(request, host_id, admin=True)
         body = self.body()
         if not body:
-            raise ValidationError("No data to update.")
+            raise ValidationError("No data to update")
         host = reservable.update_capabilities(host, capabilities_of(body, removals=True))
         return Response({"host": host_view(host)})
 
     def delete(self, request, host_id):
         """204 as Blazar answers when no live lease held the host; otherwise 200 with what
         happened to each reservation that did (where Blazar would have refused)."""
+        require_admin_role(request.user, "delete")
         host, outcomes = reservable.make_unreservable(reservable_host(request, host_id, admin=True))
         if not outcomes:
             return Response(status=status.HTTP_204_NO_CONTENT)
@@ -138,6 +150,7 @@ def _allocations(hosts, query) -> dict[int, list[dict]]:
 
 class AllocationsView(BlazarView):
     def get(self, request):
+        require_admin_role(request.user, "get_allocations")
         hosts = list(visible_hosts(request.user))
         held = _allocations(hosts, request.query_params)
         return Response(
@@ -151,6 +164,7 @@ class AllocationsView(BlazarView):
 
 class HostAllocationView(BlazarView):
     def get(self, request, host_id):
+        require_admin_role(request.user, "get_allocations")
         host = reservable_host(request, host_id)
         held = _allocations([host], request.query_params)
         return Response(
@@ -177,7 +191,7 @@ class PropertiesView(BlazarView):
 class PropertyView(BlazarView):
     def patch(self, request, property_name):
         if not holds_at_system(request.user, ADMIN):
-            raise PermissionDenied("Changing host properties needs a system-wide admin role.")
+            raise policy_refused("blazar:oshosts:update_resource_properties")
         body = self.body()
         unknown = sorted(set(body) - {"private"})
         if unknown:

@@ -16,6 +16,8 @@ from rest_framework import serializers
 from hosts.models import Host
 from leases.models import Lease, Reservation, ResourceType
 from leases.properties import HYPERVISOR_PROPERTIES, expression
+from leases.reservations import server_group_id
+from openstack.blazar.errors import BlazarError
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 
@@ -57,6 +59,10 @@ def reservation_view(reservation: Reservation, lease: Lease) -> dict:
             amount=reservation.amount,
             affinity=reservation.affinity,
             resource_properties=expression(properties),
+            # Blazar's flavor is named by the reservation's id; its server group exists only
+            # for an affinity of True or False.
+            flavor_id=str(reservation.pk),
+            server_group_id=server_group_id(reservation),
         )
     return data
 
@@ -140,7 +146,10 @@ CAPABILITY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 def capabilities_of(values: dict, *, removals: bool) -> dict:
     """Extra capabilities from a host body: names up to 64 letters, digits and ``_.:-``,
     plain values (text up to 255 characters, numbers, booleans; None removes one when
-    ``removals``)."""
+    ``removals``). A name over 64 characters is Blazar's ExtraCapabilityTooLong, before any
+    other check."""
+    if any(len(key) > 64 for key in values):
+        raise BlazarError(400, "Extra capability key too long")
     errors = {}
     for key, value in values.items():
         if key in HOST_KEYS:

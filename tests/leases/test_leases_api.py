@@ -227,10 +227,6 @@ INVALID = {
         lambda b: b | {"start": "tomorrow at nine"},
         {"start_date": ["Use 'now', 'YYYY-MM-DD HH:MM' (UTC) or an ISO 8601 time."]},
     ),
-    "no reservations": (
-        lambda b: b | {"reservations": []},
-        {"reservations": {"non_field_errors": ["This list may not be empty."]}},
-    ),
     "instance without vcpus": (
         reserving({**instances(1), "vcpus": None}),
         first_reservation({"vcpus": ["This field may not be null."]}),
@@ -277,6 +273,20 @@ INVALID = {
         first_reservation({"amount": ["Ensure this value is greater than or equal to 1."]}),
     ),
 }
+
+
+def test_a_lease_reserving_nothing_is_accepted_with_its_window_and_events(client, one_host):
+    response = client.post("/api/leases/", body_for(), format="json")
+
+    assert response.status_code == 201
+    lease = Lease.objects.get(pk=response.json()["id"])
+    assert (lease.start_date, lease.end_date, lease.status) == (at(9), at(12), "PENDING")
+    assert lease.reservations.count() == 0
+    assert set(lease.events.values_list("event_type", flat=True)) == {
+        EventType.START,
+        EventType.BEFORE_END,
+        EventType.END,
+    }
 
 
 @pytest.mark.parametrize("spoil, errors", INVALID.values(), ids=INVALID.keys())

@@ -76,6 +76,19 @@ def test_a_lease_whose_start_has_come_becomes_active(one_host, make_lease):
 
 
 @pytest.mark.django_db
+def test_a_lease_reserving_nothing_starts_and_ends_like_any_other(make_lease):
+    lease = make_lease(at(9), at(12))
+
+    started = lifecycle.run_due_events(now=at(9))
+    after_start = Lease.objects.get(pk=lease.pk).status
+    ended = lifecycle.run_due_events(now=at(12))
+
+    assert (started, after_start) == (1, LeaseStatus.ACTIVE)
+    assert ended == 2  # the warning before the end, then the end
+    assert Lease.objects.get(pk=lease.pk).status == LeaseStatus.TERMINATED
+
+
+@pytest.mark.django_db
 def test_a_lease_whose_start_has_not_come_stays_pending(one_host, make_lease):
     lease = make_lease(at(9), at(12), instances(2))
 

@@ -92,10 +92,10 @@ def test_a_name_in_two_clusters_needs_the_cluster(
     assert not Host.objects.filter(reservable=True).exists()
 
 
-def test_a_host_the_caller_cannot_see_is_not_found(blazar_for, make_user, make_host):
+def test_a_host_the_admin_cannot_see_is_not_found(as_admin, make_host):
     hidden = make_host()
 
-    response = blazar_for(make_user()).post(f"{API}/os-hosts", {"name": hidden.name}, format="json")
+    response = as_admin.post(f"{API}/os-hosts", {"name": hidden.name}, format="json")
 
     assert response.status_code == 404
     assert error(response) == f"Host {hidden.name} not found."
@@ -110,7 +110,61 @@ def test_a_viewer_without_an_admin_role_is_refused(blazar_for, make_user, grant,
     response = blazar_for(viewer).post(f"{API}/os-hosts", {"name": plain_host.name}, format="json")
 
     assert response.status_code == 403
+    assert error(response) == "Policy doesn't allow blazar:oshosts:post to be performed"
+    plain_host.refresh_from_db()
+    assert not plain_host.reservable
+
+
+def test_an_admin_of_other_hosts_is_refused_this_one(
+    blazar_for, make_user, grant, make_cluster, plain_host
+):
+    other_admin = make_user()
+    grant(other_admin, "ClusterAdmin", make_cluster())
+    grant(other_admin, "PolicyAdmin", plain_host.cluster)  # sees the host, may not change it
+
+    response = blazar_for(other_admin).post(
+        f"{API}/os-hosts", {"name": plain_host.name}, format="json"
+    )
+
+    assert response.status_code == 403
     assert error(response) == f"Making host {plain_host.name} reservable needs an admin role on it."
+
+
+@pytest.mark.parametrize(
+    "method, path, body, action",
+    [
+        ("post", "/os-hosts", {"name": "HOST"}, "post"),
+        ("put", "/os-hosts/ID", {"gpu": "x"}, "put"),
+        ("delete", "/os-hosts/ID", None, "delete"),
+        ("get", "/os-hosts/allocations", None, "get_allocations"),
+        ("get", "/os-hosts/ID/allocation", None, "get_allocations"),
+        ("patch", "/os-hosts/properties/gpu", {"private": True}, "update_resource_properties"),
+    ],
+)
+def test_admin_only_calls_check_the_role_before_looking_anything_up(
+    blazar_for, lease_user, reservable_hosts, method, path, body, action
+):
+    (hidden,) = reservable_hosts(1, capabilities={"gpu": "a100"})
+    url = API + path.replace("HOST", hidden.name).replace("ID", str(hidden.pk))
+    body = body and {
+        k: v.replace("HOST", hidden.name) if isinstance(v, str) else v for k, v in body.items()
+    }
+
+    response = getattr(blazar_for(lease_user()), method)(url, body, format="json")
+
+    assert response.status_code == 403
+    assert error(response) == f"Policy doesn't allow blazar:oshosts:{action} to be performed"
+    hidden.refresh_from_db()
+    assert hidden.reservable and hidden.capabilities == {"gpu": "a100"}
+
+
+def test_an_extra_capability_name_over_64_characters_is_blazars_400(as_admin, plain_host):
+    response = as_admin.post(
+        f"{API}/os-hosts", {"name": plain_host.name, "k" * 65: "v"}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert error(response) == "Extra capability key too long"
     plain_host.refresh_from_db()
     assert not plain_host.reservable
 
@@ -198,7 +252,7 @@ def test_an_empty_update_is_a_400(as_admin, cluster_admin, reservable_hosts):
     response = as_admin.put(f"{API}/os-hosts/{host.pk}", {}, format="json")
 
     assert response.status_code == 400
-    assert error(response) == "No data to update."
+    assert error(response) == "No data to update"
 
 
 def test_a_capability_a_live_lease_relies_on_cannot_change(
@@ -392,7 +446,9 @@ def test_a_property_is_made_private_by_a_system_wide_admin_only(
     done = blazar_for(admin_user).patch(url, {"private": True}, format="json")
 
     assert refused.status_code == 403
-    assert error(refused) == "Changing host properties needs a system-wide admin role."
+    assert error(refused) == (
+        "Policy doesn't allow blazar:oshosts:update_resource_properties to be performed"
+    )
     assert done.status_code == 200
     assert done.json()["resource_property"]["property_name"] == "gpu"
     assert done.json()["resource_property"]["private"] is True

@@ -3,6 +3,7 @@ the same grants as Corral's own API, and every error in Blazar's shape."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 import pytest
@@ -10,12 +11,14 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from leases.models import Lease, LeaseStatus
+from leases.reservations import server_group_id
 from project.models import Role
 from project.roles import ensure_grant_permissions
 from tests.leases.fixtures import at, instances
 from tests.openstack.conftest import API, cli_hosts, cli_instances, cli_time, lease_body
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"  # what blazarclient parses (utils.LEASE_DATE_FORMAT)
+BAD_DATE = "{} is an invalid date. Required format: %Y-%m-%d %H:%M"  # Blazar's InvalidDate
 
 
 def error(response) -> str:
@@ -94,6 +97,22 @@ def test_affinity_arrives_as_a_word_and_means_it(as_alice, reservable_hosts, wor
     assert Lease.objects.get(name="aff").reservations.get().affinity is stored
 
 
+@pytest.mark.parametrize("word, grouped", [("True", True), ("False", True), ("None", False)])
+def test_an_instance_reservation_names_its_flavor_and_server_group_as_blazar_does(
+    as_alice, reservable_hosts, word, grouped
+):
+    reservable_hosts(2)
+    body = lease_body("sg", at(9), at(10), cli_instances(1, affinity=word))
+
+    (shown,) = as_alice.post(f"{API}/leases", body, format="json").json()["lease"]["reservations"]
+
+    reservation = Lease.objects.get(name="sg").reservations.get()
+    group = uuid.uuid5(uuid.NAMESPACE_URL, f"corral:reservation:{reservation.pk}")
+    assert shown["flavor_id"] == str(reservation.pk)
+    assert shown["server_group_id"] == (str(group) if grouped else None)
+    assert server_group_id(reservation) == shown["server_group_id"]
+
+
 def test_a_host_reservation_with_empty_properties_and_now_starts_at_once(
     as_alice, reservable_hosts
 ):
@@ -108,6 +127,43 @@ def test_a_host_reservation_with_empty_properties_and_now_starts_at_once(
     assert reservation["hypervisor_properties"] == ""
     assert reservation["resource_properties"] == ""
     assert Lease.objects.get(name="hosts").reservations.get().allocations.count() == 2
+
+
+def test_a_lease_reserving_nothing_is_created_with_its_window_events_and_status(as_alice):
+    response = as_alice.post(f"{API}/leases", lease_body("empty", at(9), at(10)), format="json")
+
+    assert response.status_code == 201
+    lease = response.json()["lease"]
+    assert lease["reservations"] == []
+    assert (utc(lease["start_date"]), utc(lease["end_date"])) == (at(9), at(10))
+    assert lease["status"] == "PENDING"
+    assert sorted(event["event_type"] for event in lease["events"]) == [
+        "before_end_lease",
+        "end_lease",
+        "start_lease",
+    ]
+
+
+@pytest.mark.parametrize(
+    "reservation",
+    [
+        cli_hosts(1, 1, hypervisor_properties="[]", resource_properties="[]"),
+        cli_hosts(1, 1, hypervisor_properties="", resource_properties="[]"),
+        cli_instances(1, resource_properties="[]"),
+    ],
+    ids=["hosts", "hosts-mixed", "instances"],
+)
+def test_empty_property_expressions_are_no_constraint(as_alice, reservable_hosts, reservation):
+    reservable_hosts(1, capabilities={"gpu": "a100"})
+
+    response = as_alice.post(
+        f"{API}/leases", lease_body("any", at(9), at(10), reservation), format="json"
+    )
+
+    assert response.status_code == 201
+    (shown,) = response.json()["lease"]["reservations"]
+    assert shown["resource_properties"] == ""
+    assert Lease.objects.get(name="any").reservations.get().host_properties == {}
 
 
 def test_properties_come_back_as_expressions_that_read_back_the_same(as_alice, reservable_hosts):
@@ -166,6 +222,99 @@ def test_custom_events_are_refused_not_ignored(as_alice, reservable_hosts):
     assert not Lease.objects.filter(name="ev").exists()
 
 
+def _without(body: dict, *names) -> dict:
+    return {key: value for key, value in body.items() if key not in names}
+
+
+NOW = timezone.now
+
+
+@pytest.mark.parametrize(
+    "spoil, status, message",
+    [
+        (lambda b: _without(b, "name"), 400, "Missing parameter name"),
+        (lambda b: _without(b, "start_date"), 400, "Missing parameter start_date"),
+        (
+            lambda b: _without(b, "name", "end_date"),
+            400,
+            "Missing parameter name, end_date",
+        ),
+        (
+            lambda b: b | {"reservations": [{"min": 1, "max": 1}]},
+            400,
+            "Missing parameter resource_type",
+        ),
+        (lambda b: b | {"start_date": "tomorrow"}, 400, BAD_DATE.format("tomorrow")),
+        (lambda b: b | {"end_date": "2030-01-01T10:00"}, 400, BAD_DATE.format("2030-01-01T10:00")),
+        (
+            lambda b: b | {"start_date": cli_time(NOW() - timedelta(hours=1))},
+            400,
+            "Start date must be later than current date",
+        ),
+        (
+            lambda b: b | {"start_date": cli_time(at(10)), "end_date": cli_time(at(9))},
+            400,
+            "End date must be later than start date.",
+        ),
+        (
+            lambda b: b | {"start_date": cli_time(at(9)), "end_date": cli_time(at(9))},
+            400,
+            "End date must be later than start date.",
+        ),
+        (lambda b: b | {"before_end_date": "soon"}, 400, BAD_DATE.format("soon")),
+        (
+            lambda b: b | {"before_end_date": cli_time(at(10))},
+            403,
+            "Datetime is out of lease limits",
+        ),
+        (
+            lambda b: b | {"reservations": [cli_hosts(2, 1)]},
+            400,
+            "Invalid values for min/max of hosts. Max must be equal to or larger than min.",
+        ),
+        (
+            lambda b: b | {"reservations": [cli_hosts(0, 1)]},
+            400,
+            "Malformed parameter min and max (must be greater than or equal to 1)",
+        ),
+        (lambda b: b | {"reservations": [cli_hosts("x", 1)]}, 400, "Malformed parameter min"),
+        (
+            lambda b: b | {"reservations": [cli_hosts(1, 1, resource_properties="[oops")]},
+            400,
+            "Malformed requirements [oops",
+        ),
+    ],
+    ids=[
+        "no name",
+        "no start",
+        "no name nor end",
+        "no resource type",
+        "bad start",
+        "iso end",
+        "start in the past",
+        "end before start",
+        "end at start",
+        "bad before end",
+        "before end at the end",
+        "max below min",
+        "zero min",
+        "min not a number",
+        "properties not json",
+    ],
+)
+def test_a_bad_lease_is_refused_with_blazars_code_and_message(
+    as_alice, reservable_hosts, spoil, status, message
+):
+    reservable_hosts(1)
+    body = spoil(lease_body("bad", at(9), at(10), cli_instances(1)))
+
+    response = as_alice.post(f"{API}/leases", body, format="json")
+
+    assert response.status_code == status
+    assert error(response) == message
+    assert not Lease.objects.exists()
+
+
 def test_a_lease_that_does_not_fit_is_a_409_saying_what_is_short(as_alice, reservable_hosts):
     reservable_hosts(1)
     body = lease_body("big", at(9), at(10), cli_instances(5))
@@ -186,7 +335,7 @@ def test_creating_needs_the_lease_user_role(blazar_for, make_user, reservable_ho
     response = blazar_for(make_user()).post(f"{API}/leases", body, format="json")
 
     assert response.status_code == 403
-    assert error(response) == "Creating leases needs the LeaseUser role."
+    assert error(response) == "Policy doesn't allow blazar:leases:post to be performed"
 
 
 def test_the_list_holds_only_the_callers_leases(as_alice, created, make_lease, lease_user):
@@ -251,9 +400,11 @@ def test_a_viewer_who_may_not_change_gets_a_403(blazar_for, make_user, grant, cr
     url = f"{API}/leases/{created['id']}"
 
     response = blazar_for(reader).put(url, {"name": "x"}, format="json")
+    removal = blazar_for(reader).delete(url)
 
-    assert response.status_code == 403
-    assert error(response) == "You may not change lease bz-1."
+    assert (response.status_code, removal.status_code) == (403, 403)
+    assert error(response) == "Policy doesn't allow blazar:leases:put to be performed"
+    assert error(removal) == "Policy doesn't allow blazar:leases:delete to be performed"
     assert blazar_for(reader).get(url).status_code == 200
     assert Lease.objects.get(uuid=created["id"]).name == "bz-1"
 
@@ -300,7 +451,14 @@ def test_dates_move_by_durations(as_alice, created, change, start, end):
         ({"reduce_by": "3h"}, "end_date: The lease must end after it starts."),
         ({"unknown": 1}, "unknown: Unknown field; Corral does not apply it."),
         ({"advance_by": "999999d"}, "start_date: That moves the date out of range."),
-        ({}, "Nothing to change."),
+        ({"end_date": "2030-01-01T10:00"}, BAD_DATE.format("2030-01-01T10:00")),
+        ({"end_date": cli_time(at(8))}, "End date must be later than current and start date"),
+        ({"start_date": "2020-01-01 10:00"}, "Start date must be later than current date"),
+        ({"reservations": [{"amount": 3}]}, "Missing parameter reservation ID"),
+        (
+            {"reservations": [{"id": "999999", "amount": 3}]},
+            "Please enter valid reservation IDs. Invalid reservation IDs are: 999999",
+        ),
     ],
 )
 def test_a_bad_change_is_a_400_and_changes_nothing(as_alice, created, change, message):
@@ -310,6 +468,48 @@ def test_a_bad_change_is_a_400_and_changes_nothing(as_alice, created, change, me
     assert error(response) == message
     lease = Lease.objects.get(uuid=created["id"])
     assert (lease.start_date, lease.end_date) == (at(9), at(12))
+
+
+def test_a_before_end_date_outside_the_lease_is_blazars_403(as_alice, created):
+    url = f"{API}/leases/{created['id']}"
+
+    response = as_alice.put(url, {"before_end_date": cli_time(at(12))}, format="json")
+
+    assert response.status_code == 403
+    assert error(response) == "Datetime is out of lease limits"
+    assert Lease.objects.get(uuid=created["id"]).before_end_date == utc(created["before_end_date"])
+
+
+def test_an_empty_change_answers_the_lease_unchanged(as_alice, created):
+    response = as_alice.put(f"{API}/leases/{created['id']}", {}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["lease"] == created
+
+
+def test_an_ended_lease_takes_no_new_dates(as_alice, make_lease, alice, reservable_hosts):
+    reservable_hosts(1)
+    lease = make_lease(at(-48), at(-47), instances(1), owner=alice)
+    url = f"{API}/leases/{lease.uuid}"
+
+    refused = as_alice.put(url, {"name": "renamed", "end_date": cli_time(at(13))}, format="json")
+
+    assert refused.status_code == 400
+    assert error(refused) == ("Terminated leases can only be renamed")
+    assert Lease.objects.get(pk=lease.pk).end_date == at(-47)
+
+
+def test_a_started_lease_keeps_its_start(as_alice, make_lease, alice, reservable_hosts):
+    reservable_hosts(1)
+    lease = make_lease(at(-48), at(13), instances(1), owner=alice)
+
+    response = as_alice.put(
+        f"{API}/leases/{lease.uuid}", {"start_date": cli_time(at(-47))}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert error(response) == "Cannot modify the start date of already started leases"
+    assert Lease.objects.get(pk=lease.pk).start_date == at(-48)
 
 
 def test_before_end_date_changes_when_set(as_alice, created):

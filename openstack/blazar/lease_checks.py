@@ -1,0 +1,162 @@
+"""Blazar's own checks of a lease request, in Blazar's order and words (its manager's
+``create_lease`` and ``update_lease``, its host plugin's reservation checks). They run before
+Corral's validation (``leases/api/serializers.py``), which then applies what Blazar does not
+check; Corral's extras (``start``/``end``, moves by a duration, added reservations, Corral's
+property operators) are left to it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from django.utils import timezone
+
+from leases.models import Lease, ResourceType
+from openstack.blazar.errors import (
+    LEASE_DATE_FORMAT,
+    BlazarError,
+    invalid_date,
+    invalid_input,
+    malformed_parameter,
+    malformed_requirements,
+    missing_parameter,
+)
+
+# Blazar's parameter -> the spellings Corral takes for it.
+DATES = {"start_date": ("start_date", "start"), "end_date": ("end_date", "end")}
+BEFORE_END = ("before_end_date", "before_end")
+
+
+def _given(body: dict, names) -> object | None:
+    return next((body[name] for name in names if body.get(name) is not None), None)
+
+
+def blazar_now() -> datetime:
+    """Now to the minute, as Blazar compares dates with it."""
+    return timezone.now().replace(second=0, microsecond=0)
+
+
+def parse_date(value, now: datetime) -> datetime:
+    """ "now" or ``%Y-%m-%d %H:%M`` (UTC): the only dates Blazar takes."""
+    if value == "now":
+        return now
+    try:
+        return datetime.strptime(value, LEASE_DATE_FORMAT).replace(tzinfo=UTC)
+    except (TypeError, ValueError):
+        raise invalid_date(value) from None
+
+
+def _out_of_lease_limits() -> BlazarError:
+    # Blazar's NotAuthorized, hence a 403.
+    return BlazarError(403, "Datetime is out of lease limits")
+
+
+def check_before_end(body: dict, start: datetime, end: datetime) -> datetime | None:
+    """A ``before_end_date``, when given, strictly inside the lease's window; the date."""
+    value = _given(body, BEFORE_END)
+    if not value:
+        return None
+    if value == "now":
+        raise invalid_date(value)
+    before_end = parse_date(value, start)
+    if not start < before_end < end:
+        raise _out_of_lease_limits()
+    return before_end
+
+
+def check_create(body: dict) -> tuple[datetime, datetime]:
+    """Blazar's checks of a new lease up to its reservations: the parameters it needs, its
+    dates' format, a start not in the past and an end after the start. The dates."""
+    missing = [
+        param
+        for param, names in (("name", ("name",)), *DATES.items())
+        if _given(body, names) is None
+    ]
+    if missing:
+        raise missing_parameter(", ".join(missing))
+    reservations = body.get("reservations") or []
+    for reservation in reservations if isinstance(reservations, list) else []:
+        if isinstance(reservation, dict) and "resource_type" not in reservation:
+            raise missing_parameter("resource_type")
+    now = blazar_now()
+    start = parse_date(_given(body, DATES["start_date"]), now)
+    end = parse_date(_given(body, DATES["end_date"]), now)
+    if start < now:
+        raise invalid_input("Start date must be later than current date")
+    if end <= start:
+        raise invalid_input("End date must be later than start date.")
+    for reservation in reservations if isinstance(reservations, list) else []:
+        if isinstance(reservation, dict):
+            check_reservation(reservation)
+    return start, end
+
+
+def check_update(lease: Lease, body: dict) -> None:
+    """Blazar's checks of a lease change: its dates (a started lease keeps its start, a
+    pending one may not start in the past, an ended one may only be renamed, the end after
+    now and the start), then ``before_end_date``, then the reservations' ids."""
+    if not body or set(body) == {"name"}:
+        return
+    now = blazar_now()
+    given = {param: _given(body, names) for param, names in DATES.items()}
+    start = lease.start_date.replace(second=0, microsecond=0)
+    end = lease.end_date.replace(second=0, microsecond=0)
+    if given["start_date"] is not None:
+        start = parse_date(given["start_date"], now)
+    if given["end_date"] is not None:
+        end = parse_date(given["end_date"], now)
+    if lease.start_date < now and start != lease.start_date.replace(second=0, microsecond=0):
+        raise invalid_input("Cannot modify the start date of already started leases")
+    if lease.start_date > now and start < now:
+        raise invalid_input("Start date must be later than current date")
+    if lease.end_date < now:
+        raise invalid_input("Terminated leases can only be renamed")
+    if end < now or end < start:
+        raise invalid_input("End date must be later than current and start date")
+    check_before_end(body, start, end)
+    items = body.get("reservations") or []
+    items = [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+    if any(item.get("id") in (None, "") and not item.get("resource_type") for item in items):
+        raise missing_parameter("reservation ID")
+    held = {str(pk) for pk in lease.reservations.values_list("pk", flat=True)}
+    unknown = [str(item["id"]) for item in items if item.get("id") not in (None, "")]
+    unknown = [ident for ident in dict.fromkeys(unknown) if ident not in held]
+    if unknown:
+        raise invalid_input(
+            "Please enter valid reservation IDs. Invalid reservation IDs are: " + ",".join(unknown)
+        )
+    for item in items:
+        check_reservation(item)
+
+
+def _int_like(value) -> bool:
+    return not isinstance(value, bool) and str(value).lstrip("-").isdigit()
+
+
+def check_reservation(reservation: dict) -> None:
+    """What Blazar's plugins check of a reservation's values: a host reservation's ``min``
+    and ``max``, and property expressions that are JSON."""
+    if reservation.get("resource_type") == ResourceType.HOST and "id" not in reservation:
+        minimum, maximum = reservation.get("min"), reservation.get("max")
+        if minimum in (None, ""):
+            raise missing_parameter("min")
+        for name, value in (("min", minimum), ("max", maximum)):
+            if value not in (None, "") and not _int_like(value):
+                raise malformed_parameter(name)
+        if maximum in (None, ""):
+            maximum = minimum  # Corral's default: exactly min hosts
+        if int(minimum) <= 0 or int(maximum) <= 0:
+            raise malformed_parameter("min and max (must be greater than or equal to 1)")
+        if int(maximum) < int(minimum):
+            raise BlazarError(
+                400,
+                "Invalid values for min/max of hosts. Max must be equal to or larger than min.",
+            )
+    for name in ("hypervisor_properties", "resource_properties"):
+        value = reservation.get(name)
+        if isinstance(value, str) and value.strip():
+            try:
+                json.loads(value)
+            except ValueError:
+                raise malformed_requirements(value) from None
