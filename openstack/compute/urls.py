@@ -3,7 +3,11 @@ project id older clients put after the version: Corral's catalog names none)."""
 
 from django.urls import re_path
 
-from openstack.compute import flavors, versions
+from openstack.compute import (
+    flavors,
+    keypairs,
+    versions,
+)
 from openstack.compute.base import not_found
 
 V = r"^compute/v2\.1"
@@ -15,5 +19,7 @@ urlpatterns = [
     re_path(rf"{V}/flavors/?$", flavors.FlavorsView.as_view(), name="nova-flavors"),
     re_path(rf"{V}/flavors/detail/?$", flavors.FlavorsDetailView.as_view()),
     re_path(rf"{V}/flavors/{FLAVOR}/?$", flavors.FlavorView.as_view(), name="nova-flavor"),
+    re_path(rf"{V}/os-keypairs/?$", keypairs.KeypairsView.as_view(), name="nova-keypairs"),
+    re_path(rf"{V}/os-keypairs/(?P<name>[^/]+)/?$", keypairs.KeypairView.as_view()),
     re_path(r"^compute/.*$", not_found),
 ]
