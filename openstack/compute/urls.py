@@ -6,6 +6,7 @@ from django.urls import re_path
 from openstack.compute import (
     flavors,
     keypairs,
+    server_groups,
     versions,
 )
 from openstack.compute.base import not_found
@@ -21,5 +22,13 @@ urlpatterns = [
     re_path(rf"{V}/flavors/{FLAVOR}/?$", flavors.FlavorView.as_view(), name="nova-flavor"),
     re_path(rf"{V}/os-keypairs/?$", keypairs.KeypairsView.as_view(), name="nova-keypairs"),
     re_path(rf"{V}/os-keypairs/(?P<name>[^/]+)/?$", keypairs.KeypairView.as_view()),
+    re_path(
+        rf"{V}/os-server-groups/?$",
+        server_groups.ServerGroupsView.as_view(),
+        name="nova-server-groups",
+    ),
+    re_path(
+        rf"{V}/os-server-groups/(?P<group_id>[^/]+)/?$", server_groups.ServerGroupView.as_view()
+    ),
     re_path(r"^compute/.*$", not_found),
 ]
