@@ -4,8 +4,11 @@ project id older clients put after the version: Corral's catalog names none)."""
 from django.urls import re_path
 
 from openstack.compute import (
+    availability_zones,
     flavors,
+    hypervisors,
     keypairs,
+    limits,
     server_groups,
     versions,
 )
@@ -13,6 +16,8 @@ from openstack.compute.base import not_found
 
 V = r"^compute/v2\.1"
 FLAVOR = r"(?P<flavor_id>[^/]+)"
+HYPERVISOR = r"(?P<hypervisor_id>[^/]+)"
+PATTERN = r"(?P<pattern>[^/]+)"
 
 urlpatterns = [
     re_path(r"^compute/?$", versions.VersionsView.as_view(), name="nova-versions"),
@@ -29,6 +34,29 @@ urlpatterns = [
     ),
     re_path(
         rf"{V}/os-server-groups/(?P<group_id>[^/]+)/?$", server_groups.ServerGroupView.as_view()
+    ),
+    re_path(
+        rf"{V}/os-hypervisors/?$", hypervisors.HypervisorsView.as_view(), name="nova-hypervisors"
+    ),
+    re_path(rf"{V}/os-hypervisors/detail/?$", hypervisors.HypervisorsDetailView.as_view()),
+    re_path(rf"{V}/os-hypervisors/statistics/?$", hypervisors.HypervisorStatisticsView.as_view()),
+    re_path(rf"{V}/os-hypervisors/{PATTERN}/search/?$", hypervisors.HypervisorSearchView.as_view()),
+    re_path(
+        rf"{V}/os-hypervisors/{PATTERN}/servers/?$", hypervisors.HypervisorServersView.as_view()
+    ),
+    re_path(
+        rf"{V}/os-hypervisors/{HYPERVISOR}/uptime/?$", hypervisors.HypervisorUptimeView.as_view()
+    ),
+    re_path(rf"{V}/os-hypervisors/{HYPERVISOR}/?$", hypervisors.HypervisorView.as_view()),
+    re_path(rf"{V}/limits/?$", limits.LimitsView.as_view(), name="nova-limits"),
+    re_path(
+        rf"{V}/os-availability-zone/?$",
+        availability_zones.AvailabilityZonesView.as_view(),
+        name="nova-availability-zones",
+    ),
+    re_path(
+        rf"{V}/os-availability-zone/detail/?$",
+        availability_zones.AvailabilityZonesDetailView.as_view(),
     ),
     re_path(r"^compute/.*$", not_found),
 ]
