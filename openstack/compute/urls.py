@@ -5,6 +5,7 @@ from django.urls import re_path
 
 from openstack.compute import (
     availability_zones,
+    flavor_extras,
     flavors,
     hypervisors,
     keypairs,
@@ -25,6 +26,14 @@ urlpatterns = [
     re_path(rf"{V}/flavors/?$", flavors.FlavorsView.as_view(), name="nova-flavors"),
     re_path(rf"{V}/flavors/detail/?$", flavors.FlavorsDetailView.as_view()),
     re_path(rf"{V}/flavors/{FLAVOR}/?$", flavors.FlavorView.as_view(), name="nova-flavor"),
+    re_path(
+        rf"{V}/flavors/{FLAVOR}/os-extra_specs/?$", flavor_extras.FlavorExtraSpecsView.as_view()
+    ),
+    re_path(
+        rf"{V}/flavors/{FLAVOR}/os-extra_specs/(?P<key>[^/]+)/?$",
+        flavor_extras.FlavorExtraSpecView.as_view(),
+    ),
+    re_path(rf"{V}/flavors/{FLAVOR}/os-flavor-access/?$", flavor_extras.FlavorAccessView.as_view()),
     re_path(rf"{V}/os-keypairs/?$", keypairs.KeypairsView.as_view(), name="nova-keypairs"),
     re_path(rf"{V}/os-keypairs/(?P<name>[^/]+)/?$", keypairs.KeypairView.as_view()),
     re_path(
