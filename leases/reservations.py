@@ -63,12 +63,3 @@ def reserved_slots(reservation: Reservation, exclude_vm: int | None = None) -> d
         for allocation in reservation.allocations.all()
         if allocation.host_id is not None  # capacity it is owed but holds nowhere
     }
-
-
-def server_group_id(reservation: Reservation) -> str | None:
-    """The id of the server group an instance reservation with an affinity rule stands for (as
-    Blazar makes one in Nova for it): stable, derived from the reservation; None without a rule
-    or for whole hosts."""
-    if reservation.resource_type != "virtual:instance" or reservation.affinity is None:
-        return None
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"corral:reservation:{reservation.pk}"))

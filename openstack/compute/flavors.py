@@ -79,13 +79,16 @@ def usable_templates(user):
     )
 
 
+def active_instance_reservations():
+    """The instance reservations of active leases: each is a private flavor."""
+    return Reservation.objects.filter(
+        resource_type=ResourceType.INSTANCE, lease__status=LeaseStatus.ACTIVE
+    ).select_related("lease")
+
+
 def reservations_of(user):
     """The instance reservations of the user's active leases (their private flavors)."""
-    return Reservation.objects.filter(
-        resource_type=ResourceType.INSTANCE,
-        lease__owner=user,
-        lease__status=LeaseStatus.ACTIVE,
-    ).select_related("lease")
+    return active_instance_reservations().filter(lease__owner=user)
 
 
 def visible_flavors(user) -> list[Flavor]:

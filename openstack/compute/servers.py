@@ -45,6 +45,7 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from openstack.compute import flavors as flavor_lookup
 from openstack.compute.base import Conflict, NovaView, missing
 from openstack.compute.flavors import Flavor, find_flavor, is_admin, links
+from openstack.compute.server_groups import add_member, find_group
 from openstack.identity.catalog import base_url
 from openstack.image.images import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
@@ -585,8 +586,6 @@ class ServerRequest:
         ref = hints.get("group")
         if ref in (None, ""):
             return None
-        from openstack.compute.server_groups import find_group
-
         found = find_group(self.user, str(ref))
         if found is None:
             raise ValidationError({"group": f"Instance group {ref} could not be found."})
@@ -637,8 +636,6 @@ def launch_one(spec: LaunchSpec, user, name: str, index: int, reservation_id: st
             record.id, record.vm = vm.uuid, vm
             record.save(force_insert=True)
             if spec.group is not None:
-                from openstack.compute.server_groups import add_member
-
                 add_member(spec.group, vm)
             vm_services.request_operation(vm, JobKind.START, requested_by=user)
     except NotLaunched as refused:

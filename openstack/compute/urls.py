@@ -3,12 +3,24 @@ project id older clients put after the version: Corral's catalog names none)."""
 
 from django.urls import re_path
 
-from openstack.compute import flavors, servers, versions
+from openstack.compute import (
+    availability_zones,
+    flavor_extras,
+    flavors,
+    hypervisors,
+    keypairs,
+    limits,
+    server_groups,
+    servers,
+    versions,
+)
 from openstack.compute.base import not_found
 
 V = r"^compute/v2\.1"
 FLAVOR = r"(?P<flavor_id>[^/]+)"
 SERVER = r"(?P<server_id>[^/]+)"
+HYPERVISOR = r"(?P<hypervisor_id>[^/]+)"
+PATTERN = r"(?P<pattern>[^/]+)"
 
 urlpatterns = [
     re_path(r"^compute/?$", versions.VersionsView.as_view(), name="nova-versions"),
@@ -21,5 +33,46 @@ urlpatterns = [
     re_path(rf"{V}/servers/{SERVER}/?$", servers.ServerView.as_view(), name="nova-server"),
     re_path(rf"{V}/servers/{SERVER}/action/?$", servers.ServerActionView.as_view()),
     re_path(rf"{V}/servers/{SERVER}/remote-consoles/?$", servers.RemoteConsolesView.as_view()),
+    re_path(
+        rf"{V}/flavors/{FLAVOR}/os-extra_specs/?$", flavor_extras.FlavorExtraSpecsView.as_view()
+    ),
+    re_path(
+        rf"{V}/flavors/{FLAVOR}/os-extra_specs/(?P<key>[^/]+)/?$",
+        flavor_extras.FlavorExtraSpecView.as_view(),
+    ),
+    re_path(rf"{V}/flavors/{FLAVOR}/os-flavor-access/?$", flavor_extras.FlavorAccessView.as_view()),
+    re_path(rf"{V}/os-keypairs/?$", keypairs.KeypairsView.as_view(), name="nova-keypairs"),
+    re_path(rf"{V}/os-keypairs/(?P<name>[^/]+)/?$", keypairs.KeypairView.as_view()),
+    re_path(
+        rf"{V}/os-server-groups/?$",
+        server_groups.ServerGroupsView.as_view(),
+        name="nova-server-groups",
+    ),
+    re_path(
+        rf"{V}/os-server-groups/(?P<group_id>[^/]+)/?$", server_groups.ServerGroupView.as_view()
+    ),
+    re_path(
+        rf"{V}/os-hypervisors/?$", hypervisors.HypervisorsView.as_view(), name="nova-hypervisors"
+    ),
+    re_path(rf"{V}/os-hypervisors/detail/?$", hypervisors.HypervisorsDetailView.as_view()),
+    re_path(rf"{V}/os-hypervisors/statistics/?$", hypervisors.HypervisorStatisticsView.as_view()),
+    re_path(rf"{V}/os-hypervisors/{PATTERN}/search/?$", hypervisors.HypervisorSearchView.as_view()),
+    re_path(
+        rf"{V}/os-hypervisors/{PATTERN}/servers/?$", hypervisors.HypervisorServersView.as_view()
+    ),
+    re_path(
+        rf"{V}/os-hypervisors/{HYPERVISOR}/uptime/?$", hypervisors.HypervisorUptimeView.as_view()
+    ),
+    re_path(rf"{V}/os-hypervisors/{HYPERVISOR}/?$", hypervisors.HypervisorView.as_view()),
+    re_path(rf"{V}/limits/?$", limits.LimitsView.as_view(), name="nova-limits"),
+    re_path(
+        rf"{V}/os-availability-zone/?$",
+        availability_zones.AvailabilityZonesView.as_view(),
+        name="nova-availability-zones",
+    ),
+    re_path(
+        rf"{V}/os-availability-zone/detail/?$",
+        availability_zones.AvailabilityZonesDetailView.as_view(),
+    ),
     re_path(r"^compute/.*$", not_found),
 ]

@@ -1,0 +1,61 @@
+"""Availability zones (``os-availability-zone``): one per cluster the caller may see, available
+while one of its hosts is up; the detail (admins) names each zone's hosts."""
+
+from __future__ import annotations
+
+from django.db.models import Exists, OuterRef, Prefetch
+from rest_framework.response import Response
+
+from hosts.models import Cluster, Host, HostStatus
+from openstack.compute.base import NovaView
+from openstack.compute.flavors import admin_only
+from project.permissions import restrict
+
+
+def zones_of(user):
+    up = Host.objects.filter(cluster=OuterRef("pk"), status=HostStatus.UP)
+    return (
+        restrict(Cluster.objects.all(), user, "hosts.view_cluster")
+        .annotate(available=Exists(up))
+        .order_by("name")
+    )
+
+
+class AvailabilityZonesView(NovaView):
+    def get(self, request):
+        zones = [
+            {"zoneName": c.name, "zoneState": {"available": c.available}, "hosts": None}
+            for c in zones_of(request.user)
+        ]
+        return Response({"availabilityZoneInfo": zones})
+
+
+class AvailabilityZonesDetailView(NovaView):
+    def get(self, request):
+        admin_only(request.user, "os_compute_api:os-availability-zone:detail")
+        hosts = restrict(Host.objects.order_by("name"), request.user, "hosts.view_host")
+        clusters = zones_of(request.user).prefetch_related(Prefetch("hosts", queryset=hosts))
+        zones = []
+        for cluster in clusters:
+            members = {
+                host.name: {
+                    "nova-compute": {
+                        "available": host.status == HostStatus.UP,
+                        "active": host.status != HostStatus.MAINTENANCE,
+                        "updated_at": _time(host.last_seen_at),
+                    }
+                }
+                for host in cluster.hosts.all()
+            }
+            zones.append(
+                {
+                    "zoneName": cluster.name,
+                    "zoneState": {"available": cluster.available},
+                    "hosts": members or None,
+                }
+            )
+        return Response({"availabilityZoneInfo": zones})
+
+
+def _time(moment) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") if moment is not None else None

@@ -1,0 +1,122 @@
+"""Nova's limits and availability zones: what Corral limits a user to (-1 where it sets no
+limit), what the user's VMs hold, and one zone per cluster the user may see."""
+
+from __future__ import annotations
+
+import pytest
+
+from hosts.models import HostStatus
+from project.sshkeys import MAX_KEYS_PER_USER
+from tests.openstack.conftest import nova_get
+
+pytestmark = pytest.mark.django_db
+V = "/compute/v2.1"
+
+
+def test_used_figures_count_the_callers_vms(nova_for, make_user, make_vm, make_cluster, grant):
+    user, other = make_user(), make_user()
+    cluster = make_cluster()
+    grant(user, "PowerUser", cluster)
+    make_vm(cluster=cluster, owner=user, vcpus=2, memory_mb=2048)
+    make_vm(cluster=cluster, owner=user, vcpus=1, memory_mb=512)
+    make_vm(cluster=cluster, owner=other, vcpus=8, memory_mb=8192)
+
+    absolute = nova_get(nova_for(user), f"{V}/limits")["limits"]["absolute"]
+
+    assert (
+        absolute["totalInstancesUsed"],
+        absolute["totalCoresUsed"],
+        absolute["totalRAMUsed"],
+    ) == (2, 3, 2560)
+    assert absolute["maxTotalKeypairs"] == MAX_KEYS_PER_USER
+    assert absolute["maxServerGroups"] == -1
+
+
+def test_whoever_may_create_vms_from_templates_has_no_total_limit(
+    nova_for, make_user, make_cluster, grant, settings
+):
+    settings.LEASE_QUOTA_INSTANCES = 4
+    user = make_user()
+    grant(user, "PowerUser", make_cluster())
+
+    absolute = nova_get(nova_for(user), f"{V}/limits")["limits"]["absolute"]
+
+    assert (absolute["maxTotalInstances"], absolute["maxTotalCores"]) == (-1, -1)
+
+
+def test_a_lease_user_is_limited_by_the_lease_quotas_where_set(nova_for, lease_user, settings):
+    settings.LEASE_QUOTA_INSTANCES = 4
+    settings.LEASE_QUOTA_VCPUS = 16
+    settings.LEASE_QUOTA_MEMORY_MB = 0
+
+    absolute = nova_get(nova_for(lease_user()), f"{V}/limits")["limits"]["absolute"]
+
+    assert (
+        absolute["maxTotalInstances"],
+        absolute["maxTotalCores"],
+        absolute["maxTotalRAMSize"],
+    ) == (4, 16, -1)
+
+
+def test_network_limits_leave_at_2_36_and_rate_limits_are_none(nova_for, make_user):
+    nova = nova_for(make_user())
+
+    old = nova_get(nova, f"{V}/limits")["limits"]
+    new = nova.get(f"{V}/limits", HTTP_OPENSTACK_API_VERSION="compute 2.36").json()["limits"]
+
+    assert old["rate"] == []
+    assert old["absolute"]["maxSecurityGroups"] == -1
+    assert "maxSecurityGroups" not in new["absolute"]
+    assert "maxTotalFloatingIps" not in new["absolute"]
+
+
+def test_server_groups_used_are_those_the_caller_made(nova_for, make_user, make_cluster, grant):
+    user = make_user()
+    grant(user, "ClusterAdmin", make_cluster())
+    nova = nova_for(user)
+    nova.post(
+        f"{V}/os-server-groups",
+        {"server_group": {"name": "g", "policies": ["affinity"]}},
+        format="json",
+    )
+
+    absolute = nova_get(nova, f"{V}/limits")["limits"]["absolute"]
+
+    assert absolute["totalServerGroupsUsed"] == 1
+
+
+def test_each_cluster_the_user_may_see_is_a_zone_available_while_a_host_is_up(
+    nova_for, make_user, make_cluster, make_host, grant
+):
+    user = make_user()
+    running, idle, hidden = make_cluster("running"), make_cluster("idle"), make_cluster("hidden")
+    make_host(cluster=running, status=HostStatus.UP)
+    make_host(cluster=idle, status=HostStatus.MAINTENANCE)
+    make_host(cluster=hidden, status=HostStatus.UP)
+    grant(user, "PowerUser", running)
+    grant(user, "PowerUser", idle)
+
+    zones = nova_get(nova_for(user), f"{V}/os-availability-zone")["availabilityZoneInfo"]
+
+    assert zones == [
+        {"zoneName": "idle", "zoneState": {"available": False}, "hosts": None},
+        {"zoneName": "running", "zoneState": {"available": True}, "hosts": None},
+    ]
+
+
+def test_the_zone_detail_names_the_hosts_for_admins_only(
+    nova_for, make_user, admin_user, make_cluster, make_host
+):
+    cluster = make_cluster("zone-a")
+    make_host(cluster=cluster, name="node1", status=HostStatus.UP)
+
+    detail = nova_get(nova_for(admin_user), f"{V}/os-availability-zone/detail")
+    refused = nova_for(make_user()).get(f"{V}/os-availability-zone/detail")
+
+    (zone,) = detail["availabilityZoneInfo"]
+    assert zone["zoneName"] == "zone-a"
+    assert zone["hosts"]["node1"]["nova-compute"]["available"] is True
+    assert refused.status_code == 403
+    assert refused.json()["forbidden"]["message"] == (
+        "Policy doesn't allow os_compute_api:os-availability-zone:detail to be performed."
+    )
