@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from leases import services
 from leases.api.serializers import LeaseRequestSerializer, LeaseUpdateSerializer
-from leases.models import Lease, LeaseEvent, Reservation
+from leases.models import EndAction, Lease, LeaseEvent, Reservation
 from openstack.blazar import lease_checks
 from openstack.blazar.errors import BlazarView, missing, policy_refused
 from openstack.blazar.serializers import lease_view
@@ -58,7 +58,9 @@ class LeasesView(BlazarView):
             end=data["end"],
             before_end=before_end,
             reservations=[dict(r) for r in data["reservations"]],
-            end_action=data["end_action"],
+            # Blazar deletes a lease's servers when it ends (its plugins' on_end): so does a
+            # lease made here, unless the body asks Corral for another end.
+            end_action=data["end_action"] if "end_action" in raw else EndAction.DELETE,
             group=data.get("group"),
         )
         lease = visible_leases(request.user).get(pk=lease.pk)

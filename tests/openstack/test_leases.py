@@ -10,6 +10,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
+from hosts.models import Job
+from leases import lifecycle
 from leases.models import Lease, LeaseStatus
 from leases.reservations import server_group_id
 from project.models import Role
@@ -142,6 +144,39 @@ def test_a_lease_reserving_nothing_is_created_with_its_window_events_and_status(
         "end_lease",
         "start_lease",
     ]
+
+
+def test_a_blazar_lease_deletes_its_servers_when_it_ends_as_blazar_does(
+    as_alice, reservable_hosts, make_vm
+):
+    reservable_hosts(1)
+    body = lease_body("ends", at(9), at(10), cli_instances(1, memory_mb=512))
+    created = as_alice.post(f"{API}/leases", body, format="json")
+    lease = Lease.objects.get(uuid=uuid.UUID(created.json()["lease"]["id"]))
+    vm = make_vm(reservation=lease.reservations.get(), status="up")
+
+    lifecycle.end_lease(lease)
+
+    assert lease.end_action == "delete"
+    assert list(Job.objects.filter(vm=vm).order_by("pk").values_list("kind", flat=True)) == [
+        "poweroff",
+        "delete",
+    ]
+
+
+def test_a_lease_through_corrals_own_api_keeps_its_end_action(client_for, alice, reservable_hosts):
+    reservable_hosts(1)
+    body = {
+        "name": "own",
+        "start": at(9).isoformat(),
+        "end": at(10).isoformat(),
+        "reservations": [instances(1, memory_mb=512)],
+    }
+
+    created = client_for(alice).post("/api/leases/", body, format="json")
+
+    assert created.status_code == 201, created.content
+    assert Lease.objects.get(name="own").end_action == "stop"
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 
 from project.models import SshKey
 from scheduling.models import AffinityGroup
-from tests.openstack.test_real_clients import as_json, cloud, openstack_clients  # noqa: F401
+from tests.openstack.conftest import as_json
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ MD5 = "46:67:88:f8:4b:13:bc:d3:34:b5:0f:73:d6:19:ba:2e"  # ssh-keygen -l -E md5
 
 
 def test_the_openstack_cli_manages_keypairs_and_server_groups_and_reads_hosts_and_limits(
-    cloud,  # noqa: F811
+    cloud,
     admin_user,
     make_user,
     make_cluster,
