@@ -13,6 +13,7 @@ import re
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -108,6 +109,14 @@ def nova_exception_handler(exc, context):
     return response
 
 
+class AlwaysJSON(DefaultContentNegotiation):
+    """Nova answers JSON whatever the Accept header asks (openstacksdk sends odd ones, e.g. for
+    a console log)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class NovaView(APIView):
     """A Compute API endpoint: authenticated by X-Auth-Token, JSON in and out, Nova's errors,
     shaped for the request's microversion (``self.version``).
@@ -119,6 +128,7 @@ class NovaView(APIView):
     permission_classes = [IsAuthenticated]
     renderer_classes = [JSONRenderer]
     parser_classes = [JSONParser]
+    content_negotiation_class = AlwaysJSON
     schema = None
     version: tuple[int, int] = MIN_VERSION
 
