@@ -1,19 +1,12 @@
 """Servers: Corral's VMs as Nova's servers, and what Nova's API does to them.
 
 A server is a VM the caller may see (its id the VM's UUID); the name, metadata and choices
-given to Nova live beside it (``openstack.models.Server``). Creating one goes through Corral's
-own use cases: a pool's prestarted VM when the caller may take from a pool of the flavor's
-template and image (ACTIVE at once, the caller's keys pushed into the running guest), else a
-new VM validated as Corral's API validates one (the rules of reservations included) and
-started. What Corral refuses for want of capacity (a reservation full, or not active) Nova's
-scheduler would refuse too: the server is accepted and goes to ERROR with the reason as its
-fault. Statuses come from the VM's (``status_of``), faults from a first start that failed.
+given to Nova live beside it (``openstack.models.Server``). Creating one: launch.py. Statuses
+come from the VM's (``status_of``), faults from a first start that failed.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 import uuid
@@ -23,18 +16,14 @@ from functools import cached_property
 from urllib.parse import urlencode
 
 from django.db import transaction
-from django.utils import timezone
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from hosts import services as vm_services
-from hosts.api.serializers import VirtualMachineSerializer
 from hosts.guests import consoles
 from hosts.models import (
-    Cluster,
     ConsoleLog,
-    Image,
     Job,
     JobKind,
     JobState,
@@ -44,22 +33,17 @@ from hosts.models import (
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from openstack.compute import flavors as flavor_lookup
 from openstack.compute.base import Conflict, NovaView, missing
-from openstack.compute.flavors import Flavor, find_flavor, is_admin, links
-from openstack.compute.server_groups import add_member, find_group
+from openstack.compute.flavors import is_admin, links
+from openstack.compute.launch import ServerRequest, launch, server_name
 from openstack.identity.catalog import base_url
-from openstack.image.images import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
 from pools import services as pool_services
-from pools.models import VmPool
 from project.errors import Refused
-from project.models import SshKey
 from project.permissions import holds, restrict
 
 VIEW = "hosts.view_virtualmachine"
 OPERATE = "hosts.operate_virtualmachine"
 DELETE = "hosts.delete_virtualmachine"
-MAX_METADATA = 128
-MAX_USER_DATA = 65535  # Nova's limit on the base64 text
 
 # Corral's status -> Nova's (status, vm_state, task_state, power_state).
 STATES = {
@@ -429,333 +413,6 @@ class ServerView(ServerViews):
 
 def policy_message(rule: str) -> str:
     return f"Policy doesn't allow os_compute_api:{rule} to be performed."
-
-
-def server_name(value) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 255:
-        raise ValidationError({"name": "A name of 1 to 255 characters, not only spaces."})
-    return value
-
-
-@dataclass
-class LaunchSpec:
-    name: str
-    flavor: Flavor
-    image: Image | None
-    image_ref: str
-    key_name: str
-    user_data: str
-    metadata: dict
-    count: int
-    min_count: int
-    cluster: Cluster | None
-    zone: str
-    config_drive: bool
-    description: str | None
-    group: object
-    return_reservation_id: bool
-    request: object
-
-
-class ServerRequest:
-    """A ``POST /servers`` body read and checked, field by field (Nova's 400s)."""
-
-    def __init__(self, view: NovaView, user) -> None:
-        self.view, self.user = view, user
-
-    def read(self, body: dict) -> LaunchSpec:
-        name = server_name(body.get("name"))
-        if "flavorRef" not in body:
-            raise ValidationError({"flavorRef": "'flavorRef' is a required property."})
-        flavor = find_flavor(self.user, body["flavorRef"])
-        if flavor is None:
-            raise ValidationError(
-                {
-                    "flavorRef": f"Flavor {flavor_lookup.reference(body['flavorRef'])} "
-                    "could not be found."
-                }
-            )
-        image_ref = flavor_lookup.reference(body.get("imageRef") or "")
-        image = self.image(image_ref) if image_ref else None
-        networks = body.get("networks")
-        if self.view.at_least(2, 37) and networks is None:
-            raise ValidationError({"networks": "'networks' is a required property."})
-        if (
-            networks is not None
-            and networks not in ("auto", "none")
-            and not isinstance(networks, list)
-        ):
-            raise ValidationError({"networks": "'auto', 'none' or a list of networks."})
-        return LaunchSpec(
-            name=name,
-            flavor=flavor,
-            image=image,
-            image_ref=image_ref,
-            key_name=self.key_name(body.get("key_name")),
-            user_data=self.user_data(body.get("user_data")),
-            metadata=self.metadata(body.get("metadata")),
-            count=self.count(body, "max_count", 1),
-            min_count=self.count(body, "min_count", 1),
-            cluster=self.zone(body.get("availability_zone")),
-            zone=body.get("availability_zone") or "",
-            config_drive=body.get("config_drive") in (True, "true", "True", "1", 1),
-            description=body.get("description"),
-            group=self.group(self.view.request.data.get("os:scheduler_hints")),
-            return_reservation_id=body.get("return_reservation_id") in (True, "true", "True"),
-            request=self.view.request,
-        )
-
-    def image(self, ref: str) -> Image:
-        try:
-            found = find_image(self.user, ref)
-        except ImageNotActive:
-            raise ValidationError({"imageRef": f"Image {ref} is not active."}) from None
-        except ImageNotFound:
-            raise ValidationError({"imageRef": f"Image {ref} could not be found."}) from None
-        if found.kind != "disk":
-            raise ValidationError({"imageRef": f"Image {ref} is not a disk image."})
-        return found
-
-    def key_name(self, value) -> str:
-        if value in (None, ""):
-            return ""
-        if (
-            not isinstance(value, str)
-            or not SshKey.objects.filter(owner=self.user, name=value).exists()
-        ):
-            raise ValidationError({"key_name": "Invalid key_name provided."})
-        return value
-
-    def user_data(self, value) -> str:
-        if value in (None, ""):
-            return ""
-        if not isinstance(value, str) or len(value) > MAX_USER_DATA:
-            raise ValidationError(
-                {"user_data": f"Base64 text of at most {MAX_USER_DATA} characters."}
-            )
-        try:
-            text = base64.b64decode(value, validate=True).decode()
-        except (binascii.Error, ValueError):
-            raise ValidationError(
-                {"user_data": "User data needs to be valid base 64 (of UTF-8 text)."}
-            ) from None
-        return text
-
-    def metadata(self, value) -> dict:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValidationError({"metadata": "An object of string keys and values."})
-        if len(value) > MAX_METADATA:
-            raise ValidationError({"metadata": f"At most {MAX_METADATA} items (quota exceeded)."})
-        for key, item in value.items():
-            if not key or len(key) > 255 or not isinstance(item, str) or len(item) > 255:
-                raise ValidationError(
-                    {"metadata": f"Key {key!r}: keys and values are 1 to 255 characters."}
-                )
-        return value
-
-    def count(self, body: dict, field: str, default: int) -> int:
-        value = body.get(field, default)
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            number = 0
-        if number < 1 or number > 100:
-            raise ValidationError({field: f"{value!r} is not a whole number from 1 to 100."})
-        return number
-
-    def zone(self, value) -> Cluster | None:
-        if value in (None, ""):
-            return None
-        found = restrict(Cluster.objects.all(), self.user, "hosts.view_cluster").filter(
-            name=str(value).split(":", 1)[0]
-        )
-        cluster = found.first()
-        if cluster is None:
-            raise ValidationError(
-                {"availability_zone": f"The requested availability zone is not available: {value}"}
-            )
-        return cluster
-
-    def group(self, hints):
-        if hints is None:
-            return None
-        if not isinstance(hints, dict):
-            raise ValidationError({"os:scheduler_hints": "An object of scheduler hints."})
-        ref = hints.get("group")
-        if ref in (None, ""):
-            return None
-        found = find_group(self.user, str(ref))
-        if found is None:
-            raise ValidationError({"group": f"Instance group {ref} could not be found."})
-        return found
-
-
-def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:
-    """A VM name for a server's: its letters, digits, '.', '_' and '-', free in the cluster
-    (else with part of the server's id after it)."""
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:52] or "server"
-    taken = VirtualMachine.objects.filter(cluster_id=cluster_id, name=base).exists()
-    return f"{base}-{ident.hex[:8]}" if taken else base
-
-
-def launch(spec: LaunchSpec, user) -> list[Server]:
-    """Create the servers a request asks for (one unless ``max_count``)."""
-    batch = uuid.uuid4().hex[:8]
-    made = []
-    for index in range(spec.count):
-        name = spec.name if spec.count == 1 else f"{spec.name}-{index + 1}"
-        made.append(launch_one(spec, user, name, index, f"r-{batch}"))
-    return made
-
-
-def launch_one(spec: LaunchSpec, user, name: str, index: int, reservation_id: str) -> Server:
-    record = Server(
-        owner=user,
-        name=name,
-        description=spec.description,
-        flavor_id=spec.flavor.id,
-        image_id=spec.image_ref,
-        key_name=spec.key_name,
-        metadata=spec.metadata,
-        availability_zone=spec.zone,
-        config_drive=spec.config_drive,
-        reservation_id=reservation_id,
-        launch_index=index,
-    )
-    vm = from_pool(spec, user)
-    if vm is not None:
-        Server.objects.filter(vm=vm).delete()
-        record.id, record.vm, record.from_pool = vm.uuid, vm, True
-        record.save(force_insert=True)
-        return record
-    try:
-        with transaction.atomic():
-            vm = new_vm(spec, user, name)
-            record.id, record.vm = vm.uuid, vm
-            record.save(force_insert=True)
-            if spec.group is not None:
-                add_member(spec.group, vm)
-            vm_services.request_operation(vm, JobKind.START, requested_by=user)
-    except NotLaunched as refused:
-        record.id = uuid.uuid4()
-        record.vm = None
-        record.fault_code, record.fault_message = 500, refused.message
-        record.fault_at = timezone.now()
-        record.save(force_insert=True)
-    return record
-
-
-class NotLaunched(Exception):
-    """Corral would not make the VM (no capacity, the reservation full or not active): the
-    server goes to ERROR with this as its fault, as Nova's scheduler's refusals do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def from_pool(spec: LaunchSpec, user) -> VirtualMachine | None:
-    """A pool's VM handed to the caller, when a pool of the flavor's template and image lets
-    them take one (and nothing asked for needs a first boot: user-data, a server group)."""
-    template = spec.flavor.template
-    if template is None or spec.user_data or spec.group is not None:
-        return None
-    if spec.image is not None and spec.image.pk != template.disk_image_id:
-        return None
-    pools = restrict(VmPool.objects.filter(template=template), user, "pools.allocate_vmpool")
-    if spec.cluster is not None:
-        pools = pools.filter(cluster=spec.cluster)
-    for pool in pools.order_by("name"):
-        try:
-            return pool_services.allocate_vm(pool, user).vm
-        except (pool_services.PoolExhausted, pool_services.UserLimitReached):
-            continue
-    return None
-
-
-def new_vm(spec: LaunchSpec, user, name: str) -> VirtualMachine:
-    """A VM of the spec, validated as Corral's API validates one (its launch rules, those of
-    reservations included), made by the caller."""
-    flavor, reservation = spec.flavor, spec.flavor.reservation
-    group_reservation = getattr(spec.group, "reservation", None)
-    if group_reservation is not None and group_reservation != reservation:
-        raise ValidationError(
-            {
-                "group": f"Server group {spec.group.id} is reservation "
-                f"{group_reservation.pk}'s: boot with that reservation's flavor."
-            }
-        )
-    template = flavor.template or launch_template(spec, user)
-    cluster = spec.cluster or template.cluster
-    if spec.group is not None and spec.group.affinity_group is not None:
-        cluster = spec.group.affinity_group.cluster
-    if cluster is None and reservation is None:
-        cluster = (
-            restrict(Cluster.objects.all(), user, "hosts.add_virtualmachine")
-            .order_by("name")
-            .first()
-        )
-    data = {
-        "name": vm_name(name, getattr(cluster, "pk", None), uuid.uuid4()),
-        "template": template.pk,
-        "vcpus": flavor.vcpus,
-        "memory_mb": flavor.ram,
-    }
-    if flavor.disk:
-        data["disk_gb"] = flavor.disk
-    if cluster is not None:
-        data["cluster"] = cluster.pk
-    if reservation is not None:
-        data["reservation"] = reservation.pk
-    serializer = VirtualMachineSerializer(data=data, context={"request": spec.request})
-    try:
-        serializer.is_valid(raise_exception=True)
-    except serializers.ValidationError as invalid:
-        raise NotLaunched("; ".join(flat_messages(invalid.detail))) from None
-    vm = serializer.unsaved_instance()
-    if spec.image is not None and spec.image.pk != template.disk_image_id:
-        vm.disk_image = spec.image
-    vm.user_data = spec.user_data
-    if not holds(user, "hosts.add_virtualmachine", vm):
-        raise PermissionDenied(
-            f"You may not create servers in availability zone {vm.cluster.name}."
-        )
-    try:
-        vm.full_clean()
-    except Exception as invalid:  # a Django ValidationError: the disk too small for the image
-        raise NotLaunched(
-            "; ".join(flat_messages(getattr(invalid, "message_dict", {}) or str(invalid)))
-        ) from None
-    return vm_services.create_vm(vm, created_by=user)
-
-
-def launch_template(spec: LaunchSpec, user):
-    """The template a reservation's server boots from: one the caller may use in the
-    reservation's cluster, the one of the image asked for first."""
-    templates = flavor_lookup.usable_templates(user)
-    clusters = set(
-        spec.flavor.reservation.allocations.values_list("host__cluster_id", flat=True)
-    ) - {None}
-    templates = [t for t in templates.order_by("name") if t.cluster_id in clusters | {None}]
-    if not templates:
-        raise ValidationError(
-            {"flavorRef": "No template you may use launches into this reservation's cluster."}
-        )
-    if spec.image is not None:
-        for template in templates:
-            if template.disk_image_id == spec.image.pk:
-                return template
-    return templates[0]
-
-
-def flat_messages(detail) -> list[str]:
-    if isinstance(detail, dict):
-        return [m for key, value in detail.items() for m in flat_messages(value)]
-    if isinstance(detail, list):
-        return [m for item in detail for m in flat_messages(item)]
-    return [str(detail)]
 
 
 class ServerActionView(ServerViews):
