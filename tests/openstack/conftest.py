@@ -108,6 +108,15 @@ def server_env():
 
 
 @pytest.fixture
+def shared_image_store(tmp_path, settings) -> dict:
+    """An image store of the test's own, for this process and (as the environment returned) for
+    the servers it starts: a module's ``server_env`` returns it where images are uploaded."""
+    store = tmp_path / "images"
+    settings.CORRAL_IMAGE_STORE = store
+    return {"CORRAL_IMAGE_STORE": str(store)}
+
+
+@pytest.fixture
 def cloud(openstack_clients, asgi_server, server_env, tmp_path):
     """cloud(username) -> run(*args, ok=True): `openstack --os-cloud <username> ...` against a
     running Corral, through a clouds.yaml such as a user would write."""

@@ -13,7 +13,7 @@ from lab import tinyguest
 from tests.conftest import unique
 from tests.hosts.driver.guests import login, ssh_key
 from tests.hosts.fixtures import run_pending_jobs
-from tests.hosts.images.uploads import upload_file
+from tests.hosts.images.uploads import tiny_guest_template
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 V = "/compute/v2.1"
@@ -32,23 +32,7 @@ def test_a_server_boots_on_qemu_shows_its_console_log_and_takes_its_key(
 ):
     admin = client_for(admin_user)
     flavor = unique("tiny")
-    template = admin.post(
-        "/api/templates/",
-        {
-            "name": flavor,
-            "cluster": ssh_lab_host.cluster_id,
-            "memory_mb": 128,
-            "disk_gb": 1,
-            "kernel_image": upload_file(admin, tiny_guest.kernel, "kernel")["id"],
-            "initrd_image": upload_file(admin, tiny_guest.initrd, "initrd")["id"],
-            "disk_image": upload_file(admin, tiny_guest.disk, "disk")["id"],
-            "kernel_cmdline": "console=ttyS0",
-            "guest_agent": True,
-            "login_user": tinyguest.LOGIN_USER,
-        },
-        format="json",
-    )
-    assert template.status_code == 201, template.content
+    tiny_guest_template(admin, tiny_guest, name=flavor, cluster=ssh_lab_host.cluster_id)
     user = make_user()
     grant(user, "PowerUser", ssh_lab_host.cluster)
     key, public = ssh_key(tmp_path, "laptop")

@@ -9,8 +9,6 @@ import subprocess
 import uuid
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from hosts.models import Image
 from openstack.image.images import ImageNotActive, ImageNotFound, find_image
@@ -22,16 +20,10 @@ QCOW2_VIRTUAL_SIZE = 32 * 1024 * 1024
 
 
 @pytest.fixture
-def glance_for(db):
-    """glance_for(user) -> an APIClient sending the user's token in X-Auth-Token."""
-
-    def make(user) -> APIClient:
-        token, _ = Token.objects.get_or_create(user=user)
-        client = APIClient(enforce_csrf_checks=True)
-        client.credentials(HTTP_X_AUTH_TOKEN=token.key)
-        return client
-
-    return make
+def glance_for(blazar_for):
+    """glance_for(user) -> an APIClient sending the user's token in X-Auth-Token (Glance's API
+    authenticates as Blazar's does)."""
+    return blazar_for
 
 
 @pytest.fixture(scope="module")

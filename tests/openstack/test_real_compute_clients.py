@@ -26,11 +26,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def server_env(tmp_path, settings):
-    """The server, the task cluster and this process share one image store of the test's own."""
-    store = tmp_path / "images"
-    settings.CORRAL_IMAGE_STORE = store
-    return {"CORRAL_IMAGE_STORE": str(store)}
+def server_env(shared_image_store):
+    """The server, the task cluster and this process share one image store."""
+    return shared_image_store
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from pools.models import VmPool
 from tests.conftest import unique
 from tests.hosts.driver.guests import login, ssh_key
 from tests.hosts.fixtures import run_pending_jobs
-from tests.hosts.images.uploads import upload_file
+from tests.hosts.images.uploads import tiny_guest_template
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -28,28 +28,13 @@ def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_
     ssh_lab_host, tiny_guest, image_store, admin_user, make_user, grant, client_for, tmp_path
 ):
     admin = client_for(admin_user)
-    template = admin.post(
-        "/api/templates/",
-        {
-            "name": unique("tiny"),
-            "memory_mb": 128,
-            "disk_gb": 1,
-            "kernel_image": upload_file(admin, tiny_guest.kernel, "kernel")["id"],
-            "initrd_image": upload_file(admin, tiny_guest.initrd, "initrd")["id"],
-            "disk_image": upload_file(admin, tiny_guest.disk, "disk")["id"],
-            "kernel_cmdline": "console=ttyS0",
-            "guest_agent": True,
-            "login_user": tinyguest.LOGIN_USER,
-        },
-        format="json",
-    )
-    assert template.status_code == 201, template.content
+    template = tiny_guest_template(admin, tiny_guest)
     pool = admin.post(
         "/api/vmpools/",
         {
             "name": unique("pool"),
             "cluster": ssh_lab_host.cluster_id,
-            "template": template.json()["id"],
+            "template": template["id"],
             "size": 1,
             "prestarted_vms": 1,
             "stateless": False,
