@@ -20,6 +20,8 @@ def register() -> None:
             "leases.view_reservation",
             "hosts.add_virtualmachine",
             "hosts.view_template",
+            # The images its VMs may boot from instead of their template's (Nova's imageRef).
+            "hosts.view_image",
             *VM_USE,
         ],
     )

@@ -22,6 +22,7 @@ from leases.models import LeaseStatus, Reservation, ResourceType
 from leases.reservations import server_group_id
 from openstack.compute.base import NovaView, missing
 from openstack.identity.catalog import base_url
+from pools.models import VmPool
 from project.permissions import holds_at_system, restrict
 
 RESERVATION_SPEC = "aggregate_instance_extra_specs:reservation"
@@ -73,10 +74,19 @@ def reservation_flavor(reservation: Reservation) -> Flavor:
     )
 
 
+def pool_templates(user):
+    """The templates of the pools ``user`` may take VMs from: a pool user launches them (as
+    ``server create`` with the pool's flavor and image, which hands over a pool's VM) without
+    any grant on templates."""
+    pools = restrict(VmPool.objects.all(), user, "pools.allocate_vmpool")
+    return Template.objects.filter(pools__in=pools)
+
+
 def usable_templates(user):
-    return restrict(Template.objects.all(), user, "hosts.view_template").select_related(
-        "disk_image", "cluster"
-    )
+    """The templates ``user`` may launch: those they may see, and their pools'."""
+    seen = restrict(Template.objects.all(), user, "hosts.view_template")
+    pooled = Template.objects.filter(pk__in=pool_templates(user).values("pk"))
+    return (seen | pooled).select_related("disk_image", "cluster")
 
 
 def active_instance_reservations():

@@ -14,6 +14,7 @@ from datetime import UTC
 
 from hosts import images
 from hosts.models import Image, ImageKind
+from openstack.compute.flavors import pool_templates
 from openstack.models import GlanceImage
 from project.permissions import restrict
 
@@ -82,8 +83,12 @@ class Entry:
 
 
 def visible_images(user):
-    """The Corral images ``user`` may see, with their Glance rows."""
-    return restrict(Image.objects.select_related("glance"), user, "hosts.view_image")
+    """The Corral images ``user`` may see, with their Glance rows: those their grants show them,
+    and the disk images of the templates of pools they may take VMs from (what ``server create``
+    names to be handed a pool's VM)."""
+    seen = restrict(Image.objects.all(), user, "hosts.view_image")
+    pooled = Image.objects.filter(pk__in=pool_templates(user).values("disk_image"))
+    return (seen | pooled).select_related("glance")
 
 
 def visible_queued(user):

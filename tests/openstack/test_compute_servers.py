@@ -376,3 +376,43 @@ def test_servers_launch_into_a_reservation_and_one_beyond_it_goes_to_error(
     removed = nova.delete(f"{V}/servers/{error['id']}")
     assert removed.status_code == 204
     assert nova.get(f"{V}/servers/{error['id']}").status_code == 404
+
+
+def test_a_pool_user_sees_the_pools_flavor_and_image_and_is_handed_its_vm(
+    sim_cluster, nova_for, make_user, make_template, make_pool, make_image, grant
+):
+    image = make_image(name="pool-disk")
+    template = make_template("ci.node", cluster=sim_cluster, memory_mb=128, disk_gb=1)
+    template.disk_image = image
+    template.save()
+    make_template("not-theirs", cluster=sim_cluster)
+    pool = make_pool(cluster=sim_cluster, template=template, size=1, prestarted_vms=1)
+    [running] = add_pool_vms(pool, [VmStatus.UP])
+    user = make_user()
+    grant(user, "UserRole", pool)  # no grant on templates, images or the cluster
+    nova = nova_for(user)
+
+    flavors = nova_get(nova, f"{V}/flavors")["flavors"]
+    images = nova_get(nova, "/image/v2/images")["images"]
+    created = create(nova, flavorRef="ci.node", imageRef=str(image.uuid), name="job-1")
+
+    assert [flavor["id"] for flavor in flavors] == ["ci.node"]
+    assert [found["id"] for found in images] == [str(image.uuid)]
+    assert created.json()["server"]["id"] == str(running.uuid)
+    running.refresh_from_db()
+    assert running.owner_id == user.pk
+
+
+def test_a_lease_owner_sees_the_images_every_cluster_shares(
+    nova_for, make_lease, lease_user, reservable_hosts, make_image
+):
+    reservable_hosts(1)
+    owner, stranger = lease_user(), lease_user()
+    make_lease(at(10), at(12), instances(1), owner=owner)
+    image = make_image(name="shared-disk")
+
+    owners = nova_get(nova_for(owner), "/image/v2/images")["images"]
+    strangers = nova_get(nova_for(stranger), "/image/v2/images")["images"]
+
+    assert [found["id"] for found in owners] == [str(image.uuid)]
+    assert strangers == []
