@@ -57,8 +57,8 @@ PASSWORD = "bench-Corral-1"
 HOSTS = 2
 POOL_SIZE = 6
 PRESTARTED = 4
-FLOOR_RUNS = 3
-CLI_RUNS = 3
+CLI_RUNS = 5  # the floor and the pool hit, taken in turns (the CLI's start-up varies)
+COLD_RUNS = 3
 HTTP_RUNS = 5
 POLL_S = 0.02
 TIMEOUT_S = 120
@@ -182,7 +182,8 @@ def _pool_full(pool: VmPool) -> None:
 
 
 def _cli(folder: Path, base_url: str):
-    """run(*args) -> (milliseconds, stdout) of ``openstack --os-cloud alice ...``."""
+    """run(*args) -> (milliseconds, the finished process) of ``openstack --os-cloud alice
+    ...``."""
     clouds = folder / "clouds.yaml"
     clouds.write_text(
         "clouds:\n"
@@ -205,7 +206,7 @@ def _cli(folder: Path, base_url: str):
         "LC_ALL": "C.UTF-8",
     }
 
-    def run(*args: str) -> tuple[float, str]:
+    def run(*args: str) -> tuple[float, subprocess.CompletedProcess]:
         start = time.perf_counter()
         done = subprocess.run(
             [str(CLIENTS / "openstack"), "--os-cloud", "alice", *args],
@@ -217,7 +218,7 @@ def _cli(folder: Path, base_url: str):
         ms = (time.perf_counter() - start) * 1000
         if done.returncode != 0:
             raise RuntimeError(f"openstack {' '.join(args)} failed: {done.stderr[-2000:]}")
-        return ms, done.stdout
+        return ms, done
 
     return run
 
@@ -244,11 +245,13 @@ def _server_body(name: str, flavor: str, image) -> dict:
 
 
 def _http_create(session: requests.Session, base_url: str, name: str, flavor: str, image):
-    """(milliseconds, server id) from ``POST /servers`` to a ``GET`` that says ACTIVE."""
+    """(milliseconds to ACTIVE, milliseconds of the POST, server id): from ``POST /servers``
+    to a ``GET`` that says ACTIVE."""
     start = time.perf_counter()
     created = session.post(
         f"{base_url}{COMPUTE}/servers", json=_server_body(name, flavor, image), timeout=30
     )
+    posted = (time.perf_counter() - start) * 1000
     if created.status_code != 202:
         raise RuntimeError(f"POST /servers: {created.status_code} {created.text[:500]}")
     server_id = created.json()["server"]["id"]
@@ -256,7 +259,7 @@ def _http_create(session: requests.Session, base_url: str, name: str, flavor: st
         shown = session.get(f"{base_url}{COMPUTE}/servers/{server_id}", timeout=30)
         status = shown.json()["server"]["status"]
         if status == "ACTIVE":
-            return (time.perf_counter() - start) * 1000, server_id
+            return (time.perf_counter() - start) * 1000, posted, server_id
         if status == "ERROR" or time.perf_counter() - start > TIMEOUT_S:
             raise RuntimeError(f"server {name}: {status}: {shown.text[:500]}")
         time.sleep(POLL_S)
@@ -278,8 +281,9 @@ def _delete(session: requests.Session, base_url: str, server_id: str, pool: VmPo
     _pool_full(pool)
 
 
-def _pool_hit_queries(token: str, pool: VmPool, image) -> tuple[int, str]:
-    """SQL queries of one pool hit's ``POST /servers``, in-process: (queries, server id)."""
+def _pool_hit_queries(token: str, pool: VmPool, image) -> tuple[int, int, str]:
+    """SQL queries of one pool hit's ``POST /servers`` and of the ``GET /servers/{id}`` that
+    sees it ACTIVE, in-process: (POST queries, GET queries, server id)."""
     client = APIClient()
     client.credentials(HTTP_X_AUTH_TOKEN=token, HTTP_OPENSTACK_API_VERSION="compute 2.37")
     reset_queries()
@@ -289,9 +293,15 @@ def _pool_hit_queries(token: str, pool: VmPool, image) -> tuple[int, str]:
         )
     if response.status_code != 202:
         raise RuntimeError(f"POST /servers in-process: {response.status_code} {response.content}")
+    posted = len(ctx.captured_queries)  # read now: the capture is a slice of the query log
     server_id = response.json()["server"]["id"]
     _check(server_id, pool, from_pool=True)
-    return len(ctx.captured_queries), server_id
+    reset_queries()
+    with CaptureQueriesContext(connection) as shown:
+        status = client.get(f"{COMPUTE}/servers/{server_id}").json()["server"]["status"]
+    if status != "ACTIVE":
+        raise RuntimeError(f"a pool hit is {status}, not ACTIVE, at once")
+    return posted, len(shown.captured_queries), server_id
 
 
 # -- the scenario --------------------------------------------------------------------------------
@@ -344,74 +354,92 @@ def nova_server_create(measure):
 def _measure(folder: Path, base_url: str, pool: VmPool, image) -> dict:
     run = _cli(folder, base_url)
     run("flavor", "list")  # warm: the CLI's bytecode, the server's workers
-    floor = [run("flavor", "list")[0] for _ in range(FLOOR_RUNS)]
 
     session = requests.Session()
     token = _token(base_url)
     session.headers.update({"X-Auth-Token": token, **VERSION})
 
-    def cli_create(name: str, flavor: str, from_pool: bool) -> float:
-        ms, out = run(
+    def cli_create(name: str, flavor: str, from_pool: bool, *debug: str) -> tuple[float, int]:
+        """Milliseconds of the CLI's create, and the requests it made (counted with
+        ``--debug``, which logs each)."""
+        ms, done = run(*debug,
             "server", "create", "--flavor", flavor, "--image", str(image.uuid),
             "--nic", "auto", "--wait", "-f", "json", name,
         )  # fmt: skip
-        shown = json.loads(out)
+        shown = json.loads(done.stdout)
         if shown["status"] != "ACTIVE":
             raise RuntimeError(f"server {name} is {shown['status']} after --wait")
         _check(shown["id"], pool, from_pool)
         _delete(session, base_url, shown["id"], pool)
-        return ms
+        return ms, done.stderr.count("REQ: curl")
 
-    def http_create(name: str, flavor: str, from_pool: bool) -> float:
-        ms, server_id = _http_create(session, base_url, name, flavor, image)
+    def http_create(name: str, flavor: str, from_pool: bool) -> tuple[float, float]:
+        ms, posted, server_id = _http_create(session, base_url, name, flavor, image)
         _check(server_id, pool, from_pool)
         _delete(session, base_url, server_id, pool)
-        return ms
+        return ms, posted
 
-    # The cold path's first server pays for imports the pool path does not need: one each.
-    cli_create("warm-cold", "m1.cold", False)
-    cli_hit = [cli_create(f"cli-pool-{i}", "m1.pool", True) for i in range(CLI_RUNS)]
-    cli_cold = [cli_create(f"cli-cold-{i}", "m1.cold", False) for i in range(CLI_RUNS)]
+    # Untimed: the first creates warm the web workers; --debug shows each path's requests.
+    _, floor_requests = run("--debug", "flavor", "list")
+    _, hit_requests = cli_create("warm-pool", "m1.pool", True, "--debug")
+    _, cold_requests = cli_create("warm-cold", "m1.cold", False, "--debug")
+    floor, cli_hit = [], []
+    for i in range(CLI_RUNS):
+        floor.append(run("flavor", "list")[0])
+        cli_hit.append(cli_create(f"cli-pool-{i}", "m1.pool", True)[0])
+    cli_cold = [cli_create(f"cli-cold-{i}", "m1.cold", False)[0] for i in range(COLD_RUNS)]
     http_hit = [http_create(f"http-pool-{i}", "m1.pool", True) for i in range(HTTP_RUNS)]
     http_cold = [http_create(f"http-cold-{i}", "m1.cold", False) for i in range(HTTP_RUNS)]
-    queries, server_id = _pool_hit_queries(token, pool, image)
+    queries, get_queries, server_id = _pool_hit_queries(token, pool, image)
     _delete(session, base_url, server_id, pool)
     return {
         "floor": statistics.median(floor),
         "cli_hit": statistics.median(cli_hit),
         "cli_cold": statistics.median(cli_cold),
-        "http_hit": statistics.median(http_hit),
-        "http_cold": statistics.median(http_cold),
+        "http_hit": statistics.median(ms for ms, _ in http_hit),
+        "http_cold": statistics.median(ms for ms, _ in http_cold),
+        "post_hit": statistics.median(posted for _, posted in http_hit),
+        "post_cold": statistics.median(posted for _, posted in http_cold),
         "queries": queries,
+        "get_queries": get_queries,
+        "requests": (
+            floor_requests.stderr.count("REQ: curl"),
+            hit_requests,
+            cold_requests,
+        ),
     }
 
 
 def _rows(f: dict) -> list[tuple]:
     beyond = f["cli_hit"] - f["floor"]
+    floor_requests, hit_requests, cold_requests = f["requests"]
     return [
         (
             "openstack flavor list (the CLI's floor)",
-            f"{f['floor']:.0f} ms (median of {FLOOR_RUNS})",
+            f"{f['floor']:.0f} ms (median of {CLI_RUNS}), {floor_requests} requests",
             "(reference)",
             "-",
         ),
         (
             "nova server create --wait → ACTIVE, pool hit (openstack CLI)",
-            f"{f['cli_hit']:.0f} ms (CLI floor {f['floor']:.0f} ms: +{beyond:.0f} ms)",
+            f"{f['cli_hit']:.0f} ms (CLI floor {f['floor']:.0f} ms: {beyond:+.0f} ms), "
+            f"{hit_requests} requests",
             "ACTIVE in < 1 s beyond the CLI's floor",
             "yes" if beyond < 1000 else "NO",
         ),
         (
             "nova server create --wait → ACTIVE, cold boot (openstack CLI)",
             f"{f['cli_cold']:.0f} ms = {f['cli_cold'] / f['cli_hit']:.1f}× the pool hit "
-            "(the CLI looks again after 5 s)",
+            f"(the CLI looks again after 5 s), {cold_requests} requests",
             "(reference)",
             "-",
         ),
         (
             "POST /servers → ACTIVE over HTTP, pool hit / cold",
             f"{f['http_hit']:.0f} ms / {f['http_cold']:.0f} ms "
-            f"(= {f['http_cold'] / f['http_hit']:.0f}×), {f['queries']} queries per pool hit",
+            f"(= {f['http_cold'] / f['http_hit']:.1f}×; the POST {f['post_hit']:.0f} / "
+            f"{f['post_cold']:.0f} ms); pool hit: POST {f['queries']} queries, GET "
+            f"{f['get_queries']}",
             "pool hit < 1 s",
             "yes" if f["http_hit"] < 1000 else "NO",
         ),
