@@ -124,9 +124,11 @@ def test_the_cli_launches_into_a_reservation_with_its_flavor_and_server_group(
     lease = Lease.objects.get(name="lab")
     wait_for(lambda: Lease.objects.get(pk=lease.pk).status == "ACTIVE", "the lease to start")
     shown = as_json(run("reservation", "lease", "show", "lab", "-f", "json"))
-    [reservation] = shown["reservations"] if isinstance(shown["reservations"], list) else [
+    [reservation] = (
         shown["reservations"]
-    ]
+        if isinstance(shown["reservations"], list)
+        else [shown["reservations"]]
+    )
     if isinstance(reservation, str):
         import json
 
