@@ -231,6 +231,7 @@ def event_latency(measure):
 
 ALL.extend([power_state_sync, job_overhead, event_latency])
 
+import bench.openstack_scenarios  # noqa: E402, F401  (adds Nova's server create through the CLI)
 import bench.pool_scenarios  # noqa: E402, F401  (adds the VM pool scenarios to ALL)
 import bench.qemu_scenarios  # noqa: E402, F401  (adds real guests on real QEMU hosts)
 import bench.serve_scenarios  # noqa: E402, F401  (adds allocation through a web server)

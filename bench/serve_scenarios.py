@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -188,22 +189,29 @@ def floor_rate(pool_id: int, user_ids: list[int], permission: tuple[int, int], t
 
 
 @contextlib.contextmanager
-def web_server():
-    """A web server on the bench's database (DEBUG off, as deployed); yields its base URL."""
+def web_server(command: Callable[[int], list[str]] | None = None, **env: object):
+    """A web server on the bench's database (DEBUG off, as deployed); yields its base URL.
+    ``command``: the server's command line for a port (``BENCH_SERVE_COMMAND``, else
+    ``DEFAULT_SERVE``, if not given); ``env`` is set over the server's environment."""
     port = free_port()
-    command = os.environ.get("BENCH_SERVE_COMMAND", DEFAULT_SERVE).replace("{port}", str(port))
-    env = child_env(
+    if command is None:
+        template = os.environ.get("BENCH_SERVE_COMMAND", DEFAULT_SERVE)
+        argv = shlex.split(template.replace("{port}", str(port)))
+    else:
+        argv = command(port)
+    environ = child_env(
         DJANGO_SETTINGS_MODULE="project.test_settings",
         ALLOWED_HOSTS="127.0.0.1",
         DEBUG="0",
         HOST="127.0.0.1",
         PORT=port,
+        **env,
     )
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in the finally below)
     process = subprocess.Popen(
-        shlex.split(command),
+        argv,
         cwd=REPO,
-        env=env,
+        env=environ,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
