@@ -165,9 +165,8 @@ class LeaseRequestSerializer(serializers.Serializer):
     end_date = serializers.CharField(required=False, help_text=TIME_HELP)
     before_end = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
     before_end_date = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
-    reservations = ReservationRequestSerializer(
-        many=True, help_text="What the lease holds; none is a lease that reserves nothing."
-    )
+    # None is a lease that reserves nothing, as in Blazar.
+    reservations = ReservationRequestSerializer(many=True)
     events = serializers.ListField(
         required=False, help_text="Blazar's custom events: none are supported (an empty list)."
     )

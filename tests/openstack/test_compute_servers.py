@@ -12,7 +12,15 @@ import pytest
 import time_machine
 
 from hosts import jobs
-from hosts.models import ConsoleLog, ConsoleTicket, Job, JobState, VirtualMachine, VmStatus
+from hosts.models import (
+    ConsoleLog,
+    ConsoleTicket,
+    Host,
+    Job,
+    JobState,
+    VirtualMachine,
+    VmStatus,
+)
 from hosts.operations import OPERATION_BY_KIND
 from leases import lifecycle
 from openstack.models import Server
@@ -350,8 +358,6 @@ def test_an_admin_lists_every_project_with_all_tenants_and_a_user_may_not(
 def test_servers_launch_into_a_reservation_and_one_beyond_it_goes_to_error(
     sim_cluster, nova_for, lease_user, make_lease, make_template, grant
 ):
-    from hosts.models import Host
-
     Host.objects.filter(cluster=sim_cluster).update(reservable=True)
     owner = lease_user()
     grant(owner, "PowerUser", sim_cluster)
@@ -416,3 +422,22 @@ def test_a_lease_owner_sees_the_images_every_cluster_shares(
 
     assert [found["id"] for found in owners] == [str(image.uuid)]
     assert strangers == []
+
+
+def test_a_server_no_host_may_run_goes_to_error_with_the_schedulers_reason(
+    sim_cluster, launcher, nova_for
+):
+    user, _ = launcher
+    Host.objects.filter(cluster=sim_cluster).update(reservable=True)  # all reserved for leases
+    nova = nova_for(user)
+
+    created = create(nova, name="squeezed")
+    [start] = run_jobs()
+    shown = nova_get(nova, f"{V}/servers/{created.json()['server']['id']}")["server"]
+
+    assert created.status_code == 202
+    assert start.state == JobState.FAILED
+    assert shown["status"] == "ERROR"
+    assert shown["fault"]["code"] == 500
+    assert shown["fault"]["message"].startswith("No host can run squeezed in cluster")
+    assert "reserved for leases" in shown["fault"]["message"]
