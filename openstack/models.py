@@ -27,7 +27,15 @@ class Server(models.Model):
         blank=True,
         related_name="server",
     )
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Its VM's holder when the row was made (a row speaks for the VM while that "
+        "user holds it); who asked for a server that never became a VM.",
+    )
     name = models.CharField(max_length=255)
     description = models.CharField(max_length=255, blank=True, null=True)
     flavor_id = models.CharField(max_length=255)

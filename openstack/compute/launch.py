@@ -150,18 +150,7 @@ class ServerRequest:
         return text
 
     def metadata(self, value) -> dict:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValidationError({"metadata": "An object of string keys and values."})
-        if len(value) > MAX_METADATA:
-            raise ValidationError({"metadata": f"At most {MAX_METADATA} items (quota exceeded)."})
-        for key, item in value.items():
-            if not key or len(key) > 255 or not isinstance(item, str) or len(item) > 255:
-                raise ValidationError(
-                    {"metadata": f"Key {key!r}: keys and values are 1 to 255 characters."}
-                )
-        return value
+        return check_metadata(value)
 
     def count(self, body: dict, field: str, default: int) -> int:
         value = body.get(field, default)
@@ -198,6 +187,20 @@ class ServerRequest:
         if found is None:
             raise ValidationError({"group": f"Instance group {ref} could not be found."})
         return found
+
+
+def check_metadata(value, field: str = "metadata") -> dict:
+    """A server's metadata: at most 128 items, keys and values strings of 1 to 255."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError({field: "An object of string keys and values."})
+    if len(value) > MAX_METADATA:
+        raise ValidationError({field: f"At most {MAX_METADATA} items (quota exceeded)."})
+    for key, item in value.items():
+        if not key or len(key) > 255 or not isinstance(item, str) or len(item) > 255:
+            raise ValidationError({field: f"Key {key!r}: keys and values are 1 to 255 characters."})
+    return value
 
 
 def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:

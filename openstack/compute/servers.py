@@ -34,7 +34,7 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from openstack.compute import flavors as flavor_lookup
 from openstack.compute.base import Conflict, NovaView, missing
 from openstack.compute.flavors import is_admin, links
-from openstack.compute.launch import ServerRequest, launch, server_name
+from openstack.compute.launch import ServerRequest, check_metadata, launch, server_name
 from openstack.identity.catalog import base_url
 from openstack.models import Server
 from pools import services as pool_services
@@ -261,6 +261,21 @@ class ServerViews(NovaView):
             body["tags"] = []
         return body
 
+    def own_record(self, vm, record: Server | None) -> Server:
+        """The server row of a VM, made now for one made outside Nova's API (named after the
+        VM) when something Nova keeps is about to change."""
+        if record is not None:
+            return record
+        Server.objects.filter(vm=vm).delete()  # a former holder's
+        return Server.objects.create(
+            id=vm.uuid,
+            vm=vm,
+            owner_id=vm.owner_id,
+            name=vm.name,
+            flavor_id=flavor_lookup.template_flavor_id(vm.template),
+            from_pool=vm.pool_id is not None,
+        )
+
     @staticmethod
     def host_id(vm, owner_id) -> str:
         """Nova's ``hostId``: the host hashed with the project, so a project sees which of its
@@ -363,24 +378,14 @@ class ServerView(ServerViews):
         body = self.body("server")
         vm, record = self.vm_or_record(server_id)
         if vm is not None and not holds(request.user, "hosts.change_virtualmachine", vm):
-            raise PermissionDenied(
-                "Policy doesn't allow os_compute_api:servers:update to be performed."
-            )
+            raise PermissionDenied(policy_message("servers:update"))
         changes = {}
         if "name" in body:
             changes["name"] = server_name(body["name"])
         if "description" in body and self.at_least(2, 19):
             changes["description"] = body["description"]
         with transaction.atomic():
-            if record is None:
-                record = Server.objects.create(
-                    id=vm.uuid,
-                    vm=vm,
-                    owner_id=vm.owner_id or request.user.pk,
-                    name=vm.name,
-                    flavor_id=flavor_lookup.template_flavor_id(vm.template),
-                    from_pool=vm.pool_id is not None,
-                )
+            record = self.own_record(vm, record)
             for key, value in changes.items():
                 setattr(record, key, value)
             record.save()
@@ -399,9 +404,7 @@ class ServerView(ServerViews):
                 pool_services.return_vm(vm, requested_by=request.user)
                 return Response(status=status.HTTP_204_NO_CONTENT)
             if not holds(request.user, DELETE, vm):
-                raise PermissionDenied(
-                    "Policy doesn't allow os_compute_api:servers:delete to be performed."
-                )
+                raise PermissionDenied(policy_message("servers:delete"))
             if vm.pool_id is not None:
                 raise Conflict(
                     f"Server {vm.uuid} belongs to pool {vm.pool.name}; remove it from the pool "
@@ -523,3 +526,75 @@ class RemoteConsolesView(ServerViews):
             raise Conflict(f"Instance {server_id} has no console: it is in vm_state error.")
         url = console_url(request, vm)
         return Response({"remote_console": {"protocol": "vnc", "type": "novnc", "url": url}})
+
+
+class ServerIpsView(ServerViews):
+    """``GET /servers/{id}/ips``: the server's addresses by network."""
+
+    def get(self, request, server_id: str):
+        vm, _ = self.vm_or_record(server_id)
+        return Response({"addresses": addresses_of(vm) if vm is not None else {}})
+
+
+class ServerMetadataView(ServerViews):
+    """``/servers/{id}/metadata``: read, merge in (POST) or replace (PUT) the server's
+    metadata."""
+
+    def get(self, request, server_id: str):
+        _, record = self.vm_or_record(server_id)
+        return Response({"metadata": record.metadata if record is not None else {}})
+
+    def post(self, request, server_id: str):
+        return self.write(server_id, replace=False)
+
+    def put(self, request, server_id: str):
+        return self.write(server_id, replace=True)
+
+    def write(self, server_id: str, replace: bool) -> Response:
+        given = check_metadata(self.body("metadata"))
+        vm, record = self.changeable(server_id)
+        with transaction.atomic():
+            record = self.own_record(vm, record)
+            merged = given if replace else {**record.metadata, **given}
+            record.metadata = check_metadata(merged)
+            record.save(update_fields=["metadata", "updated_at"])
+        return Response({"metadata": record.metadata})
+
+    def changeable(self, server_id: str):
+        vm, record = self.vm_or_record(server_id)
+        if vm is None:
+            raise Conflict(f"Instance {server_id} is in vm_state error; delete it.")
+        if not holds(self.request.user, "hosts.change_virtualmachine", vm):
+            raise PermissionDenied(policy_message("server-metadata:update"))
+        return vm, record
+
+
+class ServerMetadataItemView(ServerMetadataView):
+    """``/servers/{id}/metadata/{key}``: one item, read, set (PUT ``{"meta": {key: value}}``)
+    or deleted."""
+
+    def get(self, request, server_id: str, key: str):
+        _, record = self.vm_or_record(server_id)
+        metadata = record.metadata if record is not None else {}
+        if key not in metadata:
+            raise missing("Metadata item was not found")
+        return Response({"meta": {key: metadata[key]}})
+
+    def put(self, request, server_id: str, key: str):
+        meta = check_metadata(self.body("meta"), "meta")
+        if list(meta) != [key]:
+            raise ValidationError({"meta": "Request body and URI mismatch"})
+        vm, record = self.changeable(server_id)
+        with transaction.atomic():
+            record = self.own_record(vm, record)
+            record.metadata = check_metadata({**record.metadata, **meta})
+            record.save(update_fields=["metadata", "updated_at"])
+        return Response({"meta": meta})
+
+    def delete(self, request, server_id: str, key: str):
+        vm, record = self.changeable(server_id)
+        if record is None or key not in record.metadata:
+            raise missing("Metadata item was not found")
+        record.metadata = {k: v for k, v in record.metadata.items() if k != key}
+        record.save(update_fields=["metadata", "updated_at"])
+        return Response(status=status.HTTP_204_NO_CONTENT)

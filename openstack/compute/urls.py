@@ -33,6 +33,12 @@ urlpatterns = [
     re_path(rf"{V}/servers/{SERVER}/?$", servers.ServerView.as_view(), name="nova-server"),
     re_path(rf"{V}/servers/{SERVER}/action/?$", servers.ServerActionView.as_view()),
     re_path(rf"{V}/servers/{SERVER}/remote-consoles/?$", servers.RemoteConsolesView.as_view()),
+    re_path(rf"{V}/servers/{SERVER}/ips/?$", servers.ServerIpsView.as_view()),
+    re_path(rf"{V}/servers/{SERVER}/metadata/?$", servers.ServerMetadataView.as_view()),
+    re_path(
+        rf"{V}/servers/{SERVER}/metadata/(?P<key>[^/]+)/?$",
+        servers.ServerMetadataItemView.as_view(),
+    ),
     re_path(
         rf"{V}/flavors/{FLAVOR}/os-extra_specs/?$", flavor_extras.FlavorExtraSpecsView.as_view()
     ),

@@ -441,3 +441,49 @@ def test_a_server_no_host_may_run_goes_to_error_with_the_schedulers_reason(
     assert shown["fault"]["code"] == 500
     assert shown["fault"]["message"].startswith("No host can run squeezed in cluster")
     assert "reserved for leases" in shown["fault"]["message"]
+
+
+def test_metadata_is_read_merged_replaced_and_deleted_item_by_item(launcher, nova_for):
+    user, _ = launcher
+    nova = nova_for(user)
+    server_id = create(nova, metadata={"role": "web"}).json()["server"]["id"]
+    base = f"{V}/servers/{server_id}/metadata"
+
+    merged = nova.post(base, {"metadata": {"tier": "gold"}}, format="json")
+    item = nova.put(f"{base}/owner", {"meta": {"owner": "ops"}}, format="json")
+    mismatch = nova.put(f"{base}/owner", {"meta": {"other": "x"}}, format="json")
+    one = nova_get(nova, f"{base}/tier")
+    removed = nova.delete(f"{base}/role")
+    after_delete = nova_get(nova, base)["metadata"]
+    replaced = nova.put(base, {"metadata": {"only": "this"}}, format="json")
+
+    assert merged.json() == {"metadata": {"role": "web", "tier": "gold"}}
+    assert item.json() == {"meta": {"owner": "ops"}}
+    assert mismatch.status_code == 400
+    assert one == {"meta": {"tier": "gold"}}
+    assert removed.status_code == 204
+    assert after_delete == {"tier": "gold", "owner": "ops"}
+    assert replaced.json() == {"metadata": {"only": "this"}}
+    assert nova_get(nova, f"{V}/servers/{server_id}")["server"]["metadata"] == {"only": "this"}
+    assert nova.get(f"{base}/role").status_code == 404
+
+
+def test_metadata_of_a_vm_made_in_corral_and_its_addresses(
+    sim_vm, nova_for, make_user, grant, make_role
+):
+    vm = sim_vm(status="up", ip_addresses=["192.0.2.7"])
+    user = make_user()
+    grant(user, "UserVmManager", vm)
+    viewer = make_user()
+    grant(viewer, make_role("Viewer", ["hosts.view_virtualmachine"]).name, vm)
+    base = f"{V}/servers/{vm.uuid}"
+
+    ips = nova_get(nova_for(user), f"{base}/ips")["addresses"]
+    set_meta = nova_for(user).post(f"{base}/metadata", {"metadata": {"a": "b"}}, format="json")
+    refused = nova_for(viewer).post(f"{base}/metadata", {"metadata": {"c": "d"}}, format="json")
+    shown = nova_get(nova_for(user), base)["server"]
+
+    assert [address["addr"] for address in next(iter(ips.values()))] == ["192.0.2.7"]
+    assert set_meta.json() == {"metadata": {"a": "b"}}
+    assert refused.status_code == 403
+    assert (shown["name"], shown["metadata"]) == (vm.name, {"a": "b"})
