@@ -419,7 +419,8 @@ def policy_message(rule: str) -> str:
 
 
 class ServerActionView(ServerViews):
-    """``POST /servers/{id}/action``: ``os-start``, ``os-stop``, ``reboot``,
+    """``POST /servers/{id}/action``: ``os-start``, ``os-stop``, ``reboot``, ``pause`` and
+    ``unpause`` (Corral's suspend and resume: the guest paused in memory),
     ``os-getConsoleOutput`` (the serial log), ``os-getVNCConsole`` (the screen's URL)."""
 
     def post(self, request, server_id: str):
@@ -457,6 +458,12 @@ class ServerActionView(ServerViews):
     def stop(self, vm, argument):
         return self.operate(vm, [JobKind.POWEROFF], "stop")
 
+    def pause(self, vm, argument):
+        return self.operate(vm, [JobKind.SUSPEND], "pause")
+
+    def unpause(self, vm, argument):
+        return self.operate(vm, [JobKind.RESUME], "unpause")
+
     def reboot(self, vm, argument):
         kind = (argument or {}).get("type") if isinstance(argument, dict) else None
         if kind not in ("SOFT", "HARD"):
@@ -492,6 +499,8 @@ ACTIONS = {
     "os-start": ServerActionView.start,
     "os-stop": ServerActionView.stop,
     "reboot": ServerActionView.reboot,
+    "pause": ServerActionView.pause,
+    "unpause": ServerActionView.unpause,
     "os-getConsoleOutput": ServerActionView.console_output,
     "os-getVNCConsole": ServerActionView.vnc_console,
 }

@@ -253,7 +253,7 @@ def test_without_a_free_vm_in_the_pool_a_server_is_booted_instead(
     assert VirtualMachine.objects.get(uuid=second).pool_id is None
 
 
-def test_stop_start_and_reboot_run_corrals_jobs(launcher, nova_for):
+def test_stop_start_reboot_pause_and_unpause_run_corrals_jobs(launcher, nova_for):
     user, _ = launcher
     nova = nova_for(user)
     server_id = create(nova).json()["server"]["id"]
@@ -267,11 +267,17 @@ def test_stop_start_and_reboot_run_corrals_jobs(launcher, nova_for):
     run_jobs()
     rebooted = nova.post(action, {"reboot": {"type": "HARD"}}, format="json")
     reboot_jobs = [job.kind for job in run_jobs()]
+    nova.post(action, {"pause": None}, format="json")
+    run_jobs()
+    paused = nova_get(nova, f"{V}/servers/{server_id}")["server"]["status"]
+    nova.post(action, {"unpause": None}, format="json")
+    run_jobs()
     final = nova_get(nova, f"{V}/servers/{server_id}")["server"]["status"]
 
     assert (stopped.status_code, started.status_code, rebooted.status_code) == (202, 202, 202)
     assert status_stopped == "SHUTOFF"
     assert reboot_jobs == ["poweroff", "start"]
+    assert paused == "PAUSED"
     assert final == "ACTIVE"
 
 
