@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from urllib.parse import quote
 
 import pytest
 import time_machine
@@ -493,3 +494,24 @@ def test_metadata_of_a_vm_made_in_corral_and_its_addresses(
     assert set_meta.json() == {"metadata": {"a": "b"}}
     assert refused.status_code == 403
     assert (shown["name"], shown["metadata"]) == (vm.name, {"a": "b"})
+
+
+@pytest.mark.parametrize(
+    ("name", "found"),
+    [
+        ("web", ["web-1", "web-10", "old-web"]),
+        ("^web", ["web-1", "web-10"]),
+        ("^web-1$", ["web-1"]),
+        ("b.1", ["web-1", "web-10"]),
+        ("(a+)+$", []),  # no backtracking: the characters stand for themselves
+    ],
+)
+def test_the_name_filter_takes_novas_anchors_and_any_character(launcher, nova_for, name, found):
+    user, _ = launcher
+    nova = nova_for(user)
+    for server in ("web-1", "web-10", "old-web"):
+        create(nova, name=server)
+
+    listed = nova_get(nova, f"{V}/servers?name={quote(name)}")["servers"]
+
+    assert sorted(server["name"] for server in listed) == sorted(found)
