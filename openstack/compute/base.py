@@ -13,7 +13,13 @@ import re
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
+from rest_framework.exceptions import (
+    APIException,
+    NotFound,
+    ParseError,
+    PermissionDenied,
+    ValidationError,
+)
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -163,6 +169,11 @@ class NovaView(APIView):
 def not_found(request, *args, **kwargs):
     """Any other URL under /compute: Nova's 404, never a page."""
     return JsonResponse(fault(404, "The resource could not be found."), status=404)
+
+
+def policy_refused(rule: str) -> PermissionDenied:
+    """Nova's 403 for a policy rule the caller does not pass (``os_compute_api:...``)."""
+    return PermissionDenied(f"Policy doesn't allow {rule} to be performed.")
 
 
 def missing(message: str) -> NotFound:

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from hosts.models import Template
 from leases.models import LeaseStatus, Reservation, ResourceType
 from leases.reservations import server_group_id
-from openstack.compute.base import NovaView, missing
+from openstack.compute.base import NovaView, missing, policy_refused
 from openstack.identity.catalog import base_url
 from pools.models import VmPool
 from project.permissions import holds_at_system, restrict
@@ -160,7 +160,7 @@ def is_admin(user) -> bool:
 def admin_only(user, action: str) -> None:
     """Nova's policy check, made before any lookup."""
     if not is_admin(user):
-        raise PermissionDenied(f"Policy doesn't allow {action} to be performed.")
+        raise policy_refused(action)
 
 
 def _listed(request, detail: bool) -> list[dict]:

@@ -18,7 +18,7 @@ from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from openstack.compute.base import Conflict, NovaView, missing
+from openstack.compute.base import Conflict, NovaView, missing, policy_refused
 from project import sshkeys
 from project.error_codes import ProjectErrorCode
 from project.errors import Refused
@@ -78,9 +78,7 @@ class KeypairBase(NovaView):
         if user_id is None or not self.at_least(2, 10):
             return
         if str(user_id) != str(self.request.user.pk):
-            raise PermissionDenied(
-                f"Policy doesn't allow os_compute_api:os-keypairs:{self.policy} to be performed."
-            )
+            raise policy_refused(f"os_compute_api:os-keypairs:{self.policy}")
 
     def keypair_view(self, key: SshKey, *, detail: bool) -> dict:
         body = {

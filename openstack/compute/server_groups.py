@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from hosts.models import Cluster
 from leases.models import Reservation
 from leases.reservations import server_group_id
-from openstack.compute.base import Conflict, NovaView, missing
+from openstack.compute.base import Conflict, NovaView, missing, policy_refused
 from openstack.compute.flavors import reservations_of
 from openstack.models import NovaServerGroup
 from project.names import validate_object_name
@@ -213,9 +213,7 @@ def target_cluster(user) -> Cluster:
     for cluster in restrict(Cluster.objects.order_by("name"), user, ADD):
         if holds(user, ADD, AffinityGroup(cluster=cluster)):
             return cluster
-    raise PermissionDenied(
-        "Policy doesn't allow os_compute_api:os-server-groups:create to be performed."
-    )
+    raise policy_refused("os_compute_api:os-server-groups:create")
 
 
 def create_group(user, name: str, policy: str) -> AffinityGroup:
@@ -287,9 +285,7 @@ class ServerGroupView(NovaView):
                 "with its lease and cannot be deleted on its own."
             )
         if not holds(request.user, DELETE, group.affinity_group):
-            raise PermissionDenied(
-                "Policy doesn't allow os_compute_api:os-server-groups:delete to be performed."
-            )
+            raise policy_refused("os_compute_api:os-server-groups:delete")
         group.affinity_group.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 

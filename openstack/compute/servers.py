@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from django.db import transaction
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from hosts import services as vm_services
@@ -32,7 +32,7 @@ from hosts.models import (
 )
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from openstack.compute import flavors as flavor_lookup
-from openstack.compute.base import Conflict, NovaView, missing
+from openstack.compute.base import Conflict, NovaView, missing, policy_refused
 from openstack.compute.flavors import is_admin, links
 from openstack.compute.launch import ServerRequest, check_metadata, launch, server_name
 from openstack.identity.catalog import base_url
@@ -305,9 +305,7 @@ class ServersView(ServerViews):
         all_tenants = query.get("all_tenants", "").lower() in ("1", "true", "yes", "t", "")
         all_tenants = "all_tenants" in query and all_tenants
         if all_tenants and not self.admin:
-            raise PermissionDenied(
-                "Policy doesn't allow os_compute_api:servers:index:get_all_tenants to be performed."
-            )
+            raise policy_refused("os_compute_api:servers:index:get_all_tenants")
         vms = visible_vms(request.user).order_by("-created_at", "-id")
         failed = Server.objects.filter(vm__isnull=True).order_by("-created_at")
         if not all_tenants:
@@ -385,7 +383,7 @@ class ServerView(ServerViews):
         body = self.body("server")
         vm, record = self.vm_or_record(server_id)
         if vm is not None and not holds(request.user, "hosts.change_virtualmachine", vm):
-            raise PermissionDenied(policy_message("servers:update"))
+            raise policy_refused("os_compute_api:servers:update")
         changes = {}
         if "name" in body:
             changes["name"] = server_name(body["name"])
@@ -411,7 +409,7 @@ class ServerView(ServerViews):
                 pool_services.return_vm(vm, requested_by=request.user)
                 return Response(status=status.HTTP_204_NO_CONTENT)
             if not holds(request.user, DELETE, vm):
-                raise PermissionDenied(policy_message("servers:delete"))
+                raise policy_refused("os_compute_api:servers:delete")
             if vm.pool_id is not None:
                 raise Conflict(
                     f"Server {vm.uuid} belongs to pool {vm.pool.name}; remove it from the pool "
@@ -419,10 +417,6 @@ class ServerView(ServerViews):
                 )
             vm_services.destroy_vm(vm, requested_by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def policy_message(rule: str) -> str:
-    return f"Policy doesn't allow os_compute_api:{rule} to be performed."
 
 
 class ServerActionView(ServerViews):
@@ -445,9 +439,7 @@ class ServerActionView(ServerViews):
 
     def operate(self, vm, kinds: list[str], action: str) -> Response:
         if not holds(self.request.user, OPERATE, vm):
-            raise PermissionDenied(
-                f"Policy doesn't allow os_compute_api:servers:{action} to be performed."
-            )
+            raise policy_refused(f"os_compute_api:servers:{action}")
         with transaction.atomic():
             try:
                 for kind in kinds:
@@ -480,9 +472,7 @@ class ServerActionView(ServerViews):
 
     def console_output(self, vm, argument):
         if not holds(self.request.user, OPERATE, vm):
-            raise PermissionDenied(
-                "Policy doesn't allow os_compute_api:os-console-output to be performed."
-            )
+            raise policy_refused("os_compute_api:os-console-output")
         length = (argument or {}).get("length") if isinstance(argument, dict) else None
         if length is not None:
             try:
@@ -581,7 +571,7 @@ class ServerMetadataView(ServerViews):
         if vm is None:
             raise Conflict(f"Instance {server_id} is in vm_state error; delete it.")
         if not holds(self.request.user, "hosts.change_virtualmachine", vm):
-            raise PermissionDenied(policy_message("server-metadata:update"))
+            raise policy_refused("os_compute_api:server-metadata:update")
         return vm, record
 
 
