@@ -146,7 +146,7 @@ class ScopedAdmin(admin.ModelAdmin):
         scope = scope_of_model(self.model)
         obj = self.get_object(request, object_id) if scope else None
         if obj is not None and holds(request.user, "project.manage_grants", obj):
-            query = urlencode({"object_type": scope, "object_id": obj.pk})
+            query = urlencode({"object": f"{scope}:{obj.pk}"})
             extra_context["grant_url"] = f"{reverse('admin:project_usergrant_add')}?{query}"
         return super().change_view(request, object_id, form_url, extra_context)
 

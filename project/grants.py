@@ -85,7 +85,9 @@ def scope_object(object_type: str, object_id: int | None, *, seen_by=None) -> Mo
     return obj
 
 
-def _check_may_grant(granted_by, role: Role, obj: Model) -> None:
+def check_may_grant(granted_by, role: Role, obj: Model) -> None:
+    """PermissionDenied unless ``granted_by`` may manage grants on ``obj`` and holds every
+    action of ``role`` there."""
     if granted_by.is_superuser:
         return
     held = held_actions(granted_by, obj)
@@ -114,7 +116,7 @@ def grant_role(
     if (user is None) == (group is None):
         raise ValidationError("A grant goes to exactly one user or one group.")
     if granted_by is not None:
-        _check_may_grant(granted_by, role, obj)
+        check_may_grant(granted_by, role, obj)
     permission = Permission.objects.get(
         content_type=ContentType.objects.get_for_model(type(obj)), codename=role.grant_codename
     )

@@ -1,5 +1,6 @@
 """Roles (named sets of actions) and the System object that system-wide grants attach to."""
 
+import re
 import uuid
 
 from django.conf import settings
@@ -66,9 +67,38 @@ class Role(models.Model):
         if self.name and clash.exists():
             raise ValidationError({"name": f"A role named {clash.get().name!r} exists already."})
 
+    @property
+    def human_name(self) -> str:
+        """The name as a sentence says it: LeaseUser is "Lease user", UserVmManager
+        "User VM manager"."""
+        return human_role_name(self.name)
+
 
 def grant_codename_for(role_name: str) -> str:
     return f"role_{role_name.lower()}"
+
+
+_ACRONYMS = {"vm": "VM", "vms": "VMs", "api": "API"}
+
+
+def human_role_name(role_name: str) -> str:
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", role_name)
+    if not words:
+        return role_name
+    said = [_ACRONYMS.get(w.lower(), w if w.isupper() and len(w) > 1 else w.lower()) for w in words]
+    return said[0][:1].upper() + said[0][1:] + "".join(f" {w}" for w in said[1:])
+
+
+def _grant_str(row, principal) -> str:
+    """A grant as the admin's messages name it: "Lease user for alice on VM pool lab"."""
+    role = Role.objects.filter(grant_codename=row.permission.codename).first()
+    role_name = role.human_name if role is not None else row.permission.name
+    target = row.content_object
+    if isinstance(target, System):
+        where = "the whole system"
+    else:
+        where = f"{target._meta.verbose_name} {target}" if target is not None else "nothing"
+    return f"{role_name} for {principal} on {where}"
 
 
 class UserGrant(UserObjectPermission):
@@ -80,6 +110,9 @@ class UserGrant(UserObjectPermission):
         verbose_name_plural = "grants to users"
         default_permissions = ()
 
+    def __str__(self) -> str:
+        return _grant_str(self, self.user)
+
 
 class GroupGrant(GroupObjectPermission):
     """A role held by one group on one object: a django-guardian row, shown in the admin."""
@@ -89,6 +122,9 @@ class GroupGrant(GroupObjectPermission):
         verbose_name = "grant to a group"
         verbose_name_plural = "grants to groups"
         default_permissions = ()
+
+    def __str__(self) -> str:
+        return _grant_str(self, f"group {self.group}")
 
 
 class EventKind(models.TextChoices):

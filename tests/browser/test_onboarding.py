@@ -44,8 +44,10 @@ def test_an_admin_creates_a_pool_and_grants_a_user_who_then_takes_a_running_vm(
     assert VirtualMachine.objects.filter(pool=pool).count() == 2
 
     console.locator("#grant-access").click()
-    expect(console.locator("#id_object_type")).to_have_value("pool")
-    expect(console.locator("#id_object_id")).to_have_value(str(pool.pk))
+    expect(console.locator("#id_object")).to_have_value(f"pool:{pool.pk}")
+    expect(console.locator(".field-object .select2-selection__rendered")).to_have_text(
+        "VM pool: classroom"
+    )
     console.locator("#id_user").select_option(label=student.username)
     console.locator("#id_role").select_option(label="UserRole")
     console.locator('input[name="_save"]').click()

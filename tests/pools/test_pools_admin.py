@@ -83,5 +83,4 @@ def test_a_pool_page_links_to_the_grant_form_filled_in_for_that_pool(make_pool, 
     form = client.get(link.replace("&amp;", "&")).content.decode()
 
     assert link.startswith("/admin/project/usergrant/add/?")
-    assert '<option value="pool" selected>pool</option>' in form
-    assert f'name="object_id" value="{pool.pk}"' in form
+    assert f'<option value="pool:{pool.pk}" selected>VM pool: {pool.name}</option>' in form
