@@ -32,20 +32,18 @@ class PrestartedFilter(admin.SimpleListFilter):
 
 @admin.register(VmPool)
 class VmPoolAdmin(ScopedAdmin):
+    # Short headings and a short type: the list fits a 1366 px screen (admin.css).
     list_display = [
         "name",
         "cluster",
-        "template",
-        "type",
-        "size",
+        "type_label",
         "total",
-        "prestarted_vms",
         "prestarted",
         "running_now",
         "starting",
         "assigned",
         "held",
-        "max_user_vms",
+        "per_user",
         "stateless",
     ]
     list_filter = [
@@ -64,15 +62,20 @@ class VmPoolAdmin(ScopedAdmin):
     def get_readonly_fields(self, request, obj=None):
         return ["cluster", "template"] if obj is not None else []
 
-    @admin.display(ordering="total_vms", description="VMs")
+    @admin.display(ordering="type", description="type")
+    def type_label(self, obj):
+        """The type without its explanation: "Automatic" or "Manual"."""
+        return obj.get_type_display().partition(" (")[0]
+
+    @admin.display(ordering="total_vms", description="VMs (now / size)")
     def total(self, obj):
-        return obj.total_vms
+        return f"{obj.total_vms} / {obj.size}"
 
-    @admin.display(ordering="prestarted_now", description="prestarted now")
+    @admin.display(ordering="prestarted_now", description="prestarted (now / wanted)")
     def prestarted(self, obj):
-        return obj.prestarted_now
+        return f"{obj.prestarted_now} / {obj.prestarted_vms}"
 
-    @admin.display(ordering="running_unassigned", description="running, unassigned")
+    @admin.display(ordering="running_unassigned", description="ready")
     def running_now(self, obj):
         return obj.running_unassigned
 
@@ -84,9 +87,13 @@ class VmPoolAdmin(ScopedAdmin):
     def assigned(self, obj):
         return obj.assigned_vms
 
-    @admin.display(ordering="held_vms", description="held by an admin")
+    @admin.display(ordering="held_vms", description="held for admins")
     def held(self, obj):
         return obj.held_vms
+
+    @admin.display(ordering="max_user_vms", description="per user")
+    def per_user(self, obj):
+        return obj.max_user_vms
 
     def save_model(self, request, obj, form, change):
         try:

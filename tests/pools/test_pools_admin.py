@@ -36,7 +36,7 @@ def test_the_pool_list_shows_total_running_assigned_and_starting_vms(superuser_c
         1,
     )
     html = response.content.decode()
-    for column in ("Running, unassigned", "Starting", "Assigned"):
+    for column in ("Ready", "Starting", "Assigned"):
         assert f">{column}</a>" in html
 
 
