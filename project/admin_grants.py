@@ -13,7 +13,7 @@ from django.urls import path, reverse
 
 from project import grants as grant_service
 from project import scopes
-from project.models import GroupGrant, Role, System, UserGrant
+from project.models import GroupGrant, Role, System, UserGrant, human_role_name
 from project.permissions import holds, restrict, scope_content_type, scope_of_model
 
 MANAGE_GRANTS = "project.manage_grants"
@@ -234,7 +234,7 @@ class GrantAdmin(admin.ModelAdmin):
 
     @admin.display(description="role")
     def role_name(self, obj):
-        return obj.permission.name.removeprefix("Holds role ")
+        return human_role_name(obj.permission.name.removeprefix("Holds role "))
 
     @admin.display(description="to")
     def principal_name(self, obj):

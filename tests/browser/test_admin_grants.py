@@ -98,3 +98,6 @@ def test_the_confirmation_of_a_grant_names_the_role_as_people_say_it(page, make_
     message = page.locator("ul.messagelist")
     expect(message).to_contain_text("Lease user for student on the whole system")
     expect(message).not_to_contain_text("role_leaseuser")
+    # The list the admin lands on names the role the same way.
+    row = page.locator("#result_list tbody tr", has_text="student")
+    expect(row.locator(".field-role_name")).to_have_text("Lease user")
