@@ -60,7 +60,8 @@ system-packages:
 		fi; \
 	fi
 
-# Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser).
+# Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser), and
+# axe-core, which they inject into the portal's pages (pinned in tests/browser/package-lock.json).
 browser-packages:
 	@missing=""; \
 	for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -69,6 +70,8 @@ browser-packages:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@[ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ] || \
+		npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 
 cloud-image-packages:
 	@missing=""; \

@@ -18,13 +18,57 @@
   window.addEventListener("pageshow", function () {
     leaving = false; // back on this page (from the browser's back/forward cache)
   });
+  // While a confirmation is asked, live refreshes wait: they would re-render the button asked about.
+  var dialog = document.getElementById("confirm-dialog");
   ["htmx:beforeRequest", "htmx:beforeOnLoad"].forEach(function (name) {
     body.addEventListener(name, function (event) {
-      if (leaving) {
+      if (leaving || (dialog && dialog.open)) {
         event.preventDefault();
       }
     });
   });
+
+  // On small screens the header's menu folds behind a "Menu" button (CSS shows it only there).
+  var toggle = document.querySelector("header.top .menu-toggle");
+  if (toggle) {
+    toggle.closest("header").classList.add("collapsible");
+    toggle.addEventListener("click", function () {
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", String(open));
+      document.getElementById(toggle.getAttribute("aria-controls")).classList.toggle("open", open);
+    });
+  }
+
+  // A button with data-confirm asks first, in the dialog, what its data-confirm-* say; only
+  // "confirm" submits its form. Without this script the button submits at once.
+  if (dialog) {
+    var asking = null; // the button the dialog asks about
+    document.addEventListener("click", function (event) {
+      var button = event.target.closest && event.target.closest("button[data-confirm]");
+      if (!button || !button.form) {
+        return;
+      }
+      event.preventDefault();
+      asking = button;
+      dialog.querySelector("#confirm-title").textContent = button.dataset.confirm;
+      dialog.querySelector("#confirm-text").textContent = button.dataset.confirmText || "";
+      dialog.querySelector("#confirm-yes").textContent = button.dataset.confirmButton || "Confirm";
+      dialog.returnValue = "";
+      dialog.showModal();
+    });
+    dialog.addEventListener("close", function () {
+      var button = asking;
+      asking = null;
+      if (!button) {
+        return;
+      }
+      if (dialog.returnValue === "confirm" && button.isConnected) {
+        button.form.requestSubmit(button);
+      } else if (button.isConnected) {
+        button.focus();
+      }
+    });
+  }
   var url = body.dataset.eventStream;
   if (!url || !window.CorralLive) {
     return;
