@@ -13,8 +13,8 @@ no end, so no lease is promised what they use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 from django.utils import timezone
@@ -32,7 +32,26 @@ GIB = 1024**3
 
 
 class DoesNotFit(Exception):
-    """The request does not fit; the message says what is short."""
+    """The request does not fit; the message says what is short. ``resource`` ("instances" or
+    "hosts") is what runs short: ``available`` of the ``requested`` fit (all None when the
+    refusal is not a shortage, as affinity with VMs on several hosts)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        resource: str | None = None,
+        requested: int | None = None,
+        available: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.resource, self.requested, self.available = resource, requested, available
+
+    def short(self) -> dict | None:
+        """What runs short, as the API reports it."""
+        if self.resource is None:
+            return None
+        return {"resource": self.resource, "requested": self.requested, "available": self.available}
 
 
 @dataclass
@@ -269,7 +288,8 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
             if free[host] < amount:
                 raise DoesNotFit(
                     f"only {free[host]} of {amount} instances fit on the host running its VMs "
-                    f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}"
+                    f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
+                    **_instances(amount, free[host]),
                 )
             return [(host, amount)]
     ranked = sorted(free.items(), key=lambda item: (-item[1], item[0]))
@@ -278,7 +298,8 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
         if best < amount:
             raise DoesNotFit(
                 f"only {best} of {amount} instances fit on one host between {start:%Y-%m-%d %H:%M}"
-                f" and {end:%Y-%m-%d %H:%M}"
+                f" and {end:%Y-%m-%d %H:%M}",
+                **_instances(amount, best),
             )
         return [(ranked[0][0], amount)]
     if affinity is False:
@@ -286,10 +307,15 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
         if len(hosts) < amount:
             raise DoesNotFit(
                 f"only {len(hosts)} of {amount} instances fit on distinct hosts between "
-                f"{start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}"
+                f"{start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
+                **_instances(amount, len(hosts)),
             )
         return [(host, 1) for host in hosts[:amount]]
     return _fill(ranked, amount, amount, start, end)
+
+
+def _instances(requested: int, available: int) -> dict:
+    return {"resource": "instances", "requested": requested, "available": available}
 
 
 def _fill(ranked, needed: int, total: int, start, end) -> list[tuple[int, int]]:
@@ -305,7 +331,8 @@ def _fill(ranked, needed: int, total: int, start, end) -> list[tuple[int, int]]:
     if left:
         raise DoesNotFit(
             f"only {total - left} of {total} instances fit between {start:%Y-%m-%d %H:%M} "
-            f"and {end:%Y-%m-%d %H:%M}"
+            f"and {end:%Y-%m-%d %H:%M}",
+            **_instances(total, total - left),
         )
     return chosen
 
@@ -343,7 +370,10 @@ def plan_hosts(rooms: dict[int, HostRoom], start, end, request: dict) -> list[in
     if len(candidates) < request["min"]:
         raise DoesNotFit(
             f"only {len(candidates)} of {request['min']} hosts with those properties are free "
-            f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}"
+            f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
+            resource="hosts",
+            requested=request["min"],
+            available=len(candidates),
         )
     return candidates[: request["max"]]
 
@@ -352,6 +382,12 @@ def plan(start, end, requests: list[dict], *, lock: bool, exclude_lease=None):
     """Allocations for every reservation of a lease, in order, each counting the previous
     ones: [(request, [(host id, slots, whole_host)])]. DoesNotFit if any does not fit."""
     rooms = reservable_rooms(start, end, lock=lock, exclude_lease=exclude_lease)
+    return plan_in(rooms, start, end, requests)
+
+
+def plan_in(rooms: dict[int, HostRoom], start, end, requests: list[dict]):
+    """``plan`` on rooms already read (``rooms`` themselves are left as they were)."""
+    rooms = {pk: replace(room, usage=list(room.usage)) for pk, room in rooms.items()}
     planned = []
     for index, request in enumerate(requests):
         try:
@@ -364,7 +400,12 @@ def plan(start, end, requests: list[dict], *, lock: bool, exclude_lease=None):
                 ]
         except DoesNotFit as exc:
             prefix = f"reservation {index + 1}: " if len(requests) > 1 else ""
-            raise DoesNotFit(prefix + str(exc)) from None
+            raise DoesNotFit(
+                prefix + str(exc),
+                resource=exc.resource,
+                requested=exc.requested,
+                available=exc.available,
+            ) from None
         for host, slots, whole in chosen:
             rooms[host].usage.append(
                 Slot(
@@ -378,3 +419,28 @@ def plan(start, end, requests: list[dict], *, lock: bool, exclude_lease=None):
             )
         planned.append((request, chosen))
     return planned
+
+
+def earliest_fit(
+    start: datetime, end: datetime, requests: list[dict], *, within: timedelta
+) -> tuple[datetime, datetime] | None:
+    """The earliest window as long as [start, end) where every reservation fits, starting
+    after ``start`` and at most ``within`` later; None if there is none.
+
+    Free capacity only grows where an allocation ends, so those instants are the only starts
+    to try, in order, each with the planner itself (``plan_in``). The capacity is read once,
+    over the whole span searched: a fixed number of queries, however many leases there are.
+    """
+    duration = end - start
+    latest = start + within
+    rooms = reservable_rooms(start, latest + duration, lock=False)
+    candidates = sorted(
+        {slot.end for room in rooms.values() for slot in room.usage if start < slot.end <= latest}
+    )
+    for moment in candidates:
+        try:
+            plan_in(rooms, moment, moment + duration, requests)
+        except DoesNotFit:
+            continue
+        return moment, moment + duration
+    return None

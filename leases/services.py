@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
-from leases.capacity import LIVE_LEASES, DoesNotFit, lock_reservable_hosts, plan
+from leases.capacity import LIVE_LEASES, DoesNotFit, earliest_fit, lock_reservable_hosts, plan
 from leases.error_codes import LeaseErrorCode
 from leases.lifecycle import end_lease
 from leases.models import (
@@ -41,10 +41,42 @@ from project.errors import Refused
 from project.grants import grant_role
 from project.models import EventKind, Role
 
+# How far after a refused start the earliest window that fits is looked for.
+FIT_SEARCH = timedelta(days=30)
+
 
 class LeaseRefused(Refused):
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(LeaseErrorCode.LEASE_REFUSED, message, field=field)
+    def __init__(
+        self, message: str, *, field: str | None = None, details: dict | None = None
+    ) -> None:
+        super().__init__(LeaseErrorCode.LEASE_REFUSED, message, field=field, details=details)
+
+
+def _length(duration: timedelta) -> str:
+    """A window's length as an adjective: "2-hour", "3-day", "90-minute"."""
+    minutes = int(duration.total_seconds() // 60)
+    for unit, size in (("day", 24 * 60), ("hour", 60)):
+        if minutes % size == 0:
+            return f"{minutes // size}-{unit}"
+    return f"{minutes}-minute"
+
+
+def _does_not_fit(exc: DoesNotFit, start: datetime, end: datetime, requests) -> LeaseRefused:
+    """The refusal of a lease that does not fit: what runs short, and the earliest window of
+    the same length that would fit (if one starts within ``FIT_SEARCH``)."""
+    window = earliest_fit(start, end, requests, within=FIT_SEARCH)
+    length = _length(end - start)
+    if window is None:
+        after = (
+            f"No {length} window that starts in the {FIT_SEARCH.days} days after "
+            f"{start:%Y-%m-%d %H:%M} (UTC) fits."
+        )
+    else:
+        after = f"The earliest {length} window that fits starts {window[0]:%Y-%m-%d %H:%M} (UTC)."
+    details = {"earliest_fit": None if window is None else {"start": window[0], "end": window[1]}}
+    if exc.short() is not None:
+        details["short"] = exc.short()
+    return LeaseRefused(f"The lease does not fit: {exc}. {after}", details=details)
 
 
 def _check_duration(start: datetime, end: datetime) -> None:
@@ -256,7 +288,7 @@ def create_lease(
     try:
         planned = plan(start, end, reservations, lock=True)
     except DoesNotFit as exc:
-        raise LeaseRefused(f"The lease does not fit: {exc}.") from exc
+        raise _does_not_fit(exc, start, end, reservations) from exc
     _check_quotas(owner, start, end, planned)
     lease = Lease.objects.create(
         name=name,

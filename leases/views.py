@@ -9,13 +9,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from hosts import services as vm_services
 from hosts.models import JobKind, VirtualMachine
 from leases import services, timeline
 from leases.forms import (
+    LOCAL_MINUTE,
     EndForm,
     LaunchForm,
     LeaseForm,
@@ -82,6 +85,22 @@ def _initial_window() -> dict:
     return {"start": start, "end": start + timedelta(hours=8)}
 
 
+def _prefilled(query) -> dict:
+    """The form's fields given in the query string (the one-click "use the window that fits"
+    link): shown as typed, and validated as any input when the form is sent."""
+    return {name: query[name] for name in LeaseForm.base_fields if query.get(name)}
+
+
+def _with_window(form: LeaseForm, window: dict) -> str:
+    """The new-lease form filled as ``form`` was sent, over ``window`` instead (a start, not
+    "Start now")."""
+    fields = {name: form.data.get(name, "") for name in LeaseForm.base_fields}
+    fields.pop("start_now")
+    for name in ("start", "end"):
+        fields[name] = f"{timezone.localtime(window[name]):{LOCAL_MINUTE}}"
+    return f"{reverse('portal:lease-new')}?{urlencode(fields)}"
+
+
 def _answer_for(form: LeaseForm):
     if not form.is_valid():
         return None
@@ -97,7 +116,7 @@ def lease_create(request):
     if request.method == "POST" and not may_create:
         messages.error(request, NO_LEASE_ROLE)
         return redirect("portal:leases")
-    form, answer = None, None
+    form, earliest = None, None
     if request.method == "POST":
         form = LeaseForm(request.POST, user=request.user)
         if form.is_valid():
@@ -112,14 +131,24 @@ def lease_create(request):
                     group=data.get("group"),
                 )
             except Refused as refused:
-                answer = capacity_answer(data["start"], data["end"], form.reservation_request())
+                # The refusal says what is short and when it would fit: the live answer
+                # below stays quiet until the form changes, so it is said once.
                 form.add_error(None, refused.message)
+                window = refused.details.get("earliest_fit")
+                if window:
+                    earliest = {**window, "url": _with_window(form, window)}
             else:
                 messages.success(request, f"Lease {lease.name} accepted.")
                 return redirect("portal:lease", lease_id=lease.pk)
     elif may_create:
-        form = LeaseForm(initial=_initial_window(), user=request.user)
-    context = {"form": form, "answer": answer, "may_create": may_create, "section": "leases"}
+        initial = {**_initial_window(), **_prefilled(request.GET)}
+        form = LeaseForm(initial=initial, user=request.user)
+    context = {
+        "form": form,
+        "earliest": earliest,
+        "may_create": may_create,
+        "section": "leases",
+    }
     return render(request, "portal/lease_form.html", context)
 
 

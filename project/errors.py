@@ -14,13 +14,22 @@ from project.error_codes import ErrorCode
 class Refused(Exception):
     """An operation the rules refuse now. ``code`` is stable for clients (a member of the app's
     ``ErrorCode`` enum, ``project.error_codes``), ``message`` is for people; ``field`` names the
-    input at fault, when there is one."""
+    input at fault, when there is one. ``details`` are facts a client can act on without
+    reading the message (the API adds them to a 409's body beside "detail")."""
 
-    def __init__(self, code: ErrorCode, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        field: str | None = None,
+        details: dict | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
+        self.details = details or {}
 
     def __str__(self) -> str:
         return self.message

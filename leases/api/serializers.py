@@ -413,3 +413,29 @@ class LeaseSerializer(serializers.ModelSerializer):
 class CapacityAnswerSerializer(serializers.Serializer):
     fits = serializers.BooleanField()
     message = serializers.CharField()
+
+
+class ShortfallSerializer(serializers.Serializer):
+    """What runs short: of the ``requested`` instances (or whole hosts), only ``available`` fit
+    in the window asked for."""
+
+    resource = serializers.ChoiceField(choices=["instances", "hosts"])
+    requested = serializers.IntegerField()
+    available = serializers.IntegerField()
+
+
+class WindowSerializer(serializers.Serializer):
+    """A window of time: from ``start`` to ``end``."""
+
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+
+
+class LeaseRefusedSerializer(serializers.Serializer):
+    """Why a lease is refused, in words ("detail"). When it does not fit the capacity, also
+    what runs short ("short") and the earliest window of the same length where it would fit
+    ("earliest_fit": null when none starts within 30 days of the start asked for)."""
+
+    detail = serializers.CharField()
+    short = ShortfallSerializer(required=False)
+    earliest_fit = WindowSerializer(required=False, allow_null=True)

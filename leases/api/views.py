@@ -1,7 +1,7 @@
 """Leases API (Blazar's): create with a capacity check, read, update, delete; and a dry check."""
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -12,6 +12,7 @@ from leases import services
 from leases.api.filtersets import LeaseFilterSet
 from leases.api.serializers import (
     CapacityAnswerSerializer,
+    LeaseRefusedSerializer,
     LeaseRequestSerializer,
     LeaseSerializer,
     LeaseUpdateSerializer,
@@ -49,7 +50,16 @@ class LeaseViewSet(ScopedModelViewSet):
         if not holds(self.request.user, "leases.add_lease"):
             raise PermissionDenied("Creating leases needs the LeaseUser role.")
 
-    @extend_schema(request=json_body(LeaseRequestSerializer), responses={201: LeaseSerializer})
+    @extend_schema(
+        request=json_body(LeaseRequestSerializer),
+        responses={
+            201: LeaseSerializer,
+            409: OpenApiResponse(
+                LeaseRefusedSerializer,
+                description="Refused: the lease does not fit, or breaks a quota or a limit.",
+            ),
+        },
+    )
     def create(self, request, *args, **kwargs):
         self._may_create()
         body = LeaseRequestSerializer(data=request.data, context={"request": request})

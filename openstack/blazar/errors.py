@@ -35,7 +35,10 @@ def error_body(status: int, message: str) -> dict:
 def blazar_exception_handler(exc, context):
     response = exception_handler(exc, context)
     if response is not None:
-        response.data = error_body(response.status_code, "; ".join(describe(response.data)))
+        data = response.data
+        if isinstance(data, dict) and "detail" in data:
+            data = {"detail": data["detail"]}  # Blazar's body has no room for Corral's details
+        response.data = error_body(response.status_code, "; ".join(describe(data)))
     return response
 
 

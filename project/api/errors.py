@@ -2,11 +2,12 @@
 ``{"detail": "..."}``.
 
 Model validation errors become 400s with field messages; a use case's refusal
-(``project.errors.Refused``) a 409, or a 400 on its field when it names one; deleting something
-still in use (PROTECT) and write conflicts become 409s, so bad input never surfaces as a 500.
-A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413. What Django refuses before any API view
-runs (a ``Host`` header not in ALLOWED_HOSTS, a path no route matches) is JSON under /api/ too,
-through ``handler400``, ``handler404`` and the catch-all route ``unknown_path``.
+(``project.errors.Refused``) a 409 (its details beside "detail"), or a 400 on its field when it
+names one; deleting something still in use (PROTECT) and write conflicts become 409s, so bad
+input never surfaces as a 500. A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413. What
+Django refuses before any API view runs (a ``Host`` header not in ALLOWED_HOSTS, a path no
+route matches) is JSON under /api/ too, through ``handler400``, ``handler404`` and the
+catch-all route ``unknown_path``.
 A field's messages are always a list, however the view raised them; messages about the
 request as a whole are "non_field_errors", as a serializer reports them.
 ``project/api/schema.py`` documents these shapes.
@@ -74,6 +75,7 @@ def _describe_protected(exc: ProtectedError | RestrictedError) -> str:
 
 
 def exception_handler(exc, context):
+    details = exc.details if isinstance(exc, Refused) and not exc.field else {}
     if isinstance(exc, Refused):
         if exc.field:
             exc = exceptions.ValidationError({exc.field: [exc.message]}, code=exc.code)
@@ -94,6 +96,8 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is not None and not isinstance(response.data, dict):
         response = Response({"detail": response.data}, status=response.status_code)
+    if response is not None and details:
+        response.data = {**response.data, **details}
     return response
 
 

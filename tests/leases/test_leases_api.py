@@ -306,10 +306,11 @@ def test_a_lease_that_does_not_fit_is_a_409_saying_what_is_short(client, one_hos
     )
 
     assert response.status_code == 409
-    assert response.json() == {
-        "detail": f"The lease does not fit: only 3 of 5 instances fit between "
-        f"{when(at(9))} and {when(at(12))}."
-    }
+    assert response.json()["detail"].startswith(
+        f"The lease does not fit: only 3 of 5 instances fit between {when(at(9))} and "
+        f"{when(at(12))}. "
+    )
+    assert response.json()["short"] == {"resource": "instances", "requested": 5, "available": 3}
 
 
 def test_a_refused_lease_stores_nothing(client, one_host):

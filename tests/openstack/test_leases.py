@@ -359,7 +359,8 @@ def test_a_lease_that_does_not_fit_is_a_409_saying_what_is_short(as_alice, reser
     assert response.status_code == 409
     assert error(response) == (
         f"The lease does not fit: only 3 of 5 instances fit between {at(9):%Y-%m-%d %H:%M} "
-        f"and {at(10):%Y-%m-%d %H:%M}."
+        f"and {at(10):%Y-%m-%d %H:%M}. No 1-hour window that starts in the 30 days after "
+        f"{at(9):%Y-%m-%d %H:%M} (UTC) fits."
     )
 
 

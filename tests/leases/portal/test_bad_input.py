@@ -350,6 +350,19 @@ def test_a_lease_larger_than_the_free_capacity_is_refused_in_words(portal):
     assert stored() == before
 
 
+def test_a_new_lease_form_prefilled_with_nonsense_shows_it_as_typed_and_stores_nothing(portal):
+    before = stored()
+    query = {"name": SCRIPT, "start": "soon", "amount": "many", "group": "nobody's", "x": "1"}
+
+    response = portal.client.get("/leases/new/", query)
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert SCRIPT not in page
+    assert 'value="soon"' in page and 'value="many"' in page
+    assert stored() == before
+
+
 def test_a_lease_named_with_markup_is_shown_as_text_on_every_page(portal):
     client = portal.client
     response = client.post(

@@ -335,7 +335,7 @@ def test_a_lease_that_does_not_fit_is_refused_with_the_reason_and_nothing_stored
     page = response.content.decode()
     refusal = page[page.index('id="lease-refused"') :].split("</ul>")[0]
     assert "The lease does not fit: only 3 of 4 instances fit on one host between" in refusal
-    assert 'data-fits="partial"' in page
+    assert page.lower().count("only 3 of 4") == 1  # said once: the live answer waits for a change
     assert not Lease.objects.exists() and not Reservation.objects.exists()
 
 
