@@ -15,7 +15,7 @@ from hosts.models import Cluster
 from leases.capacity_timeline import chart, cluster_timeline
 from leases.models import Allocation, Lease, LeaseEvent, Reservation
 from leases.services import delete_lease
-from project.admin_base import ScopedAdmin, extend_admin
+from project.admin_base import LabelledTabularInline, ScopedAdmin, extend_admin
 from project.permissions import restrict
 
 MAX_TIMELINE_DAYS = 90
@@ -67,7 +67,7 @@ def capacity_timeline_view(model_admin, request, cluster_id: int):
     return TemplateResponse(request, "admin/leases/capacity_timeline.html", context)
 
 
-class ReservationInline(admin.TabularInline):
+class ReservationInline(LabelledTabularInline):
     model = Reservation
     fields = [
         "resource_type",
@@ -90,7 +90,7 @@ class ReservationInline(admin.TabularInline):
         return False
 
 
-class LeaseEventInline(admin.TabularInline):
+class LeaseEventInline(LabelledTabularInline):
     model = LeaseEvent
     fields = ["event_type", "time", "status", "done_at"]
     readonly_fields = fields
@@ -152,7 +152,7 @@ class LeaseAdmin(ScopedAdmin):
         delete_lease(obj)
 
 
-class AllocationInline(admin.TabularInline):
+class AllocationInline(LabelledTabularInline):
     model = Allocation
     fields = ["host", "slots", "whole_host"]
     readonly_fields = fields

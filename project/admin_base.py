@@ -197,3 +197,21 @@ def extend_admin(model, extension: type, **lists: list) -> None:
     extended.__module__ = current.__module__
     admin.site.unregister(model)
     admin.site.register(model, extended)
+
+
+class LabelledTabularInline(admin.TabularInline):
+    """A tabular inline whose inputs are named for screen readers: Django shows each field's
+    label only as its column's heading, which nothing ties to the inputs below it."""
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+
+        class Labelled(formset):
+            def add_fields(self, form, index):
+                super().add_fields(form, index)
+                for name, field in form.fields.items():
+                    label = field.label or name.replace("_", " ")
+                    field.widget.attrs.setdefault("aria-label", str(label).capitalize())
+
+        Labelled.__name__ = formset.__name__
+        return Labelled

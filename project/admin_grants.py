@@ -111,6 +111,7 @@ class GrantObjectPicker(forms.Select):
                 f"admin/js/vendor/select2/select2.full{extra}.js",
                 "admin/js/jquery.init.js",
                 "admin/js/autocomplete.js",
+                "corral/admin-picker.js",
             ),
             css={
                 "screen": (

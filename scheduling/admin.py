@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from hosts.models import Cluster
-from project.admin_base import JSON_FORM_FIELDS, ScopedAdmin, extend_admin
+from project.admin_base import JSON_FORM_FIELDS, LabelledTabularInline, ScopedAdmin, extend_admin
 from project.permissions import holds, holds_at_system
 from scheduling import services
 from scheduling.balancer import balance_cluster
@@ -55,12 +55,12 @@ class PolicyUnitAdmin(admin.ModelAdmin):
         )
 
 
-class PolicyFilterInline(admin.TabularInline):
+class PolicyFilterInline(LabelledTabularInline):
     model = PolicyFilter
     extra = 0
 
 
-class PolicyWeightInline(admin.TabularInline):
+class PolicyWeightInline(LabelledTabularInline):
     model = PolicyWeight
     extra = 0
 

@@ -8,7 +8,7 @@ from django.utils.html import format_html
 from hosts import services
 from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
-from project.admin_base import ScopedAdmin
+from project.admin_base import LabelledTabularInline, ScopedAdmin
 from project.db import count_of
 from project.errors import Refused
 from project.permissions import holds, restrict
@@ -17,7 +17,7 @@ ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter  # a filter never names what the
 HOST_PAGE_ROWS = 50  # VMs and external domains listed on a host's page
 
 
-class HostInline(admin.TabularInline):
+class HostInline(LabelledTabularInline):
     model = Host
     fields = ["name", "uri", "status", "reservable", "cpus", "memory_mb"]
     readonly_fields = ["status", "cpus", "memory_mb"]

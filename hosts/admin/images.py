@@ -5,11 +5,11 @@ from django.contrib import admin, messages
 from hosts import images
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.models import Image, ImageCopy
-from project.admin_base import ScopedAdmin
+from project.admin_base import LabelledTabularInline, ScopedAdmin
 from project.errors import Refused
 
 
-class ImageCopyInline(admin.TabularInline):
+class ImageCopyInline(LabelledTabularInline):
     model = ImageCopy
     fields = ["host", "state", "error", "path", "updated_at"]
     readonly_fields = fields

@@ -7,11 +7,11 @@ from django.utils.html import format_html
 from hosts import jobs
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.models import ExternalDomain, Job, JobJournal, JobState
-from project.admin_base import ScopedAdmin, recent_filter
+from project.admin_base import LabelledTabularInline, ScopedAdmin, recent_filter
 from project.permissions import holds
 
 
-class JobJournalInline(admin.TabularInline):
+class JobJournalInline(LabelledTabularInline):
     model = JobJournal
     fields = ["at", "message"]
     readonly_fields = ["at", "message"]

@@ -12,12 +12,14 @@ from functools import cache
 from pathlib import Path
 
 AXE = Path(__file__).resolve().parent / "node_modules" / "axe-core" / "axe.min.js"
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1366, "height": 768}
 # The impacts a page may not have: what keeps someone from using it at all, or nearly.
 BLOCKING_IMPACTS = {"serious", "critical"}
 
 RUN_AXE = """
-async () => {
-  const results = await axe.run(document, {resultTypes: ["violations"]});
+async (options) => {
+  const results = await axe.run(document, {resultTypes: ["violations"], ...options});
   return results.violations.map((v) => ({
     id: v.id, impact: v.impact, help: v.help,
     nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ") + ": " + n.failureSummary),
@@ -65,11 +67,12 @@ def _axe_source() -> str:
     return AXE.read_text()
 
 
-def blocking_violations(page) -> list[str]:
-    """axe-core's serious and critical violations on the page as it is now, one line each."""
+def blocking_violations(page, options: dict | None = None) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now, one line each
+    (``options`` go to ``axe.run``)."""
     if not page.evaluate("typeof window.axe !== 'undefined'"):
         page.evaluate(_axe_source())
-    found = page.evaluate(RUN_AXE)
+    found = page.evaluate(RUN_AXE, options or {})
     return [
         f"{v['impact']} {v['id']} ({v['help']}): " + "; ".join(v["nodes"])
         for v in found
@@ -110,3 +113,19 @@ def keyboard_gaps(page) -> list[str]:
             unseen.append(f"{name} shows no focus")
     missed = [f"{name} never gets the focus" for name in controls if name not in reached]
     return missed + unseen
+
+
+def too_wide(page, limit: int = 3) -> list[str]:
+    """The deepest elements reaching past the window's right edge: what makes a page scroll."""
+    return page.evaluate(
+        """(limit) => {
+          const width = document.documentElement.clientWidth;
+          const past = Array.from(document.body.querySelectorAll("*")).filter(
+            (el) => el.getBoundingClientRect().right > width + 1 &&
+              !Array.from(el.children).some((c) => c.getBoundingClientRect().right > width + 1));
+          return past.slice(0, limit).map((el) => el.tagName.toLowerCase() +
+            (el.id ? "#" + el.id : "") + (el.className && el.className.baseVal === undefined ?
+            "." + el.className.trim().split(/\\s+/).join(".") : ""));
+        }""",
+        limit,
+    )

@@ -18,15 +18,18 @@ from hosts import services as host_services
 from hosts.models import JobKind, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools import services as pool_services
-from tests.browser.accessibility import blocking_violations, keyboard_gaps, sideways_scroll
+from tests.browser.accessibility import (
+    LAPTOP,
+    PHONE,
+    blocking_violations,
+    keyboard_gaps,
+    sideways_scroll,
+)
 from tests.browser.conftest import log_in
 from tests.leases.fixtures import at, instances
 from tests.pools.fixtures import add_pool_vms
 
 pytestmark = pytest.mark.slow
-
-PHONE = {"width": 390, "height": 844}
-LAPTOP = {"width": 1366, "height": 768}
 
 
 @dataclass(frozen=True)

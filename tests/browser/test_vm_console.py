@@ -17,6 +17,13 @@ from playwright.sync_api import expect
 
 from hosts.guests import guestinfo
 from hosts.models import ConsoleKind, ConsoleTicket, VirtualMachine
+from tests.browser.accessibility import (
+    PHONE,
+    blocking_violations,
+    keyboard_gaps,
+    sideways_scroll,
+    too_wide,
+)
 from tests.browser.conftest import log_in
 from tests.conftest import unique, wait_until
 
@@ -218,3 +225,27 @@ def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
         interval=0.5,
         message=lambda: f"the pasted line did not run: {guest.console(logged)[-500:]!r}",
     )
+
+
+def test_the_console_and_the_terminal_fit_a_phone_pass_axe_and_their_controls_take_the_focus(
+    guest_vm, asgi_pages
+):
+    vm, owner = guest_vm
+    _, open_page = asgi_pages()
+    page = open_page()
+    log_in(page, owner)
+    page.goto(f"/vms/{vm.pk}/")
+    problems = []
+    for button, status in (("Console", "#console-status"), ("Terminal", "#terminal-status")):
+        with page.expect_popup() as opened:
+            page.get_by_role("button", name=button).click()
+        shown = opened.value
+        shown.set_viewport_size(PHONE)
+        expect(shown.locator(status)).to_have_text("Connected", timeout=DRAWN_S * 1000)
+
+        if overflow := sideways_scroll(shown):
+            problems.append(f"{button}: scrolls {overflow} px sideways ({too_wide(shown)})")
+        problems += [f"{button}: {v}" for v in blocking_violations(shown)]
+        problems += [f"{button}: {gap}" for gap in keyboard_gaps(shown)]
+
+    assert not problems, "\n".join(problems)

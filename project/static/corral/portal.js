@@ -28,6 +28,55 @@
     });
   });
 
+  // A live refresh re-renders its part of the page, focused control included; the equivalent
+  // control of the new content takes the focus back, so a keyboard user keeps their place.
+  // Controls are matched by what they do, not by their position: id, else operation and form
+  // action, else name, else link, else text.
+  var CONTROLS = "a[href], button, input, select, textarea, summary, [tabindex]";
+  function controlKey(el) {
+    var form = el.form || null;
+    var key = [
+      el.tagName,
+      el.id,
+      el.getAttribute("data-operation") || "",
+      form ? form.getAttribute("action") || "" : "",
+      el.getAttribute("name") || "",
+      el.getAttribute("value") || "",
+      el.getAttribute("href") || "",
+    ];
+    if (key.slice(1).join("") === "") {
+      key.push(el.textContent.trim());
+    }
+    return JSON.stringify(key);
+  }
+  var refocus = null; // {target, key} of the control focused in the part being swapped
+  body.addEventListener("htmx:beforeSwap", function (event) {
+    var focused = document.activeElement;
+    var target = event.detail.target;
+    refocus =
+      focused && focused !== body && target && target.contains(focused)
+        ? { target: target, key: controlKey(focused) }
+        : null;
+  });
+  body.addEventListener("htmx:afterSwap", function (event) {
+    var wanted = refocus;
+    refocus = null;
+    if (!wanted || wanted.target !== event.detail.target) {
+      return;
+    }
+    var active = document.activeElement;
+    if (active && active !== body && active.isConnected) {
+      return; // the focus is somewhere already (htmx keeps an element with an id focused)
+    }
+    var scope = wanted.target.isConnected ? wanted.target : document;
+    var again = Array.prototype.find.call(scope.querySelectorAll(CONTROLS), function (el) {
+      return controlKey(el) === wanted.key;
+    });
+    if (again) {
+      again.focus({ preventScroll: true });
+    }
+  });
+
   // On small screens the header's menu folds behind a "Menu" button (CSS shows it only there).
   var toggle = document.querySelector("header.top .menu-toggle");
   if (toggle) {
