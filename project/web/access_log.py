@@ -3,8 +3,9 @@
 
 The line is written when the response starts, its time measured to then: an event stream or a
 long poll gets its line when it opens, with the time it took to open, not hours later when it
-ends (its line says ``streaming``). Websockets do not pass through Django's middleware and get
-no line here.
+ends (its line says ``streaming``). The live requests the ASGI layer answers without Django
+(``project/live/asgi.py``) are logged there, through ``log_direct_answer``. Websockets get no
+line here.
 
 Secrets never reach the log: the values of query parameters that carry them (a console page's
 one-time ``?token=``, a password, a key) are written as ``***``. Passwords and tokens in bodies
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from types import SimpleNamespace
 from urllib.parse import parse_qsl, quote, urlencode
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -29,10 +31,9 @@ SECRET_PARAMETER = re.compile(r"token|ticket|password|passwd|secret|key|signatur
 REDACTED = "***"
 
 
-def logged_path(request) -> str:
-    """The request's path and query string, secret values replaced by ``***``."""
-    path = quote(request.path, safe="/:@!$&'()*+,;=-._~%")
-    query = request.META.get("QUERY_STRING", "")
+def logged_path(path: str, query: str) -> str:
+    """A request's path and query string, secret values replaced by ``***``."""
+    path = quote(path, safe="/:@!$&'()*+,;=-._~%")
     if not query:
         return path
     pairs = parse_qsl(query, keep_blank_values=True)
@@ -40,29 +41,51 @@ def logged_path(request) -> str:
     return f"{path}?{urlencode(shown, safe='*/:,')}"
 
 
-def log_request(request, response, started: float) -> None:
+def write_line(
+    request, user, method: str, path: str, status: int, started: float, streaming: bool
+) -> None:
+    """The access line of one request (``request``: what has its address in ``META``)."""
     milliseconds = (time.perf_counter() - started) * 1000
-    user = getattr(request, "user", None)
     username = user.get_username() if user is not None and user.is_authenticated else "-"
-    streaming = " streaming" if response.streaming else ""
-    path = logged_path(request)
     logger.info(
         "%s %s %s %s %d %.0fms%s",
         client_address(request) or "-",
         username,
-        request.method,
+        method,
         path,
-        response.status_code,
+        status,
         milliseconds,
-        streaming,
+        " streaming" if streaming else "",
         extra={
-            "method": request.method,
+            "method": method,
             "path": path,
-            "status": response.status_code,
+            "status": status,
             "duration_ms": round(milliseconds, 1),
             "user": username,
         },
     )
+
+
+def log_request(request, response, started: float) -> None:
+    """The access line of a request Django answered."""
+    path = logged_path(request.path, request.META.get("QUERY_STRING", ""))
+    user = getattr(request, "user", None)
+    write_line(
+        request, user, request.method, path, response.status_code, started, response.streaming
+    )
+
+
+def log_direct_answer(scope: dict, user, status: int, started: float, streaming: bool) -> None:
+    """The access line of a live request the ASGI layer answered without Django
+    (``project/live/asgi.py``), as Django's would be."""
+    headers = dict(scope.get("headers") or [])
+    meta = {
+        "REMOTE_ADDR": (scope.get("client") or ("",))[0],
+        "HTTP_X_FORWARDED_FOR": headers.get(b"x-forwarded-for", b"").decode("latin-1"),
+    }
+    query = scope.get("query_string", b"").decode("latin-1")
+    path = logged_path(scope["path"], query)
+    write_line(SimpleNamespace(META=meta), user, scope["method"], path, status, started, streaming)
 
 
 class AccessLogMiddleware:

@@ -5,6 +5,10 @@ import logging
 import re
 
 import pytest
+import requests
+from rest_framework.authtoken.models import Token
+
+from project import events
 
 
 @pytest.fixture
@@ -42,3 +46,33 @@ def test_a_console_ticket_in_the_query_string_is_not_logged(client, db, access_l
     (line,) = access_lines()
     assert re.fullmatch(r"127\.0\.0\.1 - GET /console/\?token=\*\*\* 404 \d+ms", line), line
     assert "s3cret-ticket-value" not in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_production_web_tier_logs_each_request_once_live_ones_answered_directly_too(
+    asgi_server, make_user
+):
+    server = asgi_server()
+    user = make_user("poller")
+    token = Token.objects.create(user=user)
+    since = events.latest_token()
+
+    for _ in range(3):  # the first through Django, the others from the process's event hub
+        poll = requests.get(
+            f"{server.url}/api/events/",
+            params={"since": since, "timeout": 0},
+            headers={"Authorization": f"Token {token.key}"},
+            timeout=30,
+        )
+        assert poll.status_code == 200
+    refused = requests.get(f"{server.url}/console/", params={"token": "s3cret-ticket"}, timeout=30)
+
+    assert refused.status_code == 404
+    logged = [line for line in server.log().splitlines() if " corral.access " in line]
+    lines = [line for line in logged if " /api/me/ " not in line]  # the start's readiness probe
+    polls = [line for line in lines if f"GET /api/events/?since={since}&timeout=0 200" in line]
+    assert len(polls) == 3, lines
+    assert all(" poller GET " in line for line in polls), polls
+    assert [line for line in lines if "GET /console/?token=*** 404" in line] != [], lines
+    assert "s3cret-ticket" not in server.log()
+    assert len(lines) == 4, lines
