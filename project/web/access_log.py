@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from urllib.parse import parse_qsl, quote, urlencode
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.utils.functional import SimpleLazyObject, empty
 
 from project.web.client_address import client_address
 
@@ -46,7 +47,7 @@ def write_line(
 ) -> None:
     """The access line of one request (``request``: what has its address in ``META``)."""
     milliseconds = (time.perf_counter() - started) * 1000
-    username = user.get_username() if user is not None and user.is_authenticated else "-"
+    username = _username(user)
     logger.info(
         "%s %s %s %s %d %.0fms%s",
         client_address(request) or "-",
@@ -64,6 +65,15 @@ def write_line(
             "user": username,
         },
     )
+
+
+def _username(user) -> str:
+    """The user's name; ``-`` when anonymous, or when the request never looked its user up (a
+    static file, a page for everyone): looking it up here would cost a query, and under ASGI
+    this runs on the event loop, where the database may not be used."""
+    if user is None or (isinstance(user, SimpleLazyObject) and user._wrapped is empty):
+        return "-"
+    return user.get_username() if user.is_authenticated else "-"
 
 
 def log_request(request, response, started: float) -> None:

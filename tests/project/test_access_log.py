@@ -76,3 +76,16 @@ def test_the_production_web_tier_logs_each_request_once_live_ones_answered_direc
     assert [line for line in lines if "GET /console/?token=*** 404" in line] != [], lines
     assert "s3cret-ticket" not in server.log()
     assert len(lines) == 4, lines
+
+
+def test_logging_a_request_never_looks_its_user_up(
+    client, make_user, access_lines, django_assert_num_queries
+):
+    client.force_login(make_user("browsing"))
+
+    with django_assert_num_queries(0):
+        icon = client.get("/favicon.ico")
+
+    assert icon.status_code == 302
+    (line,) = access_lines()
+    assert re.fullmatch(r"127\.0\.0\.1 - GET /favicon\.ico 302 \d+ms", line), line
