@@ -69,8 +69,9 @@ def write_line(
 
 def _username(user) -> str:
     """The user's name; ``-`` when anonymous, or when the request never looked its user up (a
-    static file, a page for everyone): looking it up here would cost a query, and under ASGI
-    this runs on the event loop, where the database may not be used."""
+    static file, a page for everyone): looking it up here would cost a query, and in an
+    asynchronous middleware stack this runs on the event loop, where the database may not be
+    used."""
     if user is None or (isinstance(user, SimpleLazyObject) and user._wrapped is empty):
         return "-"
     return user.get_username() if user.is_authenticated else "-"
