@@ -29,7 +29,8 @@ help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
 	@echo "           and the web server on $(HOST):$(PORT) with a demo; Ctrl-C stops it all"
 	@echo "make serve  the production web tier in the foreground: migrate, collect static files and"
-	@echo "           serve project.asgi on $$HOST:$$PORT with $$WEB_WORKERS processes (DEBUG off unless set)"
+	@echo "           serve project.asgi on $(HOST):$(PORT) with $(WEB_WORKERS) processes (DEBUG off unless set)"
+	@echo "           (HOST, PORT and WEB_WORKERS: set them in the environment or as make serve PORT=8080)"
 	@echo "make test   lint and the whole test suite (DATABASE_URL selects PostgreSQL)"
 	@echo "make lint   ruff check, ruff format --check and the layers contract (lint-imports)"
 	@echo "make bench  benchmarks, printed as one table"
@@ -115,13 +116,14 @@ run: demo
 	DEBUG=$${DEBUG:-1} $(PY) manage.py devstack --addr $(HOST):$(PORT)
 
 # gunicorn supervises WEB_WORKERS uvicorn workers (restarts a dead one, graceful reloads on HUP);
-# each worker runs Django's ASGI application on an event loop.
+# each worker runs Django's ASGI application on an event loop. The access log is Corral's own
+# (project/web/access_log.py: one line per request, secrets in query strings left out).
 serve: migrate
 	DEBUG=$${DEBUG:-0} $(PY) manage.py collectstatic --noinput -v 0
 	DEBUG=$${DEBUG:-0} CORRAL_DB_POOL_SIZE=$${CORRAL_DB_POOL_SIZE:-20} CONN_MAX_AGE=0 \
 		$(VENV)/bin/gunicorn project.asgi:application \
 		--worker-class project.web.worker.UvicornWorker --workers $(WEB_WORKERS) \
-		--bind $(HOST):$(PORT) --reuse-port --graceful-timeout 10 --access-logfile -
+		--bind $(HOST):$(PORT) --reuse-port --graceful-timeout 10
 
 lint: deps
 	$(VENV)/bin/ruff check .

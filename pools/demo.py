@@ -1,5 +1,6 @@
-"""The pools' part of the demo: a pool of four lab VMs, two kept running for instant use; with
-a lab cluster, a pool of one tiny guest kept running on its real QEMU host."""
+"""The pools' part of the demo: a pool of four VMs, two kept running for instant use; with a lab
+cluster, a pool of one tiny guest kept running on its real QEMU host. Each pool's VMs are named
+after it (demo-pool-1, …; lab-pool-1), so that a VM's name says where it came from."""
 
 from pools.models import VmPool
 from pools.services import create_pool
@@ -13,12 +14,11 @@ def seed(options: dict) -> str:
         create_pool(
             VmPool(
                 name="demo-pool",
-                description="Four lab VMs, two kept running for instant use",
+                description="Four VMs, two kept running for instant use",
                 cluster=options["cluster_obj"],
                 template=options["template"],
                 size=4,
                 prestarted_vms=2,
-                name_pattern="lab-??",
             )
         )
     made = f"Demo: the pool demo-pool (4 VMs, 2 kept running) in cluster {options['cluster']}."
@@ -33,7 +33,6 @@ def seed(options: dict) -> str:
                 template=options["lab_template"],
                 size=1,
                 prestarted_vms=1,
-                name_pattern="tiny-??",
             )
         )
     return f"{made} The pool {LAB_POOL} (1 VM, kept running) in cluster {options['lab']}."

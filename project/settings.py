@@ -74,6 +74,8 @@ if DEBUG:
     INSTALLED_APPS.append("lab")
 
 MIDDLEWARE = [
+    # One line per request on the corral.access logger (project/web/access_log.py).
+    "project.web.access_log.AccessLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from the web process (WhiteNoise; collected to STATIC_ROOT by `make serve`).
     "project.web.static_files.StaticFilesMiddleware",
@@ -303,7 +305,12 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CORRAL_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        # Django's own configuration gives "django" a console handler of its own under DEBUG;
+        # its records reach the root's handler anyway, so that one would print each twice.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.db.backends": {"level": "INFO"},
+    },
 }
 
 # HTTPS. In production (DEBUG off) a reverse proxy ends TLS and tells Django the scheme in

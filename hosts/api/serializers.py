@@ -202,6 +202,12 @@ class VirtualMachineSerializer(ModelCleanSerializer):
         "prestarted. Set when someone other than its user starts a pool's VM; those who may "
         "change the VM release it.",
     )
+    host_name = serializers.CharField(
+        source="host.name",
+        read_only=True,
+        allow_null=True,
+        help_text="The name of the host it is placed on (host is that host's id); null: none.",
+    )
     ssh = serializers.SerializerMethodField(
         help_text="How its user logs in by SSH; null until the guest runs with an address "
         "Corral can name and its template names a login account."
@@ -231,6 +237,7 @@ class VirtualMachineSerializer(ModelCleanSerializer):
             "uuid",
             "cluster",
             "host",
+            "host_name",
             "template",
             "pool",
             "reservation",

@@ -8,6 +8,7 @@ from rest_framework.routers import SimpleRouter
 
 from project import lockout
 from project.api import access_views, errors, sshkey_views
+from project.api.root import ApiRootView
 from project.web.csp import api_docs_policy
 
 router = SimpleRouter()
@@ -18,6 +19,7 @@ router.register("groups", access_views.GroupViewSet)
 router.register("me/sshkeys", sshkey_views.SshKeyViewSet, basename="sshkey")
 
 urlpatterns = [
+    path("", ApiRootView.as_view(), name="api-root"),
     *(
         path("", include(config.api_urls))
         for config in apps.get_app_configs()

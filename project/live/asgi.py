@@ -41,6 +41,8 @@ from django.http import HttpRequest, parse_cookie
 from django.http.request import split_domain_port, validate_host
 from django.urls import Resolver404, resolve
 
+from project.web.access_log import log_direct_answer
+
 LIVE_THREADS = 2
 CREDENTIAL_TTL_S = 10.0
 PIONEER_WAIT_S = 5.0
@@ -362,7 +364,16 @@ class LiveRequestGate:
         user = await credentials().user(view.corral_direct_credential, key)
         if user is None:
             return False  # Django answers: 401, or the log-in page
-        request = DirectRequest(user, query, scope, headers, receive, send)
+        started = time.perf_counter()
+
+        async def send_and_log(message):
+            if message["type"] == "http.response.start":
+                types = [v for k, v in message.get("headers", ()) if k.lower() == b"content-type"]
+                streaming = any(t.startswith(b"text/event-stream") for t in types)
+                log_direct_answer(scope, user, message["status"], started, streaming)
+            await send(message)
+
+        request = DirectRequest(user, query, scope, headers, receive, send_and_log)
         answered = await view.corral_direct(request)
         if not answered and request.answered:
             raise RuntimeError("a direct answer answered, then left the request to Django")

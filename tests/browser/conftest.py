@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -89,9 +88,9 @@ class BrowserErrors:
     event (with the directive and what was blocked); either one fails the test.
 
     Chromium also logs a console error for every response with an error status; those are no
-    script errors when the response was a page (a 404 page the test asked for), a 404 that
-    tells htmx where to go instead, or the favicon the site does not have. The console message
-    and the response may arrive in either order, so they are matched up at the end.
+    script errors when the response was a page (a 404 page the test asked for) or a 404 that
+    tells htmx where to go instead. The console message and the response may arrive in either
+    order, so they are matched up at the end.
     """
 
     def __init__(self) -> None:
@@ -146,11 +145,7 @@ class BrowserErrors:
         page.on("response", on_response)
 
     def errors(self) -> list[str]:
-        unexpected = [
-            text
-            for url, text in self.failed_loads
-            if url not in self.expected_failures and urlsplit(url).path != "/favicon.ico"
-        ]
+        unexpected = [text for url, text in self.failed_loads if url not in self.expected_failures]
         return self.found + unexpected
 
 

@@ -738,3 +738,18 @@ def test_owner_field_cannot_be_set_by_the_caller(
 
     assert response.status_code == 201, response.json()
     assert VirtualMachine.objects.get(name="web1").owner.username == "root-admin"
+
+
+def test_a_vm_shows_its_hosts_name_beside_its_id(
+    superuser_client, make_host, make_vm, make_template, cluster_a
+):
+    host = make_host(cluster_a, name="kvm-rack-7")
+    template = make_template("small", cluster=cluster_a)
+    placed = make_vm(cluster_a, template, name="placed", host=host)
+    make_vm(cluster_a, template, name="unplaced")
+
+    shown = superuser_client.get(f"/api/vms/{placed.pk}/").json()
+    listed = {vm["name"]: vm for vm in superuser_client.get("/api/vms/").json()["results"]}
+
+    assert (shown["host"], shown["host_name"]) == (host.pk, "kvm-rack-7")
+    assert (listed["unplaced"]["host"], listed["unplaced"]["host_name"]) == (None, None)

@@ -119,7 +119,10 @@ def test_devstack_serves_the_demo_and_a_real_guest_and_ctrl_c_stops_everything(d
     hosts = list(Host.objects.filter(cluster__name="demo").order_by("name"))
     assert len(hosts) == 3
     pool = VmPool.objects.get(name="demo-pool")
-    assert VirtualMachine.objects.filter(name__startswith="demo-").count() == 4
+    assert VirtualMachine.objects.filter(name__regex=r"^demo-[0-9]+$").count() == 4
+    assert sorted(pool.vms.values_list("name", flat=True)) == [
+        f"demo-pool-{n}" for n in range(1, 5)
+    ]
 
     def demo_running() -> bool:
         up_hosts = Host.objects.filter(cluster__name="demo", status=HostStatus.UP).count()

@@ -63,6 +63,7 @@ def test_the_demo_with_a_lab_boots_the_tiny_guest_from_uploaded_images_and_reuse
     assert all((image_store / image.file).exists() for image in Image.objects.all())
     pool = VmPool.objects.get(name="lab-pool")
     assert (pool.cluster, pool.template, pool.size, pool.prestarted_vms) == (lab, template, 1, 1)
+    assert list(pool.vms.values_list("name", flat=True)) == ["lab-pool-1"]
     assert Job.objects.filter(kind=JobKind.COPY_IMAGE, host=host).count() == 3
 
     again = StringIO()
@@ -85,3 +86,15 @@ def test_the_demo_without_a_lab_makes_no_real_guest(db):
     assert "no lab cluster" in out.getvalue()
     assert not Template.objects.filter(name="tiny-qemu").exists()
     assert not VmPool.objects.filter(name="lab-pool").exists()
+
+
+def test_the_demo_pools_vms_are_named_after_it(db):
+    call_command("seed_demo", "--cluster", "demo", stdout=StringIO())
+
+    pool = VmPool.objects.get(name="demo-pool")
+    assert sorted(pool.vms.values_list("name", flat=True)) == [
+        "demo-pool-1",
+        "demo-pool-2",
+        "demo-pool-3",
+        "demo-pool-4",
+    ]

@@ -96,3 +96,28 @@ def test_a_jobs_log_lines_carry_its_job_and_vm_ids(make_vm, caplog):
     assert {(line["job_id"], line["vm_id"], line["job_kind"]) for line in lines} == {
         (job.pk, vm.pk, "noop")
     }
+
+
+NOT_FOUND_PROBE = """
+import django
+django.setup()
+from django.test import Client
+Client(HTTP_HOST="127.0.0.1").get("/no-such-page/")
+"""
+
+
+def test_a_request_warning_is_logged_once_under_debug():
+    environment = {k: v for k, v in os.environ.items() if k != "CORRAL_LOG_FORMAT"}
+    environment.update(DJANGO_SETTINGS_MODULE="project.test_settings", DEBUG="1")
+    result = subprocess.run(
+        [sys.executable, "-c", NOT_FOUND_PROBE],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "Not Found: /no-such-page/" in line]
+    assert len(warnings) == 1, result.stderr

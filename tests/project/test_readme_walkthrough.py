@@ -101,6 +101,7 @@ def test_the_readme_api_walkthrough_takes_a_vm_reserves_capacity_and_launches_in
         True,
     )
     assert '"state": "succeeded"' in ran.stdout
+    assert '"host_name": "sim-3"' in ran.stdout
 
 
 def test_the_readme_portal_walkthrough_takes_a_vm_reserves_capacity_and_launches_into_it(

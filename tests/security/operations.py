@@ -67,4 +67,6 @@ def concrete(path: str, world: World) -> str:
     if "{policy_pk}" in path:
         path = path.replace("{policy_pk}", str(world.policy.pk))
         return path.replace("{id}", str(part_ids(world).get(segments[3], "")))
+    if "{id}" not in path:  # the API root, or a collection
+        return path
     return path.replace("{id}", str(object_ids(world).get(segments[1], "")))

@@ -256,3 +256,23 @@ def test_a_lease_update_documents_reservation_changes_and_additions(schema):
     assert {"id", "amount", "min", "max", "resource_properties"} <= set(change["properties"])
     assert "id" not in addition["properties"]
     assert addition["required"] == ["resource_type"]
+
+
+def test_the_api_root_is_documented_as_names_and_urls(schema):
+    root = schema["paths"]["/api/"]["get"]
+
+    assert success_schema(schema, root) == {
+        "type": "object",
+        "description": "Each collection's name (its path under /api/) and its absolute URL.",
+        "additionalProperties": {"type": "string", "format": "uri"},
+    }
+
+
+def test_a_vm_documents_its_hosts_name_as_read_only_and_null_when_it_has_none(schema):
+    host_name = schema["components"]["schemas"]["VirtualMachine"]["properties"]["host_name"]
+
+    assert (host_name["type"], host_name["readOnly"], host_name["nullable"]) == (
+        "string",
+        True,
+        True,
+    )
