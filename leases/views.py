@@ -194,15 +194,16 @@ def _lease_context(user, lease_id: int) -> dict:
     return {"lease": lease}
 
 
-def _page(request, lease_id: int, *, end_form=None, launch_form=None):
-    """The lease's page: its live panel, and the actions the user may take on it."""
+def _page_context(request, lease_id: int, *, end_form=None, launch_form=None) -> dict:
+    """The lease and the actions the user may take on it now: what its page shows, and what
+    each live refresh of it shows again."""
     user = request.user
     context = _lease_context(user, lease_id)
     lease = context["lease"]
     may_change = holds(user, CHANGE, lease) and lease.status not in ENDED
-    reservation = launchable(lease).first()
-    may_launch = reservation is not None and holds(
-        user, LAUNCH, VirtualMachine(reservation=reservation)
+    reservations = list(launchable(lease))
+    may_launch = bool(reservations) and holds(
+        user, LAUNCH, VirtualMachine(reservation=reservations[0])
     )
     if may_change and end_form is None:
         end_form = EndForm(initial={"end": lease.end_date})
@@ -211,7 +212,7 @@ def _page(request, lease_id: int, *, end_form=None, launch_form=None):
         launch_form = LaunchForm(
             lease=lease,
             request=request,
-            initial={"name": suggested_vm_name(lease, taken), "reservation": reservation},
+            initial={"name": suggested_vm_name(lease, taken), "reservation": reservations[0]},
         )
     context.update(
         section="leases",
@@ -220,7 +221,14 @@ def _page(request, lease_id: int, *, end_form=None, launch_form=None):
         may_launch=may_launch,
         end_form=end_form,
         launch_form=launch_form,
+        launch_key="-".join(str(reservation.pk) for reservation in reservations),
     )
+    return context
+
+
+def _page(request, lease_id: int, *, end_form=None, launch_form=None):
+    """The lease's page: its live panel, with the actions the user may take on it."""
+    context = _page_context(request, lease_id, end_form=end_form, launch_form=launch_form)
     return render(request, "portal/lease.html", context)
 
 
@@ -234,8 +242,9 @@ def lease_detail(request, lease_id: int):
 @require_GET
 @login_required
 def lease_panel(request, lease_id: int):
-    """The live part of a lease's page (status, events, reservations), for refreshes."""
-    return render(request, "portal/_lease_panel.html", _lease_context(request.user, lease_id))
+    """The live part of a lease's page (status, events, reservations and the actions they
+    allow), for refreshes: what a reload of the page would show."""
+    return render(request, "portal/_lease_panel.html", _page_context(request, lease_id))
 
 
 @require_POST

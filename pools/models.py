@@ -66,6 +66,15 @@ def prestarted_condition() -> Q:
     return FREE & (Q(status__in=PRESTARTED_STATUSES) | Q(start_job_active()))
 
 
+def takeable_condition() -> Q:
+    """VM rows that taking a VM could hand out now (``pools.queries.pick_free_vm``): free, and
+    running or stopped with no job, or being started with no other job."""
+    active = Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES)
+    idle = Q(status__in=(VmStatus.UP, VmStatus.DOWN)) & ~Q(Exists(active))
+    starting = Q(start_job_active()) & ~Q(Exists(active.exclude(kind=JobKind.START)))
+    return FREE & (idle | starting)
+
+
 class VmPoolQuerySet(models.QuerySet):
     def with_counts(self) -> "VmPoolQuerySet":
         """Annotate total_vms, prestarted_now (what the monitor counts), running_unassigned,
@@ -81,6 +90,12 @@ class VmPoolQuerySet(models.QuerySet):
                 "pool",
             ),
             held_vms=count_of(vms.filter(admin_hold=True), "pool"),
+        )
+
+    def with_takeable(self) -> "VmPoolQuerySet":
+        """Annotate takeable_vms: how many VMs taking one could hand out now."""
+        return self.annotate(
+            takeable_vms=count_of(VirtualMachine.objects.filter(takeable_condition()), "pool")
         )
 
 

@@ -19,32 +19,41 @@ def _takeable(user):
     return restrict(VmPool.objects.all(), user, "pools.allocate_vmpool")
 
 
+def _cards(user) -> list[VmPool]:
+    """The pools the user may take from, each with its counts and ``why_not``: why taking a VM
+    would be refused now ("" when it would not)."""
+    pools = list(
+        _takeable(user)
+        .with_counts()
+        .with_takeable()
+        .annotate(mine=count_of(VirtualMachine.objects.filter(owner=user), "pool"))
+        .select_related("template", "cluster")
+        .order_by("name")
+    )
+    for pool in pools:
+        # In the order allocate_vm refuses: the user's limit first, then an empty pool.
+        if pool.mine >= pool.max_user_vms:
+            pool.why_not = "limit"
+        elif not pool.takeable_vms:
+            pool.why_not = "empty"
+        else:
+            pool.why_not = ""
+    return pools
+
+
 @require_GET
 @login_required
 def take_page(request):
     """Take a VM: each pool the user may allocate from, with how many VMs are ready now."""
-    pools = (
-        _takeable(request.user)
-        .with_counts()
-        .annotate(mine=count_of(VirtualMachine.objects.filter(owner=request.user), "pool"))
-        .select_related("template", "cluster")
-        .order_by("name")
-    )
-    return render(request, "portal/take.html", {"pools": pools, "section": "take"})
+    context = {"pools": _cards(request.user), "section": "take"}
+    return render(request, "portal/take.html", context)
 
 
 @require_GET
 @login_required
 def pool_cards(request):
     """The pool cards alone, for live refreshes of the counts."""
-    pools = (
-        _takeable(request.user)
-        .with_counts()
-        .annotate(mine=count_of(VirtualMachine.objects.filter(owner=request.user), "pool"))
-        .select_related("template", "cluster")
-        .order_by("name")
-    )
-    return render(request, "portal/_pool_cards.html", {"pools": pools})
+    return render(request, "portal/_pool_cards.html", {"pools": _cards(request.user)})
 
 
 @require_POST

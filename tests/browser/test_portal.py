@@ -1,6 +1,6 @@
 """The user portal in a real browser: logging in, taking a VM from a pool (at once, or watching
-it start), giving it back, the per-user limit, reserving capacity with a lease, and what
-another user may not see."""
+it start), giving it back, a Take button that says why it cannot work (the per-user limit,
+nothing to take), reserving capacity with a lease, and what another user may not see."""
 
 from __future__ import annotations
 
@@ -98,25 +98,44 @@ def test_a_vm_that_must_start_shows_its_progress_live_until_it_is_up(
     assert page.evaluate("window.marker") == 1, "the page was reloaded"
 
 
-def test_taking_more_vms_than_the_pool_allows_one_user_shows_why(
+def test_at_the_users_limit_take_a_vm_is_disabled_and_the_card_says_why_live(
     page, make_pool, make_cluster, make_template, pool_user
 ):
     pool = make_pool(cluster=make_cluster(), template=make_template(), size=2, max_user_vms=1)
     add_pool_vms(pool, [VmStatus.UP, VmStatus.UP])
     user = pool_user(pool)
     log_in(page, user)
-    pool_card(page, pool).get_by_role("button", name="Take a VM").click()
-    expect(page.locator("#vm-status")).to_have_attribute("data-status", VmStatus.UP)
+    take = pool_card(page, pool).get_by_role("button", name="Take a VM")
+    expect(take).to_be_enabled()
 
-    page.goto("/")
-    pool_card(page, pool).get_by_role("button", name="Take a VM").click()
+    pool_services.allocate_vm(pool, user)  # taken elsewhere (another tab, the API)
 
-    expect(page).to_have_url(re.compile(r"/$"))
-    expect(page.locator("#messages li.error")).to_have_text(
-        f"You hold 1 VM(s) of {pool.name}, its limit per user; return one before taking another."
+    expect(take).to_be_disabled()
+    expect(take).to_have_accessible_description(
+        "You hold 1 of 1 allowed: return one to take another."
     )
     expect(pool_card(page, pool).locator(".mine")).to_have_text("1")
-    assert VirtualMachine.objects.filter(pool=pool, owner=user).count() == 1
+    page.reload()
+    expect(take).to_be_disabled()
+
+
+def test_with_nothing_to_take_take_a_vm_is_disabled_and_the_card_says_why_live(
+    page, make_pool, make_cluster, make_template, pool_user
+):
+    pool = make_pool(cluster=make_cluster(), template=make_template(), size=1, max_user_vms=1)
+    add_pool_vms(pool, [VmStatus.UP])
+    user, other = pool_user(pool), pool_user(pool)
+    log_in(page, user)
+    take = pool_card(page, pool).get_by_role("button", name="Take a VM")
+    expect(take).to_be_enabled()
+
+    pool_services.allocate_vm(pool, other)
+
+    expect(take).to_be_disabled()
+    expect(take).to_have_accessible_description(
+        "Nothing to take right now: every VM of this pool is taken or busy."
+    )
+    expect(pool_card(page, pool).locator(".mine")).to_have_text("0")
 
 
 def test_a_vm_shut_down_from_inside_leaves_its_open_page_for_my_vms(

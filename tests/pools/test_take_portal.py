@@ -3,10 +3,12 @@ on the real DB. The pages of the VM taken: tests/hosts/portal/test_vms_portal.py
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
-from hosts.models import Job, JobKind, VirtualMachine
+from hosts.models import Job, JobKind, JobState, VirtualMachine
 from tests.pools.fixtures import pool_vms
 from tests.portal import messages_of, signed_in
 
@@ -95,3 +97,42 @@ def test_taking_a_vm_needs_the_csrf_token(pool_of, pool_user):
 
     assert client.post(f"/pools/{pool.pk}/take/").status_code == 403
     assert not VirtualMachine.objects.filter(owner__isnull=False).exists()
+
+
+def _take_button(page: str, pool) -> str:
+    card = page[page.index(f'data-pool="{pool.name}"') :]
+    return re.search(r"<button [^>]*>Take a VM</button>", card).group(0)
+
+
+def test_take_is_offered_while_a_stopped_vm_can_be_started_for_the_user(pool_of, pool_user):
+    pool = pool_of(down=1)
+
+    page = signed_in(pool_user(pool)).get("/").content.decode()
+
+    assert _take_button(page, pool) == '<button class="primary" type="submit">Take a VM</button>'
+
+
+def test_take_is_disabled_when_every_vm_is_taken_held_or_busy_and_taking_is_refused(
+    pool_of, pool_user, make_user
+):
+    pool = pool_of(up=3)
+    owned, held, busy = pool_vms(pool)
+    VirtualMachine.objects.filter(pk=owned.pk).update(owner=make_user())
+    VirtualMachine.objects.filter(pk=held.pk).update(admin_hold=True)
+    Job.objects.create(kind=JobKind.SHUTDOWN, vm=busy, state=JobState.PENDING)
+    user = pool_user(pool)
+    client = signed_in(user)
+
+    page = client.get("/").content.decode()
+    taken = client.post(f"/pools/{pool.pk}/take/", follow=True)
+
+    assert _take_button(page, pool) == (
+        f'<button class="primary" type="submit" disabled aria-describedby="take-why-{pool.pk}">'
+        "Take a VM</button>"
+    )
+    assert (
+        f'<p class="muted" id="take-why-{pool.pk}">Nothing to take right now: every VM of this '
+        "pool is taken or busy.</p>"
+    ) in page
+    assert messages_of(taken) == [f"Pool {pool.name} has no free VM left; try again later."]
+    assert not VirtualMachine.objects.filter(owner=user).exists()
