@@ -98,6 +98,7 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         vm.can_console = vm.pk in operable
         vm.screen_shown = vm.status in SCREEN_STATUSES and bool(vm.graphics_port)
         vm.terminal_shown = vm.status in SCREEN_STATUSES and vm.host_id is not None
+        vm.starting = any(job.kind == JobKind.START for job in vm.active_jobs)
     for decorate in decorators:
         decorate(user, vms)
     return vms

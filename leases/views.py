@@ -286,7 +286,8 @@ def lease_launch(request, lease_id: int):
     except Refused as refused:
         messages.error(request, f"VM {vm.name} was created but not started: {refused.message}")
     else:
-        messages.info(request, f"VM {vm.name} launched into lease {lease.name}; it is starting.")
+        # That it is starting is shown live on its page, for as long as it is (#vm-starting).
+        messages.info(request, f"VM {vm.name} launched into lease {lease.name}.")
     return redirect("portal:vm", vm_id=vm.pk)
 
 

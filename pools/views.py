@@ -70,7 +70,8 @@ def take_vm(request, pool_id: int):
     if allocation.instant:
         messages.success(request, f"VM {vm.name} is yours and already running.")
     else:
-        messages.info(request, f"VM {vm.name} is yours; it is starting now.")
+        # That it is starting is shown live on its page, for as long as it is (#vm-starting).
+        messages.info(request, f"VM {vm.name} is yours.")
     return redirect("portal:vm", vm_id=vm.pk)
 
 

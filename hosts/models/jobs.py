@@ -96,6 +96,25 @@ class Job(models.Model):
         target = self.vm or self.host
         return f"{self.get_kind_display()} {target} (#{self.pk})"
 
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_JOB_STATES
+
+    @property
+    def took(self) -> str:
+        """How long a finished job ran (from its start, or from its queueing if it never
+        started), as people say it: "3 s", "2 min 5 s", "1 h 4 min"; "" while it runs."""
+        if self.finished_at is None:
+            return ""
+        seconds = round((self.finished_at - (self.started_at or self.created_at)).total_seconds())
+        minutes, seconds = divmod(max(seconds, 0), 60)
+        hours, minutes = divmod(minutes, 60)
+        if hours:
+            return f"{hours} h {minutes} min"
+        if minutes:
+            return f"{minutes} min {seconds} s"
+        return f"{seconds} s"
+
 
 class JobJournal(models.Model):
     """A line in a job's journal: what it did, when."""

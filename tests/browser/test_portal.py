@@ -23,6 +23,10 @@ pytestmark = pytest.mark.slow
 INTERMEDIATE = re.compile(r"^[1-9][0-9]?$")  # a progress bar between 0 and 100 %
 
 
+def vm_of(user) -> VirtualMachine:
+    return VirtualMachine.objects.get(owner=user)
+
+
 def pool_card(page, pool):
     return page.locator(f'section.card.pool[data-pool="{pool.name}"]')
 
@@ -85,7 +89,8 @@ def test_a_vm_that_must_start_shows_its_progress_live_until_it_is_up(
 
     card.get_by_role("button", name="Take a VM").click()
 
-    expect(page.locator("#messages")).to_contain_text("it is starting now")
+    expect(page.locator("#messages")).to_have_text(f"VM {vm_of(user).name} is yours.")
+    expect(page.locator("#vm-starting")).to_contain_text("is starting now")
     page.evaluate("window.marker = 1")
     start_job = page.locator("#vm-jobs .job").first
     bar = start_job.get_by_role("progressbar")
@@ -95,6 +100,7 @@ def test_a_vm_that_must_start_shows_its_progress_live_until_it_is_up(
     )
     expect(bar).to_have_attribute("value", "100")
     expect(start_job).to_have_attribute("data-state", "succeeded")
+    expect(page.locator("#vm-starting")).to_have_count(0)
     assert page.evaluate("window.marker") == 1, "the page was reloaded"
 
 

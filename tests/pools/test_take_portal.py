@@ -53,7 +53,8 @@ def test_taking_from_a_pool_with_none_running_starts_one_and_shows_its_job(pool_
     vm = VirtualMachine.objects.get(owner=user)
     job = Job.objects.get(vm=vm, kind=JobKind.START)
     page = response.content.decode()
-    assert f"VM {vm.name} is yours; it is starting now." in messages_of(response)
+    assert messages_of(response) == [f"VM {vm.name} is yours."]
+    assert f'<p class="notice" id="vm-starting">VM {vm.name} is starting now:' in page
     assert f'data-job="{job.pk}"' in page
     assert '<progress class="progress" max="100"' in page
 

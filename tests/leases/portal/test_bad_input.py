@@ -797,9 +797,15 @@ def test_markup_in_a_pool_description_and_a_job_error_is_shown_as_text(portal):
         vm=portal.pool_vm,
         requested_by=portal.user,
         state=JobState.FAILED,
-        step=IMG,
         error_code="hook_failed",
         error_message=f"vm-pre-start said {SCRIPT}",
+    )
+    running = Job.objects.create(
+        kind=JobKind.SHUTDOWN,
+        vm=portal.pool_vm,
+        requested_by=portal.user,
+        state=JobState.RUNNING,
+        step=IMG,
     )
 
     pages = [
@@ -807,6 +813,7 @@ def test_markup_in_a_pool_description_and_a_job_error_is_shown_as_text(portal):
         portal.client.get("/pools/cards/"),
         portal.client.get(f"/jobs/{job.pk}/"),
         portal.client.get(f"/vms/{portal.pool_vm.pk}/"),
+        portal.client.get(f"/jobs/{running.pk}/"),
     ]
 
     for response in pages:
@@ -814,7 +821,7 @@ def test_markup_in_a_pool_description_and_a_job_error_is_shown_as_text(portal):
         assert_no_raw_markup(response.content.decode())
     assert html.escape(SCRIPT) in pages[0].content.decode()
     assert f"vm-pre-start said {html.escape(SCRIPT)}" in pages[2].content.decode()
-    assert html.escape(IMG) in pages[2].content.decode()
+    assert html.escape(IMG) in pages[4].content.decode()
 
 
 # -- the event stream -------------------------------------------------------------------------
