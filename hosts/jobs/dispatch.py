@@ -13,8 +13,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from redis import RedisError
 
-from hosts.jobs.context import job_event, requested
+from hosts.jobs.context import job_event, logger, requested
 from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from project import events
@@ -38,7 +39,17 @@ def queue_run(job_ids) -> None:
 
     [run_job] = _run_job_task
     for job_id in job_ids:
-        async_task(run_job, job_id, task_name=f"job-{job_id}")
+        try:
+            async_task(run_job, job_id, task_name=f"job-{job_id}")
+        except (RedisError, OSError):
+            # The broker is down (Redis restarting): the job is committed and stays pending,
+            # and the reaper hands it over again once CORRAL_JOB_DISPATCH_RETRY has passed.
+            # Whoever asked for it is answered as usual.
+            logger.warning(
+                "job %s could not be queued now; it is handed over again later",
+                job_id,
+                exc_info=True,
+            )
 
 
 def submit(

@@ -144,3 +144,35 @@ def test_jobs_queued_through_the_web_wait_in_redis_until_a_task_cluster_runs_the
         vms[0].name: ("down", "down"),
         **{vm.name: ("up", "up") for vm in vms[1:]},
     }
+
+
+def test_a_job_asked_for_while_redis_is_down_is_accepted_and_runs_once_redis_is_back(
+    sim_vm, make_user, web_server, task_cluster, tmp_path
+):
+    """Redis restarting (it keeps nothing on disk) must not turn a request into a 500: the job
+    is committed, answered 202, and handed to a task cluster once Redis answers again."""
+    from lab.soak.services import Redis
+
+    broker = Redis(tmp_path).start()
+    env = {"REDIS_URL": broker.url, "Q_CLUSTER_NAME": f"corral-test-{uuid.uuid4().hex[:10]}"}
+    vm = sim_vm()
+    headers = token_for(make_user(superuser=True))
+    web = web_server(**env)
+    try:
+        broker.kill()
+        answer = requests.post(f"{web.url}/api/vms/{vm.pk}/start/", headers=headers, timeout=60)
+        assert answer.status_code == 202, answer.text[:500]
+        job = Job.objects.get(pk=answer.json()["id"])
+        assert (job.kind, job.state) == ("start", JobState.PENDING)
+
+        broker.start()
+        cluster = task_cluster(CORRAL_JOB_DISPATCH_RETRY="2", **env)
+        wait_until(
+            lambda: Job.objects.filter(pk=job.pk, state=JobState.SUCCEEDED).exists(),
+            timeout=SETTLE_S,
+            message=lambda: f"{Job.objects.get(pk=job.pk).state}: {cluster.log()[-3000:]}",
+        )
+        vm.refresh_from_db()
+        assert (vm.status, _host_says(vm)) == ("up", "up")
+    finally:
+        broker.stop()
