@@ -23,7 +23,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OPENSTACK_VENV := var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run serve test lint format bench system-packages browser-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
+.PHONY: run serve test lint format bench soak system-packages browser-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
@@ -34,6 +34,8 @@ help:
 	@echo "make test   lint and the whole test suite (DATABASE_URL selects PostgreSQL)"
 	@echo "make lint   ruff check, ruff format --check and the layers contract (lint-imports)"
 	@echo "make bench  benchmarks, printed as one table"
+	@echo "make soak   SOAK_MINUTES (10) of SOAK_USERS (200) API users while processes, hosts and the"
+	@echo "           database fail; prints the report (JSON under var/soak/), exits 1 on a violation"
 
 # Debian packages libvirt-python compiles against, and Python's venv/headers when missing.
 system-packages:
@@ -139,6 +141,12 @@ test: deps browser-packages cloud-image-packages openstack-clients lint
 
 bench: deps
 	$(PY) bench/run.py
+
+# The soak (lab/soak/run.py): the production web tier, two task clusters, a PostgreSQL and a
+# Redis of its own and simulated hosts, used by SOAK_USERS people through the API for
+# SOAK_MINUTES while faults strike; exits 1 if an invariant broke (report under var/soak/).
+soak: deps
+	$(PY) -m lab.soak
 
 # noVNC, the browser's VNC client of the VM console page, is committed under
 # project/static/vendor/novnc-$(NOVNC_VERSION) (its core and vendored pako, MPL-2.0 / MIT:

@@ -1,5 +1,5 @@
 """What the hosts themselves report, set against what Corral's database says, for the fault
-scenarios: after a fault settles, every VM must be what its host says it is."""
+scenarios (tests and the soak): after a fault settles, every VM must be what its host says it is."""
 
 from __future__ import annotations
 

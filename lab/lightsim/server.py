@@ -111,6 +111,15 @@ class Simulator:
             self._domain(self._host(request), request)["state"] = state
         return {"ok": True}
 
+    def op_latency(self, request: dict) -> dict:
+        """Change how long a host takes to answer (a host that answers slowly, then again not)."""
+        latency_ms = float(request.get("latency_ms", 0))
+        if latency_ms < 0:
+            raise Refused("bad_request", "A latency is 0 ms or more.")
+        with self.lock:
+            self._host(request).latency = latency_ms / 1000
+        return {"ok": True}
+
     def op_stats(self, request: dict) -> dict:
         with self.lock:
             hosts = {

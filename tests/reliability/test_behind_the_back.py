@@ -21,7 +21,7 @@ from hosts.operations import spec_for
 from pools.models import VmPool
 from project.models import Event, EventKind
 from tests.conftest import wait_until
-from tests.reliability.hostview import active_jobs, disagreements
+from lab.hostview import active_jobs, disagreements
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from django_q.models import Task
 from hosts import jobs
 from hosts.models import Host, Job, JobJournal, JobKind, JobState
 from tests.conftest import wait_until
-from tests.reliability.hostview import disagreements, look
+from lab.hostview import disagreements, look
 
 pytestmark = pytest.mark.slow
 

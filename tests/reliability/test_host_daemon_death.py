@@ -29,7 +29,7 @@ from leases.models import Allocation, Lease
 from project.models import Event, EventKind
 from tests.conftest import wait_until
 from tests.leases.fixtures import instances
-from tests.reliability.hostview import disagreements, look
+from lab.hostview import disagreements, look
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from pools.models import VmPool
 from pools.monitor import PRESTART
 from project.models import Event, EventKind
 from tests.conftest import wait_until
-from tests.reliability.hostview import active_jobs, disagreements, look
+from lab.hostview import active_jobs, disagreements, look
 
 pytestmark = pytest.mark.slow
 
