@@ -18,10 +18,10 @@ from django.utils import timezone
 from hosts import driver, sync
 from hosts.models import Host, VirtualMachine
 from hosts.operations import spec_for
+from lab.hostview import active_jobs, disagreements
 from pools.models import VmPool
 from project.models import Event, EventKind
 from tests.conftest import wait_until
-from lab.hostview import active_jobs, disagreements
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from django_q.models import Task
 
 from hosts import jobs
 from hosts.models import Host, Job, JobJournal, JobKind, JobState
-from tests.conftest import wait_until
 from lab.hostview import disagreements, look
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -23,13 +23,13 @@ from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, Job, JobKind, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND, spec_for
 from lab import simhosts
+from lab.hostview import disagreements, look
 from leases import lifecycle
 from leases import services as leases
 from leases.models import Allocation, Lease
 from project.models import Event, EventKind
 from tests.conftest import wait_until
 from tests.leases.fixtures import instances
-from lab.hostview import disagreements, look
 
 pytestmark = pytest.mark.slow
 

@@ -14,11 +14,11 @@ import pytest
 from hosts import jobs
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from lab.hostview import active_jobs, disagreements, look
 from pools.models import VmPool
 from pools.monitor import PRESTART
 from project.models import Event, EventKind
 from tests.conftest import wait_until
-from lab.hostview import active_jobs, disagreements, look
 
 pytestmark = pytest.mark.slow
 
