@@ -22,6 +22,7 @@ from pools.models import VmPool
 from pools.queries import active_job, free_vms, prestarted
 from project import events
 from project.db import count_of
+from project.workers import queue_task
 
 # The reason a prestart's start job carries: its failures are counted against the VM.
 PRESTART = "prestart"
@@ -144,13 +145,12 @@ def nudge_monitor(pool_id: int, *, coalesce: bool = False) -> None:
     nothing (the monitor run they would queue counts everything at once anyway, and the
     ticker's run follows within ``VMPOOL_MONITOR_INTERVAL``).
     """
-    from django_q.tasks import async_task
-
     from pools.tasks import monitor_pool  # the task module imports this one
 
     if coalesce and not _claim_nudge(pool_id):
         return
-    async_task(monitor_pool, pool_id, task_name=f"prestart-{pool_id}")
+    # With the broker down, the ticker's monitor run starts the VMs instead.
+    queue_task(monitor_pool, pool_id, task_name=f"prestart-{pool_id}")
 
 
 def _claim_nudge(pool_id: int) -> bool:

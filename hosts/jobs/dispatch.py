@@ -13,12 +13,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from redis import RedisError
 
-from hosts.jobs.context import job_event, logger, requested
+from hosts.jobs.context import job_event, requested
 from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from project import events
+from project.workers import queue_task
 
 # The django-q2 task that runs a job, ``hosts.tasks.run_job``: it hands the runner the
 # operations, so it sits above this module, and the hosts app hands it down from its ready()
@@ -34,22 +34,11 @@ def run_jobs_with(task: Callable[[int], str]) -> None:
 
 def queue_run(job_ids) -> None:
     """Hand jobs to the task workers, now (call it once their rows are committed): the one
-    place a job run is queued."""
-    from django_q.tasks import async_task
-
+    place a job run is queued. A job the broker cannot take now (Redis restarting) stays
+    pending: the reaper hands it over again once CORRAL_JOB_DISPATCH_RETRY has passed."""
     [run_job] = _run_job_task
     for job_id in job_ids:
-        try:
-            async_task(run_job, job_id, task_name=f"job-{job_id}")
-        except (RedisError, OSError):
-            # The broker is down (Redis restarting): the job is committed and stays pending,
-            # and the reaper hands it over again once CORRAL_JOB_DISPATCH_RETRY has passed.
-            # Whoever asked for it is answered as usual.
-            logger.warning(
-                "job %s could not be queued now; it is handed over again later",
-                job_id,
-                exc_info=True,
-            )
+        queue_task(run_job, job_id, task_name=f"job-{job_id}")
 
 
 def submit(

@@ -146,33 +146,57 @@ def test_jobs_queued_through_the_web_wait_in_redis_until_a_task_cluster_runs_the
     }
 
 
-def test_a_job_asked_for_while_redis_is_down_is_accepted_and_runs_once_redis_is_back(
-    sim_vm, make_user, web_server, task_cluster, tmp_path
+def test_what_is_asked_while_redis_is_down_is_accepted_and_runs_once_redis_is_back(
+    sim_vm,
+    running_vm,
+    sim_cluster,
+    small_template,
+    make_pool,
+    make_user,
+    web_server,
+    task_cluster,
+    tmp_path,
 ):
-    """Redis restarting (it keeps nothing on disk) must not turn a request into a 500: the job
-    is committed, answered 202, and handed to a task cluster once Redis answers again."""
+    """Redis restarting (it keeps nothing on disk) must not turn a request into a 500: a VM's
+    start and a prestarted VM taken from a pool (with the pool's nudge to prestart another)
+    are committed and answered as usual; the start runs once Redis answers again."""
     from lab.soak.services import Redis
 
     broker = Redis(tmp_path).start()
     env = {"REDIS_URL": broker.url, "Q_CLUSTER_NAME": f"corral-test-{uuid.uuid4().hex[:10]}"}
     vm = sim_vm()
+    pool = make_pool(cluster=sim_cluster, template=small_template, size=2, prestarted_vms=1)
+    pool_vm = running_vm(pool=pool)
     headers = token_for(make_user(superuser=True))
     web = web_server(**env)
     try:
         broker.kill()
-        answer = requests.post(f"{web.url}/api/vms/{vm.pk}/start/", headers=headers, timeout=60)
-        assert answer.status_code == 202, answer.text[:500]
-        job = Job.objects.get(pk=answer.json()["id"])
-        assert (job.kind, job.state) == ("start", JobState.PENDING)
+        started = requests.post(f"{web.url}/api/vms/{vm.pk}/start/", headers=headers, timeout=60)
+        taken = requests.post(
+            f"{web.url}/api/vmpools/{pool.pk}/allocatevm/", headers=headers, timeout=60
+        )
+        assert (started.status_code, taken.status_code) == (202, 200), (
+            started.text[:300],
+            taken.text[:300],
+        )
+        assert (taken.json()["vm"]["id"], taken.json()["instant"]) == (pool_vm.pk, True)
+        job_ids = [started.json()["id"]]
+        assert list(Job.objects.filter(pk__in=job_ids).values_list("vm", "kind", "state")) == [
+            (vm.pk, "start", JobState.PENDING)
+        ]
 
         broker.start()
         cluster = task_cluster(CORRAL_JOB_DISPATCH_RETRY="2", **env)
         wait_until(
-            lambda: Job.objects.filter(pk=job.pk, state=JobState.SUCCEEDED).exists(),
+            lambda: Job.objects.filter(pk__in=job_ids, state=JobState.SUCCEEDED).count() == 1,
             timeout=SETTLE_S,
-            message=lambda: f"{Job.objects.get(pk=job.pk).state}: {cluster.log()[-3000:]}",
+            message=lambda: (
+                f"{list(Job.objects.filter(pk__in=job_ids).values('state'))}: "
+                f"{cluster.log()[-3000:]}"
+            ),
         )
-        vm.refresh_from_db()
-        assert (vm.status, _host_says(vm)) == ("up", "up")
+        for each in (vm, pool_vm):
+            each.refresh_from_db()
+            assert (each.status, _host_says(each)) == ("up", "up")
     finally:
         broker.stop()
