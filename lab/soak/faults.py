@@ -28,6 +28,19 @@ from lab import simhosts
 from lab.lightsim import driver as lightsim
 
 RECOVERY_BOUND_S = 120
+KINDS = (
+    "kill -9 a task cluster",
+    "freeze a web process",
+    "kill a host's libvirt daemon",
+    "a host answers slowly",
+    "restart PostgreSQL",
+    "change VMs behind Corral's back",
+    "restart Redis",
+)
+
+
+class Skip(Exception):  # noqa: N818  (not an error: the fault cannot strike now)
+    """The fault cannot strike now (the only task cluster left, a host already down)."""
 
 
 @dataclass
@@ -65,23 +78,29 @@ class Faults(threading.Thread):
         self.log: list[Fault] = []
         self.busy: set[str] = set()
         self.threads: list[threading.Thread] = []
-        self.kinds: dict[str, Callable[[Fault], Callable[[], bool] | None]] = {
-            "kill -9 a task cluster": self.kill_task_cluster,
-            "freeze a web process": self.freeze_web,
-            "kill a host's libvirt daemon": self.kill_host_daemon,
-            "a host answers slowly": self.slow_host,
-            "restart PostgreSQL": self.restart_postgres,
-            "change VMs behind Corral's back": self.behind_the_back,
-            "restart Redis": self.restart_redis,
-        }
+        methods = (
+            self.kill_task_cluster,
+            self.freeze_web,
+            self.kill_host_daemon,
+            self.slow_host,
+            self.restart_postgres,
+            self.behind_the_back,
+            self.restart_redis,
+        )
+        self.kinds: dict[str, Callable[[Fault], Callable[[], bool] | None]] = dict(
+            zip(KINDS, methods, strict=True)
+        )
 
     def run(self) -> None:
         while not self.stop_event.wait(self.rng.expovariate(1 / self.every)):
             with self.lock:
+                # Of the kinds not under way, one of those struck least so far: a short run
+                # still meets every kind.
                 free = [kind for kind in self.kinds if kind not in self.busy]
                 if not free:
                     continue
-                kind = self.rng.choice(free)
+                struck = {kind: sum(f.kind == kind for f in self.log) for kind in free}
+                kind = self.rng.choice([k for k in free if struck[k] == min(struck.values())])
                 self.busy.add(kind)
             thread = threading.Thread(target=self._run, args=(kind,), daemon=True)
             self.threads.append(thread)
@@ -98,6 +117,11 @@ class Faults(threading.Thread):
             self.log.append(fault)
         try:
             recovered = self.kinds[kind](fault)
+        except Skip:
+            with self.lock:
+                self.log.remove(fault)
+                self.busy.discard(kind)
+            return
         except Exception as exc:  # a fault the soak could not inject: reported
             fault.detail += f" (could not inject: {exc!r})"
             recovered = None
@@ -133,8 +157,7 @@ class Faults(threading.Thread):
         taken over by the other one: recovery counts from the kill, not from the restart."""
         alive = [c for c in self.soak.clusters if c.running()]
         if len(alive) < 2:
-            fault.detail = "skipped: one task cluster left"
-            return None
+            raise Skip
         cluster = self.rng.choice(alive)
         dead = set(cluster.group())
         fault.detail = f"task cluster {self.soak.clusters.index(cluster) + 1}"
@@ -164,7 +187,7 @@ class Faults(threading.Thread):
     def freeze_web(self, fault: Fault):
         workers = self.soak.web.workers()
         if not workers:
-            return None
+            raise Skip
         pid = self.rng.choice(workers)
         fault.detail = f"web worker {pid}"
         os.kill(pid, signal.SIGSTOP)
@@ -178,7 +201,7 @@ class Faults(threading.Thread):
         daemon = self.rng.choice(self.soak.fleet.daemons)
         pid = daemon.pid()
         if pid is None:
-            return None
+            raise Skip
         fault.detail = daemon.name
         os.kill(pid, signal.SIGKILL)
         self._hold(5, 15)
@@ -202,7 +225,7 @@ class Faults(threading.Thread):
         daemon = self.rng.choice(self.soak.fleet.daemons)
         pid = daemon.pid()
         if pid is None:
-            return None
+            raise Skip
         fault.detail = f"{daemon.name} frozen"
         os.kill(pid, signal.SIGSTOP)
         try:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 REQUEST_TIMEOUT_S = 40
 POLL_TIMEOUT_S = 25
@@ -112,6 +114,10 @@ class Client:
         self.record = record
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
+        # As HTTP lets a client do (RFC 9112, 9.3.1), and browsers do: a GET sent on a kept-alive
+        # connection the server closed meanwhile is sent once more. Nothing else is retried.
+        once = Retry(total=1, connect=1, read=1, status=0, allowed_methods={"GET"})
+        self.session.mount("http://", HTTPAdapter(max_retries=once))
 
     def call(
         self, kind: str, method: str, path: str, body: dict | None = None, timeout: float = 0

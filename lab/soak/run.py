@@ -11,6 +11,7 @@ Settings (environment):
     SOAK_POLLERS      users who keep a long poll of the event feed open (20)
     SOAK_LIGHT_HOSTS  light simulated hosts, besides 4 libvirt test-driver hosts (12)
     SOAK_SEED         the random choices (users' and faults'), for a run to be repeated
+    SOAK_REPORT_DIR   where the JSON report goes (var/soak/)
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def main() -> int:
         return 2
     finally:
         soak.stop()
-    out = REPO / "var" / "soak"
+    out = Path(os.environ.get("SOAK_REPORT_DIR") or REPO / "var" / "soak")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{stamp}.json"
     report["logs"] = str(base)
