@@ -15,6 +15,9 @@ APT_PACKAGES := libvirt-dev pkg-config gcc libvirt-daemon libvirt-daemon-driver-
 	qemu-system-x86 qemu-utils curl jq
 # The browser the end-to-end tests drive (tests only; `make run` does not need it).
 BROWSER_PACKAGES := chromium
+# The soak's own PostgreSQL server and Redis (lab/soak/services.py; make soak and its short form
+# in the tests).
+SOAK_PACKAGES := postgresql redis-server
 # What builds the Debian cloud image (lab/cloudimage.py) and logs into it (tests only).
 CLOUD_IMAGE_PACKAGES := mmdebstrap e2fsprogs openssh-client
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -23,7 +26,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OPENSTACK_VENV := var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run serve test lint format bench soak system-packages browser-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
+.PHONY: run serve test lint format bench soak system-packages browser-packages soak-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
@@ -75,6 +78,15 @@ browser-packages:
 	fi
 	@[ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ] || \
 		npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+
+soak-packages:
+	@missing=""; \
+	for p in $(SOAK_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 cloud-image-packages:
 	@missing=""; \
@@ -136,7 +148,7 @@ format: deps
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: deps browser-packages cloud-image-packages openstack-clients lint
+test: deps browser-packages cloud-image-packages soak-packages openstack-clients lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: deps
@@ -145,7 +157,7 @@ bench: deps
 # The soak (lab/soak/run.py): the production web tier, two task clusters, a PostgreSQL and a
 # Redis of its own and simulated hosts, used by SOAK_USERS people through the API for
 # SOAK_MINUTES while faults strike; exits 1 if an invariant broke (report under var/soak/).
-soak: deps
+soak: deps soak-packages
 	$(PY) -m lab.soak
 
 # noVNC, the browser's VNC client of the VM console page, is committed under

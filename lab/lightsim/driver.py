@@ -189,5 +189,6 @@ def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
 
 
 def control(uri: str, op: str, **values) -> dict:
-    """A control request (``add``, ``set``, ``stats``) to the simulator serving ``uri``."""
+    """A control request (``add``, ``set``, ``latency``, ``stats``) to the simulator serving
+    ``uri``."""
     return request(uri, op, op, **values)

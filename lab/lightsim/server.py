@@ -5,9 +5,10 @@
 The process listens on a Unix socket and speaks JSON lines: one request object per line
 (``{"op": "report", "host": "light-1"}``), one answer per line (``{"ok": true, ...}`` or
 ``{"ok": false, "error": "no_domain", "message": ...}``). ``lab.lightsim.driver`` is the
-driver side (hosts reached by ``lightsim+unix:///NAME?socket=SOCKET`` URIs); ``add`` and
-``set`` are the control side: they add a host with its domains, and change a domain's state
-behind Corral's back. Each host answers after its own latency, and counts its reports (and
+driver side (hosts reached by ``lightsim+unix:///NAME?socket=SOCKET`` URIs); ``add``, ``set``
+and ``latency`` are the control side: they add a host with its domains, change a domain's state
+behind Corral's back, and change how long a host takes to answer (the soak's slow host). Each
+host answers after its own latency, and counts its reports (and
 reports read at once by two processes: ``overlaps``) for tests and benchmarks.
 
 Nothing here imports Django: the process stays small.

@@ -13,7 +13,15 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from django.db.models import Count, F, Q
 
 from hosts import driver
-from hosts.models import ExternalDomain, Host, Job, JobState, VirtualMachine, VmStatus
+from hosts.models import (
+    ExternalDomain,
+    Host,
+    Job,
+    JobJournal,
+    JobState,
+    VirtualMachine,
+    VmStatus,
+)
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
 from lab.hostview import disagreements
 from lab.soak.faults import db
@@ -146,6 +154,18 @@ def settled(record, readers, seconds: float = SETTLE_S) -> dict[str, float]:
         Q(state=JobState.FAILED) & (Q(error_code="") | Q(error_message=""))
     ):
         record.violation("every job ends", f"job {job.pk} ({job.kind}) failed with no reason")
+    # No job started its VM twice: a start defines the VM on each host it tries, once.
+    for row in (
+        JobJournal.objects.filter(message__startswith="Defining the VM on ")
+        .values("job_id", "job__vm_id", "message")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+    ):
+        record.violation(
+            "one start per job",
+            f"job {row['job_id']} of VM {row['job__vm_id']}: {row['message']!r} {row['n']} times",
+            record.history(row["job__vm_id"]),
+        )
     # The database agrees with every host about every VM.
     wrong = until("database agrees with the hosts", _disagreements, seconds)
     for line in wrong:

@@ -63,14 +63,29 @@ def build(*, record, faults, began, ended, settle, settings, samples) -> dict:
     by_kind: dict[str, list] = defaultdict(list)
     for fault in faults:
         by_kind[fault.kind].append(fault)
+
+    def alone(fault) -> bool:
+        """No other fault struck from this one's start until it had recovered."""
+        end = (fault.ended or fault.began) + (fault.recovery_s or 0)
+        return not any(
+            other is not fault
+            and other.began <= end
+            and (other.ended or other.began) >= fault.began
+            for other in faults
+        )
+
     recovery = {}
     for kind, done in sorted(by_kind.items()):
         measured = [f.recovery_s for f in done if f.recovery_s is not None]
+        single = [f.recovery_s for f in done if f.recovery_s is not None and alone(f)]
         recovery[kind] = {
             "faults": len(done),
             "recovered": sum(1 for f in done if f.recovered),
             "median_s": round(statistics.median(measured), 1) if measured else None,
             "max_s": round(max(measured), 1) if measured else None,
+            # Of the faults no other overlapped: what this kind alone costs.
+            "alone": len(single),
+            "alone_max_s": round(max(single), 1) if single else None,
         }
     return {
         "settings": settings,
@@ -120,11 +135,18 @@ def text(report: dict) -> str:
         left = f"{calm['p50_ms']:7.1f} / {calm['p95_ms']:7.1f}" if calm else " " * 17
         right = f"{rough['p50_ms']:7.1f} / {rough['p95_ms']:7.1f}" if rough else ""
         lines.append(f"  {kind:16} {left} | {right}")
-    lines += ["", "Faults and recovery (count, recovered, median / max seconds):"]
+    lines += [
+        "",
+        "Faults and recovery (count, recovered, median / max seconds; max of those no other",
+        "fault overlapped):",
+    ]
     for kind, r in report["recovery"].items():
         median = "-" if r["median_s"] is None else f"{r['median_s']:.1f}"
         worst = "-" if r["max_s"] is None else f"{r['max_s']:.1f}"
-        lines.append(f"  {kind:32} {r['faults']:3} {r['recovered']:3}   {median} / {worst}")
+        single = "-" if r["alone_max_s"] is None else f"{r['alone_max_s']:.1f} ({r['alone']})"
+        lines.append(
+            f"  {kind:32} {r['faults']:3} {r['recovered']:3}   {median} / {worst}   {single}"
+        )
     lines += ["", f"Settled after the faults (s): {report['settle_s']}", ""]
     if report["violations"]:
         lines.append(f"VIOLATIONS: {len(report['violations'])}")
