@@ -79,10 +79,11 @@ class Soak:
         return response.status_code == 200
 
     def stop(self) -> None:
+        """Stop everything at once: the run is over, nothing needs a graceful end."""
         for child in [self.web, *self.clusters]:
             if child is not None:
                 with contextlib.suppress(Exception):
-                    child.stop()
+                    child.kill()
         if self.fleet is not None:
             from lab import simhosts
 
