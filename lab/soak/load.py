@@ -10,7 +10,8 @@ while another holds it.
 - admins migrate running VMs, resize pools and change clusters' scheduling policies;
 - pollers keep a long poll of the event feed open, resuming from their last token;
 - two feed readers (admins) record every event they are given: one reads without a break, the
-  other drops its connection now and then and resumes from its last token.
+  other drops its connection now and then and resumes from its last token; two more follow the
+  portal's live stream with a session, reconnecting with Last-Event-ID as a browser does.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import requests
+from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -421,6 +423,76 @@ class FeedReader(Poller):
                 next_drop = time.monotonic() + self.rng.uniform(10, 30)
 
 
+class StreamReader(Person):
+    """A portal page's live stream (server-sent events, with the page's session): it reads
+    every event it is sent and, when the stream ends or breaks, reconnects with Last-Event-ID,
+    as a browser does. Checked like the feed readers: it misses nothing."""
+
+    def __init__(self, client: Client, rng, stop, think, *, session: str):
+        super().__init__(client, rng, stop, think)
+        self.drops = True
+        self.session = requests.Session()
+        self.session.cookies.set(settings.SESSION_COOKIE_NAME, session)
+        self.first_token: int | None = None
+        self.token = 0
+        self.seen: set[int] = set()
+        self.resyncs: list[tuple[int, int]] = []
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.listen()
+
+    def listen(self) -> None:
+        headers = {"Last-Event-ID": str(self.token)} if self.first_token is not None else {}
+        sent = time.monotonic()
+        record = self.client.record
+        try:
+            with self.session.get(
+                f"{self.client.base_url}/events/stream/",
+                headers=headers,
+                stream=True,
+                timeout=(10, REQUEST_TIMEOUT_S),
+            ) as response:
+                record.call(
+                    Call("event stream", response.status_code, _ms(sent), sent, self.client.name)
+                )
+                if response.status_code != 200:
+                    if response.status_code >= 500 and not (
+                        response.status_code == 503 and response.headers.get("Retry-After")
+                    ):
+                        record.violation(
+                            "well-formed answers",
+                            f"event stream as {self.client.name}: {response.status_code}",
+                        )
+                    self.stop_event.wait(self.rng.uniform(1, 3))
+                    return
+                self._read(response)
+        except requests.RequestException:
+            pass  # a broken stream: the browser reconnects with Last-Event-ID
+        self.stop_event.wait(1)
+
+    def _read(self, response) -> None:
+        since = self.token
+        block: dict[str, str] = {}
+        for line in response.iter_lines(decode_unicode=True):
+            if self.stop_event.is_set():
+                return
+            if line:
+                field_name, _, value = line.partition(":")
+                block[field_name] = value.strip()
+                continue
+            if "id" in block:
+                position = int(block["id"])
+                if self.first_token is None:
+                    self.first_token = position
+                elif "data" in block and block.get("event") != "resync":
+                    self.seen.add(position)
+                self.token = max(self.token, position)
+            if block.get("event") == "resync":
+                self.resyncs.append((since, 10**12))
+            block = {}
+
+
 def people(
     base_url: str,
     fleet,
@@ -429,8 +501,8 @@ def people(
     seed: int,
     think: float,
     pollers: int,
-) -> tuple[list[Person], list[FeedReader]]:
-    """Every user of the fleet as a thread (not started), and the two feed readers."""
+) -> tuple[list[Person], list]:
+    """Every user of the fleet as a thread (not started), and the feed and stream readers."""
     rng = random.Random(seed)
     holders = Holders(record)
     crowd: list[Person] = []
@@ -450,12 +522,14 @@ def people(
         else:
             crowd.append(PoolUser(*common, pools=fleet.pools, holders=holders))
     admins = sorted(fleet.admins.items())
-    readers = []
+    readers: list = []
     for index, (user_id, token) in enumerate(admins):
         name = f"admin-{user_id}"
         common = (client(user_id, token, name), random.Random(rng.random()), stop, think)
         if index < 2:
             readers.append(FeedReader(*common, drops=index == 1))
+        elif index < 4:
+            readers.append(StreamReader(*common, session=fleet.sessions[user_id]))
         else:
             crowd.append(
                 Admin(

@@ -8,7 +8,7 @@ Settings (environment):
     SOAK_USERS        API users, a few of them admins (200)
     SOAK_FAULT_EVERY  mean seconds between faults (20)
     SOAK_THINK        mean seconds a user waits between two actions (8)
-    SOAK_POLLERS      users who keep a long poll of the event feed open (20)
+    SOAK_POLLERS      users who keep a long poll of the event feed open (a tenth of them)
     SOAK_LIGHT_HOSTS  light simulated hosts, besides 4 libvirt test-driver hosts (12)
     SOAK_SEED         the random choices (users' and faults'), for a run to be repeated
     SOAK_REPORT_DIR   where the JSON report goes (var/soak/)
@@ -103,7 +103,7 @@ def main() -> int:
     users = int(_setting("SOAK_USERS", 200))
     every = _setting("SOAK_FAULT_EVERY", 20)
     think = _setting("SOAK_THINK", 8)
-    pollers = int(_setting("SOAK_POLLERS", 20))
+    pollers = int(_setting("SOAK_POLLERS", max(2, users // 10)))
     light_hosts = int(_setting("SOAK_LIGHT_HOSTS", 12))
     seed = int(os.environ.get("SOAK_SEED") or random.randrange(10**6))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from hosts.models import Cluster, Host, Template
@@ -37,6 +39,7 @@ class Fleet:
     policies: list[int]
     users: dict[int, str] = field(default_factory=dict)  # user id -> token
     admins: dict[int, str] = field(default_factory=dict)
+    sessions: dict[int, str] = field(default_factory=dict)  # admin id -> portal session key
 
 
 def build(base: Path, users: int, light_hosts: int) -> Fleet:
@@ -105,7 +108,8 @@ def build(base: Path, users: int, light_hosts: int) -> Fleet:
             ).values_list("pk", flat=True)
         ),
     )
-    admins = max(3, users // 40)
+    # Two read the event feed, two the portal's live stream, the rest administer.
+    admins = max(5, users // 40)
     for index in range(users):
         is_admin = index < admins
         user = model(
@@ -119,4 +123,9 @@ def build(base: Path, users: int, light_hosts: int) -> Fleet:
             user.groups.add(group)
         token = Token.objects.create(user=user).key
         (fleet.admins if is_admin else fleet.users)[user.pk] = token
+        if is_admin:
+            # A signed-in browser's session, for the portal's live stream.
+            browser = Client()
+            browser.force_login(user)
+            fleet.sessions[user.pk] = browser.cookies[settings.SESSION_COOKIE_NAME].value
     return fleet
