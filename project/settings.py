@@ -87,6 +87,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "project.api.middleware.ApiRequestMiddleware",
+    # The database unreachable: 503 with Retry-After, never a 500 (project/web/database_down.py).
+    "project.web.database_down.DatabaseUnavailableMiddleware",
 ]
 
 # The largest request body Django reads into memory (JSON and form fields; a larger one is a
@@ -121,7 +123,12 @@ if DATABASE_URL:
     # server takes its connections from a pool instead (below) or sets CONN_MAX_AGE=0.
     DATABASES = {
         "default": dj_database_url.parse(
-            DATABASE_URL, conn_max_age=int(os.environ.get("CONN_MAX_AGE", "60"))
+            DATABASE_URL,
+            conn_max_age=int(os.environ.get("CONN_MAX_AGE", "60")),
+            # A kept connection (and, under `make serve`, a pooled one) is checked before it
+            # is used: after PostgreSQL restarts, requests and task workers open fresh ones
+            # instead of failing on those its restart closed.
+            conn_health_checks=True,
         )
     }
     # A pool of at most this many connections per process (psycopg_pool; 0: none). Under ASGI
@@ -136,7 +143,13 @@ if DATABASE_URL:
             # idle tier, or two beside each other during a deploy, hold few of the server's.
             "min_size": min(CORRAL_DB_POOL_SIZE, int(os.environ.get("CORRAL_DB_POOL_MIN", "4"))),
             "max_size": CORRAL_DB_POOL_SIZE,
-            "timeout": 30,
+            # How long a request waits for a connection before it is answered 503 (the pool
+            # at its size, or the database unreachable).
+            "timeout": float(os.environ.get("CORRAL_DB_POOL_TIMEOUT", "10")),
+            # A connection that cannot be opened is tried again with a growing delay for this
+            # long, then afresh when a request asks: the pool's default (5 minutes) would leave
+            # a process waiting seconds, or minutes, for its next try after PostgreSQL is back.
+            "reconnect_timeout": 5,
         }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)

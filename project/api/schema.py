@@ -108,7 +108,8 @@ ERRORS = {
     429: ("TooManyRequests", "Too many attempts; try again after Retry-After seconds.", DETAIL),
     503: (
         "ServiceUnavailable",
-        "The server is at its limit for now; try again after Retry-After seconds.",
+        "The server is at its limit, or cannot reach its database, for now; try again "
+        "after Retry-After seconds.",
         DETAIL,
     ),
 }
@@ -196,8 +197,9 @@ def error_statuses(operation: dict, method: str) -> set[int]:
     locations = {parameter["in"] for parameter in operation.get("parameters", [])}
     has_body = "requestBody" in operation
     # Every operation refuses a query parameter it does not take and an oversized body
-    # (project/api/middleware.py), whatever it documents of its own.
-    statuses = {400, 401, 413}
+    # (project/api/middleware.py), whatever it documents of its own, and answers 503 while the
+    # database cannot be reached (project/web/database_down.py).
+    statuses = {400, 401, 413, 503}
     if method not in SAFE_METHODS:
         statuses |= {403, 409}
     if "path" in locations:

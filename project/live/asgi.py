@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, parse_cookie
 from django.http.request import split_domain_port, validate_host
 from django.urls import Resolver404, resolve
@@ -361,7 +361,10 @@ class LiveRequestGate:
         query = _query(scope, view.corral_direct_params)
         if headers is None or query is None:
             return False
-        user = await credentials().user(view.corral_direct_credential, key)
+        try:
+            user = await credentials().user(view.corral_direct_credential, key)
+        except (OperationalError, InterfaceError):
+            return False  # the database is unreachable: Django answers (a 503)
         if user is None:
             return False  # Django answers: 401, or the log-in page
         started = time.perf_counter()
