@@ -62,12 +62,16 @@ def migrate(ctx: JobContext) -> dict:
             continue
         attempts.succeeded(destination)
         break
+    # Its screen listens on another port there: read it now, so that a console opened right
+    # after the move reaches it (the guest-info loop would only read it at its next round).
+    graphics_port = _screen_port(destination, vm)
     with transaction.atomic():
         VirtualMachine.objects.filter(pk=vm.pk).update(
-            host=destination, migrating_to=None, ssh_port=ssh_port
+            host=destination, migrating_to=None, ssh_port=ssh_port, graphics_port=graphics_port
         )
     vm.host = destination
     vm.ssh_port = ssh_port
+    vm.graphics_port = graphics_port
     run_event_hooks(ctx, "vm-post-migrate", 0.9)
     return {
         "from": source.name,
@@ -75,6 +79,15 @@ def migrate(ctx: JobContext) -> dict:
         "placement": chosen.explanation,
         "attempts": attempts.tried,
     }
+
+
+def _screen_port(host: Host, vm: VirtualMachine) -> int | None:
+    """The VM's VNC port on ``host``; None when it has no screen or it cannot be read now (no
+    console is offered until the guest-info loop reads it, rather than the source's port)."""
+    try:
+        return guests.screen_port(host.uri, str(vm.uuid))
+    except driver.DriverError:
+        return None
 
 
 def _choose(ctx: JobContext, vm: VirtualMachine, source: Host, exclude: set[int]):

@@ -179,6 +179,16 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
     assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
     assert {name for name in _volumes(first) if str(vm.uuid) in name} == set()  # disk, seed, log
+    # Its screen opens at once on its new host: no guest-info round has run since the move.
+    ticket = admin.post(f"/api/vms/{vm_id}/console/")
+    assert ticket.status_code == 201, ticket.content
+    browser = Client()
+    browser.force_login(admin_user)
+    path = ticket.json()["url"].removeprefix("ws://testserver")
+    moved_screen = async_to_sync(_first_bytes)(
+        path, f"sessionid={browser.cookies['sessionid'].value}"
+    )
+    assert (moved_screen or b"")[:11] == b"RFB 003.008"
 
     # Deleting the pool deletes its VM: nothing of it stays on either host.
     gone = admin.delete(f"/api/vmpools/{pool_id}/")

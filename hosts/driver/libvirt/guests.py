@@ -261,6 +261,22 @@ def _graphics(dom: libvirt.virDomain) -> tuple[int | None, str]:
     return (port if port > 0 else None), graphics.get("listen") or ""
 
 
+def screen_port(uri: str, uuid: str) -> int | None:
+    """The VNC port of the running domain's screen on the host (None: no screen, or the
+    domain is not running there)."""
+
+    def run(conn: libvirt.virConnect) -> int | None:
+        try:
+            dom = conn.lookupByUUIDString(uuid)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise
+        return _graphics(dom)[0] if dom.isActive() else None
+
+    return call(uri, "read the guest's screen", run, retry=True)
+
+
 def guest_info(
     uri: str, wanted: dict[str, tuple[bool, int]], pool_name: str = STORAGE_POOL
 ) -> dict[str, GuestInfo]:
