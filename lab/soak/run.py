@@ -7,7 +7,7 @@ Settings (environment):
     SOAK_MINUTES      how long users and faults run (10)
     SOAK_USERS        API users, a few of them admins (200)
     SOAK_FAULT_EVERY  mean seconds between faults (20)
-    SOAK_THINK        mean seconds a user waits between two actions (8)
+    SOAK_THINK        mean seconds a user waits between two actions (20)
     SOAK_POLLERS      users who keep a long poll of the event feed open (a tenth of them)
     SOAK_LIGHT_HOSTS  light simulated hosts, besides 4 libvirt test-driver hosts (12)
     SOAK_SEED         the random choices (users' and faults'), for a run to be repeated
@@ -22,6 +22,7 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -102,7 +103,7 @@ def main() -> int:
     minutes = _setting("SOAK_MINUTES", 10)
     users = int(_setting("SOAK_USERS", 200))
     every = _setting("SOAK_FAULT_EVERY", 20)
-    think = _setting("SOAK_THINK", 8)
+    think = _setting("SOAK_THINK", 20)
     pollers = int(_setting("SOAK_POLLERS", max(2, users // 10)))
     light_hosts = int(_setting("SOAK_LIGHT_HOSTS", 12))
     seed = int(os.environ.get("SOAK_SEED") or random.randrange(10**6))
@@ -111,6 +112,8 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix=f"corral-soak-{stamp}-", dir="/tmp"))
     base.chmod(0o755)
     soak = Soak(base)
+    # Stopped (Ctrl-C, or SIGTERM from a CI's timeout): everything it started stops too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(
         f"Soak: {minutes:g} min, {users} users, a fault every {every:g} s on average, "
         f"seed {seed}; processes and logs in {base}",
