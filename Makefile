@@ -40,6 +40,17 @@ help:
 	@echo "make soak   SOAK_MINUTES (10) of SOAK_USERS (200) API users while processes, hosts and the"
 	@echo "           database fail; prints the report (JSON under var/soak/), exits 1 on a violation"
 
+# Install those of the Debian packages named in $(1) that are missing.
+define install-missing
+	@missing=""; \
+	for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
 # Debian packages libvirt-python compiles against, and Python's venv/headers when missing.
 system-packages:
 	@missing=""; \
@@ -69,33 +80,15 @@ system-packages:
 # Debian's Chromium for the browser tests (Playwright drives it; it downloads no browser), and
 # axe-core, which they inject into the portal's pages (pinned in tests/browser/package-lock.json).
 browser-packages:
-	@missing=""; \
-	for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "Installing Debian packages:$$missing"; \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call install-missing,$(BROWSER_PACKAGES))
 	@[ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ] || \
 		npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 
 soak-packages:
-	@missing=""; \
-	for p in $(SOAK_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "Installing Debian packages:$$missing"; \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call install-missing,$(SOAK_PACKAGES))
 
 cloud-image-packages:
-	@missing=""; \
-	for p in $(CLOUD_IMAGE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "Installing Debian packages:$$missing"; \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call install-missing,$(CLOUD_IMAGE_PACKAGES))
 
 $(OPENSTACK_STAMP): requirements-openstack.txt
 	$(MAKE) system-packages
