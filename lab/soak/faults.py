@@ -150,6 +150,14 @@ class Faults(threading.Thread):
     def _hold(self, low: float, high: float) -> None:
         time.sleep(self.rng.uniform(low, high))
 
+    def _freeze(self, pid: int, low: float, high: float) -> None:
+        """SIGSTOP ``pid`` for ``low`` to ``high`` seconds, then SIGCONT."""
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            self._hold(low, high)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
     # -- the faults: each returns what says it is recovered (None: nothing to measure) -------
 
     def kill_task_cluster(self, fault: Fault):
@@ -190,11 +198,7 @@ class Faults(threading.Thread):
             raise Skip
         pid = self.rng.choice(workers)
         fault.detail = f"web worker {pid}"
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            self._hold(3, 10)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        self._freeze(pid, 3, 10)
         return self.soak.api_answers
 
     def kill_host_daemon(self, fault: Fault):
@@ -227,11 +231,7 @@ class Faults(threading.Thread):
         if pid is None:
             raise Skip
         fault.detail = f"{daemon.name} frozen"
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            self._hold(2, 8)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        self._freeze(pid, 2, 8)
         return self._host_back(daemon.uri)
 
     def _host_back(self, uri: str):
