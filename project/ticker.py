@@ -142,6 +142,29 @@ def ensure_schedules(**kwargs) -> None:
     )
 
 
+def revive_if_lost() -> bool:
+    """Queue a ticker when none holds the ticker's lock: its holder died (its task cluster was
+    killed) and the chain it would have continued is broken. Every task cluster's syncer asks
+    four times a sync lease (``hosts.sync.loop``), so the loops — the reaper of a dead
+    cluster's jobs among them — go on within seconds of the lock expiring, not at the next
+    minutely schedule or when the dead cluster comes back. True if it queued one.
+
+    Between two links of a live chain the lock is briefly free: the revival is claimed for a
+    ticker's lifetime, and a ticker that finds the lock held ends at once, so a spare one
+    costs nothing."""
+    from django.utils import timezone
+
+    from project.models import LoopLock
+    from project.workers import queue_task
+
+    if LoopLock.objects.filter(name=TICKER_LOCK, expires_at__gte=timezone.now()).exists():
+        return False
+    ttl = max(10.0, 5 * settings.CORRAL_TICK_SECONDS)
+    if not loops.acquire(f"{TICKER_LOCK}-lost", f"{worker_name()}:{uuid.uuid4().hex[:8]}", ttl=ttl):
+        return False
+    return queue_task(tick, task_name="corral-ticker")
+
+
 def revive_ticker(sender=None, proc_name: str = "", **kwargs) -> None:
     """A task worker started (a cluster started or restarted): make sure a ticker runs
     (django-q2's ``post_spawn``)."""

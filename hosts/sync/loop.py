@@ -29,7 +29,7 @@ from hosts.driver.libvirt.events import LifecycleListener
 from hosts.guests import guestinfo
 from hosts.models import HostStatus
 from hosts.sync import shard
-from project import loops
+from project import loops, ticker
 from project.workers import cluster_id
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,9 @@ class Syncer:
             self.held = shard.claim_share(self.member, lease) if self.holding else {}
             if listener is not None:
                 listener.watch(self.held.values())
+            if self.holding:
+                # A dead cluster's hosts are taken above; its ticker, here.
+                ticker.revive_if_lost()
         if not self.holding:
             return False
         held = self.held

@@ -114,7 +114,10 @@ def _follow_host(vm: VirtualMachine, host: Host, state: str, busy: bool) -> tupl
         previous = vm.host.name if vm.host_id else "no host"
         alert = f"VM {vm.name} is running on {host.name}, not {previous}: moved outside Corral"
         vm.host = host
-        changed.add("host")
+        # Its screen listens elsewhere there: no console leads to the old host's port until
+        # the guest-info loop reads the new one.
+        vm.graphics_port = None
+        changed |= {"host", "graphics_port"}
     if busy:
         return changed, alert
     wanted = status_for(state)

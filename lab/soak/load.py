@@ -118,7 +118,16 @@ class Client:
         self.session.headers["Authorization"] = f"Token {token}"
         # As HTTP lets a client do (RFC 9112, 9.3.1), and browsers do: a GET sent on a kept-alive
         # connection the server closed meanwhile is sent once more. Nothing else is retried.
-        once = Retry(total=1, connect=1, read=1, status=0, allowed_methods={"GET"})
+        # Answers are never retried here, a 503 with Retry-After included: they are checked.
+        once = Retry(
+            total=1,
+            connect=1,
+            read=1,
+            status=0,
+            allowed_methods={"GET"},
+            respect_retry_after_status=False,
+            raise_on_status=False,
+        )
         self.session.mount("http://", HTTPAdapter(max_retries=once))
 
     def call(

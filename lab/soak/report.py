@@ -33,6 +33,11 @@ def build(*, record, faults, began, ended, settle, settings, samples) -> dict:
     def during(at: float, spans) -> bool:
         return any(start <= at <= end for start, end in spans)
 
+    def overlaps(sent: float, answered: float, spans) -> bool:
+        """The call was under way while the database was down (sent just before a restart
+        and cut off by it, or sent while it was down)."""
+        return any(sent <= end and answered >= start for start, end in spans)
+
     outcomes: dict[str, Counter] = defaultdict(Counter)
     times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for call in record.calls:
@@ -44,7 +49,7 @@ def build(*, record, faults, began, ended, settle, settings, samples) -> dict:
                 f"({call.note}) after {call.ms:.0f} ms",
             )
             continue
-        if call.status == 503 and not during(call.at, db_down):
+        if call.status == 503 and not overlaps(call.at, call.at + call.ms / 1000, db_down):
             record.violation(
                 "503 only while the database is down",
                 f"{call.kind} by {call.user} at {call.at - began:.1f} s: 503 {call.note}",

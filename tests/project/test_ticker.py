@@ -12,6 +12,7 @@ from django_q.models import Schedule
 
 from project.models import LoopLock
 from project.ticker import TICKER_LOCK, Ticker, ensure_schedules, tick
+from project.workers import task_path
 from tests.conftest import wait_until
 
 
@@ -56,3 +57,29 @@ def test_a_schedule_stored_under_the_tickers_old_path_runs_it_after_the_migratio
     assert ("project", "0011_ticker_schedule_path") in MigrationRecorder(
         connection
     ).applied_migrations()
+
+
+def _queued_tickers() -> int:
+    from django_q.models import OrmQ
+
+    return sum(1 for task in OrmQ.objects.all() if task.func() == task_path(tick))
+
+
+def test_a_ticker_whose_holder_died_is_revived_by_a_live_cluster_not_while_one_runs(db):
+    """A task cluster killed while it held the ticker breaks the chain: once the lock has
+    expired, the next live syncer to ask queues a new ticker (once), and none while a ticker
+    holds the lock."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from project.ticker import revive_if_lost
+
+    lock = LoopLock.objects.create(
+        name=TICKER_LOCK, holder="gone:1:dead", expires_at=timezone.now() + timedelta(seconds=8)
+    )
+    assert (revive_if_lost(), _queued_tickers()) == (False, 0)
+
+    LoopLock.objects.filter(pk=lock.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert [revive_if_lost(), revive_if_lost()] == [True, False]
+    assert _queued_tickers() == 1

@@ -9,8 +9,9 @@ from django.db import close_old_connections, connection
 
 from hosts import driver, jobs
 from hosts.host_choice import NoHostAvailable, decision, place
-from hosts.models import Host, Job, JobKind, JobState, VirtualMachine
+from hosts.models import ConsoleTicket, Host, Job, JobKind, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
+from tests.portal import signed_in
 
 # Jobs run in this process; they commit as a task worker would.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -291,6 +292,25 @@ def test_migrate_to_a_chosen_host_lands_there(running_vm, sim_hosts, admin_user,
     assert job["result"]["to"] == destination.name
     assert vm.host_id == destination.pk
     assert _reported(destination.pk, vm) == "running"
+
+
+def test_after_a_migration_the_console_never_leads_to_the_screen_port_of_the_old_host(
+    running_vm, make_user, grant, client_for, admin_user
+):
+    vm = running_vm()
+    # The guest-info loop read its screen on the old host; the new one shows none (test driver).
+    VirtualMachine.objects.filter(pk=vm.pk).update(graphics_port=5901)
+    user = make_user()
+    grant(user, "UserRole", vm)
+    _operate(client_for(admin_user), vm, "migrate")
+
+    api = client_for(user).post(f"/api/vms/{vm.pk}/console/")
+    portal = signed_in(user).post(f"/vms/{vm.pk}/console/", follow=True).content.decode()
+
+    assert api.status_code == 409
+    assert "has no screen Corral knows of yet" in api.json()["detail"]
+    assert "has no screen Corral knows of yet" in portal
+    assert not ConsoleTicket.objects.filter(vm=vm).exists()
 
 
 def test_migrating_keeps_a_paused_vm_paused(running_vm, admin_user, client_for):

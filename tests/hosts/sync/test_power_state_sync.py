@@ -202,13 +202,21 @@ def test_a_domain_back_within_the_grace_period_changes_nothing(
 def test_a_vm_reported_on_another_host_follows_it_with_an_alert(placed_vm, sim_hosts):
     source, destination = sim_hosts[0], sim_hosts[1]
     vm = placed_vm(source)
+    # Its screen, as the guest-info loop read it on the source.
+    VirtualMachine.objects.filter(pk=vm.pk).update(graphics_port=5901)
     driver.migrate(source.uri, destination.uri, str(vm.uuid))
 
     sync.sync_host(destination.pk)
     sync.sync_host(source.pk)
 
     vm.refresh_from_db()
-    assert (vm.host_id, vm.status, vm.power_state) == (destination.pk, "up", "running")
+    # No console leads to the source's port: none until the loop reads the new host's.
+    assert (vm.host_id, vm.status, vm.power_state, vm.graphics_port) == (
+        destination.pk,
+        "up",
+        "running",
+        None,
+    )
     assert _alerts(vm) == [
         f"VM {vm.name} is running on {destination.name}, not {source.name}: moved outside Corral"
     ]
