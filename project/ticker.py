@@ -3,8 +3,9 @@
 
 The ticker is one long-running task (CORRAL_TICKER_RUN_SECONDS, 15 s by default) held by a
 loop lock, so exactly one runs across all task clusters; before it ends it queues its
-successor, and a schedule every minute
-(plus every worker start) revives the chain if its cluster died. Each tick it runs the loops
+successor; if its cluster died, the live clusters' syncers start a new one once its lock
+expires (``revive_if_lost``), and a schedule every minute (plus every worker start) revives
+the chain too. Each tick it runs the loops
 the apps registered that are due: hosts' own reaper of jobs whose worker
 died, the lease events, the balancers, the prestart monitor, the pruning of old events. When
 interval loops last ran is kept in the database (loop locks that expire when the next run is
