@@ -125,7 +125,7 @@ class Client:
             read=1,
             status=0,
             allowed_methods={"GET"},
-            respect_retry_after_status=False,
+            respect_retry_after_header=False,
             raise_on_status=False,
         )
         self.session.mount("http://", HTTPAdapter(max_retries=once))
