@@ -107,9 +107,11 @@ class Faults(threading.Thread):
             thread.start()
 
     def wait(self) -> None:
-        """Wait for every fault under way to end and its recovery to be measured."""
-        for thread in self.threads:
-            thread.join()
+        """Wait for every fault under way to end, its recovery to be measured and what it
+        stopped to be started again (a task cluster's restart comes after its measure)."""
+        while pending := [thread for thread in list(self.threads) if thread.is_alive()]:
+            for thread in pending:
+                thread.join()
 
     def _run(self, kind: str) -> None:
         fault = Fault(kind, time.monotonic())
@@ -174,9 +176,12 @@ class Faults(threading.Thread):
 
         def restart():
             self._hold(5, 20)
-            cluster.start()
+            if not self.soak.closed:  # the run was stopped meanwhile (Ctrl-C)
+                cluster.start()
 
-        threading.Thread(target=restart, daemon=True).start()
+        restarting = threading.Thread(target=restart, daemon=True)
+        self.threads.append(restarting)
+        restarting.start()
         since = timezone.now()
 
         def taken_over() -> bool:

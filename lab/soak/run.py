@@ -66,6 +66,7 @@ class Soak:
         self.fleet = None
         self.record = None
         self.probe_token = ""
+        self.closed = False  # stop() began: nothing is started again
 
     def api_answers(self) -> bool:
         """Whether the API answers a signed-in request (its database reached) now."""
@@ -81,6 +82,7 @@ class Soak:
 
     def stop(self) -> None:
         """Stop everything at once: the run is over, nothing needs a graceful end."""
+        self.closed = True
         for child in [self.web, *self.clusters]:
             if child is not None:
                 with contextlib.suppress(Exception):
