@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from lab.childprocess import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 # What owns the PostgreSQL data folder when the soak runs as root (initdb refuses root).
 POSTGRES_USER = "postgres"
@@ -27,12 +29,6 @@ POSTGRES_USER = "postgres"
 
 class SoakError(Exception):
     """The soak cannot run here (a missing program), or a part of it did not come up."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
