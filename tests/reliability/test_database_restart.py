@@ -17,19 +17,14 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.conf import settings
 
+from lab.childprocess import child_env
 from lab.soak.services import Postgres
 from tests.conftest import wait_until
 from tests.project.fixtures import AsgiServer
+from tests.reliability.crowd import POSTGRES_ONLY
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
-        reason="PostgreSQL restarting is PostgreSQL's; the suite's PostgreSQL run covers it",
-    ),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, POSTGRES_ONLY]
 
 REPO = Path(__file__).resolve().parents[2]
 BACK_WITHIN_S = 5.0
@@ -58,23 +53,16 @@ def own_postgres():
 
 
 def _manage(url: str, *argv: str) -> str:
-    env = {"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "project.test_settings", "DEBUG": "0"}
     done = subprocess.run(
         [sys.executable, "manage.py", *argv],
         cwd=REPO,
-        env={**_base_env(), **env},
+        env=child_env(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="project.test_settings", DEBUG="0"),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
-
-
-def _base_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
 
 
 def test_the_web_tier_answers_503_while_postgresql_is_down_and_no_500_across_a_restart(

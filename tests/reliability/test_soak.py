@@ -15,17 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from lab.soak.faults import KINDS
+from tests.reliability.crowd import POSTGRES_ONLY
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
-        reason="the soak runs once per suite, in its PostgreSQL run (it brings its own server)",
-    ),
-]
+# The soak brings its own PostgreSQL whatever the suite uses: once per suite is enough.
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, POSTGRES_ONLY]
 
 REPO = Path(__file__).resolve().parents[2]
 # Users and faults for two minutes, then up to four of settling (lab/soak/invariants.py).
