@@ -162,6 +162,16 @@ def _text(exc: libvirt.libvirtError) -> str:
     return (exc.get_error_message() or str(exc)).strip()
 
 
+def lookup_domain(conn: libvirt.virConnect, uuid: str) -> libvirt.virDomain | None:
+    """The domain ``uuid`` on the host, or None when the host has no such domain."""
+    try:
+        return conn.lookupByUUIDString(uuid)
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+            return None
+        raise
+
+
 def translate(uri: str, exc: libvirt.libvirtError, what: str) -> DriverError:
     """Turn a libvirt error into the DriverError a caller can act on."""
     code = exc.get_error_code()

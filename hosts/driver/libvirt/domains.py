@@ -19,7 +19,7 @@ from hosts.driver.base import (
     HostReport,
     Hypervisor,
 )
-from hosts.driver.libvirt.connection import call, translate
+from hosts.driver.libvirt.connection import call, lookup_domain, translate
 from hosts.driver.libvirt.guests import with_devices
 from hosts.driver.libvirt.volumes import pool_space, running_pool
 
@@ -218,12 +218,8 @@ def domain_power_state(uri: str, uuid: str) -> str | None:
     """The raw power state of one domain, or None when the host has no such domain."""
 
     def read(conn):
-        try:
-            return _state(_domain(conn, uuid))
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
-                return None
-            raise
+        dom = lookup_domain(conn, uuid)
+        return None if dom is None else _state(dom)
 
     return call(uri, "read the VM's state", read, retry=True)
 
@@ -301,12 +297,9 @@ def undefine(uri: str, uuid: str) -> None:
     """Remove the domain (stopping it first) with its snapshot metadata; gone already is fine."""
 
     def run(conn):
-        try:
-            dom = _domain(conn, uuid)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
-                return
-            raise
+        dom = lookup_domain(conn, uuid)
+        if dom is None:
+            return
         if _state(dom) in ACTIVE_STATES:
             dom.destroy()
         dom.undefineFlags(UNDEFINE_FLAGS)

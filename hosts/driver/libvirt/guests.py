@@ -15,7 +15,7 @@ import libvirt
 
 from hosts.driver.base import STORAGE_POOL, GuestDevices, GuestInfo
 from hosts.driver.libvirt import storage
-from hosts.driver.libvirt.connection import call
+from hosts.driver.libvirt.connection import call, lookup_domain
 from hosts.driver.libvirt.storage import storage_pool_path
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
@@ -266,13 +266,8 @@ def screen_port(uri: str, uuid: str) -> int | None:
     domain is not running there)."""
 
     def run(conn: libvirt.virConnect) -> int | None:
-        try:
-            dom = conn.lookupByUUIDString(uuid)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
-                return None
-            raise
-        return _graphics(dom)[0] if dom.isActive() else None
+        dom = lookup_domain(conn, uuid)
+        return _graphics(dom)[0] if dom is not None and dom.isActive() else None
 
     return call(uri, "read the guest's screen", run, retry=True)
 
@@ -289,12 +284,9 @@ def guest_info(
             storage.refresh(pool)
         found: dict[str, GuestInfo] = {}
         for uuid, (agent, known_size) in wanted.items():
-            try:
-                dom = conn.lookupByUUIDString(uuid)
-            except libvirt.libvirtError as exc:
-                if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
-                    continue
-                raise
+            dom = lookup_domain(conn, uuid)
+            if dom is None:
+                continue
             info = GuestInfo()
             if dom.isActive():
                 info.addresses = _addresses(dom, agent)
