@@ -28,10 +28,6 @@ PAGE = (
 UNREACHABLE = (OperationalError, InterfaceError)
 
 
-def unreachable(exc: BaseException) -> bool:
-    return isinstance(exc, UNREACHABLE)
-
-
 def unavailable(request) -> HttpResponse:
     """The 503 for ``request``: JSON under /api/, a page elsewhere."""
     if request.path_info.startswith("/api/"):
@@ -53,7 +49,7 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if not unreachable(exception):
+        if not isinstance(exception, UNREACHABLE):
             return None
         logger.warning(
             "%s %s: the database cannot be reached (%s)", request.method, request.path, exception
