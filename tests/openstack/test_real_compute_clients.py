@@ -39,7 +39,9 @@ def farm(sim_cluster, server_env, task_cluster, make_user, make_template, grant,
     grant(alice, "PowerUser", sim_cluster)
     make_template("m1.small", cluster=sim_cluster, vcpus=1, memory_mb=128, disk_gb=1)
     Host.objects.filter(cluster=sim_cluster).exclude(name="sim-1").update(reservable=True)
-    task_cluster(CORRAL_TICKER_RUN_SECONDS=1, **server_env)
+    # A test-driver host has no screen to read: the tests write what the guest-info loop would
+    # read from a real host, so the cluster's own loop (every 10 s) must not read over it.
+    task_cluster(CORRAL_TICKER_RUN_SECONDS=1, CORRAL_GUEST_INFO_INTERVAL=3600, **server_env)
     return alice
 
 
