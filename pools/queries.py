@@ -73,13 +73,16 @@ def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
     DOWN) and then by number; one being started comes with the ``start_job_id`` of that start.
     ``held`` counts the pool's VMs ``user`` holds, read in the same statement, so after the
     caller's lock on the user; ``pushes_keys`` says its template has running guests take SSH
-    keys through their agent. One statement whatever the pool's size.
+    keys through their agent. One statement whatever the pool's size (three when it waits).
 
     ``SKIP LOCKED`` lets concurrent allocations pass each other. But a free VM may be locked
     by another writer that does not take it (the sync updating its status, a job being
     queued): skipping it would refuse with "no free VM" while one is. So when the skipping
-    pass finds nothing, a second pass waits for the locks, and hands out a VM that is still
-    free once they are released (one taken meanwhile no longer matches and is passed over).
+    pass finds nothing, a second pass waits for the locks, and once they are released the
+    skipping pick runs again, as of then: a VM taken meanwhile no longer matches, and one the
+    holder queued a prestart on is handed out as being started with that job. (The waiting
+    pass read the jobs as they were before it waited; ``submit_many`` locks VM rows and
+    changes none, so nothing makes it read them again, and the VM would be started twice.)
     """
     states = list(ACTIVE_JOB_STATES)
     params = [
@@ -89,11 +92,16 @@ def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
         pool.pk, VmStatus.UP, VmStatus.DOWN, *states,  # idle, up or down
         *states, JobKind.START, *states, JobKind.START,  # being started
     ]  # fmt: skip
-    passes = [""]
-    if connection.features.has_select_for_update_skip_locked:
-        passes = [" FOR UPDATE OF v SKIP LOCKED", " FOR UPDATE OF v"]
-    for lock in passes:
-        found = list(VirtualMachine.objects.raw(_pick_sql(lock), params))
-        if found:
-            return found[0]
-    return None
+    if not connection.features.has_select_for_update_skip_locked:
+        return _first(_pick_sql(""), params)
+    skipping = _pick_sql(" FOR UPDATE OF v SKIP LOCKED")
+    found = _first(skipping, params)
+    if found is not None or _first(_pick_sql(" FOR UPDATE OF v"), params) is None:
+        return found
+    # Now: the rows this transaction holds are not skipped.
+    return _first(skipping, params)
+
+
+def _first(sql: str, params: list) -> VirtualMachine | None:
+    found = list(VirtualMachine.objects.raw(sql, params))
+    return found[0] if found else None

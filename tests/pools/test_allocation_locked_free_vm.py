@@ -8,7 +8,9 @@ import pytest
 from django.db import connection, transaction
 from rest_framework.test import APIClient
 
-from hosts.models import VirtualMachine, VmStatus
+from hosts import jobs
+from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from pools.monitor import PRESTART
 from tests.conftest import lock_waiters, wait_until
 from tests.pools.fixtures import add_pool_vms
 
@@ -111,3 +113,52 @@ def test_a_pool_whose_only_vm_was_taken_while_waiting_for_it_answers_no_free_vm(
     assert answer["status"] == 409, answer["body"]
     assert answer["body"]["detail"] == f"Pool {pool.name} has no free VM left; try again later."
     assert VirtualMachine.objects.get(pk=vm.pk).owner_id == first.pk
+
+
+def test_a_stopped_vm_whose_prestart_is_queued_while_waiting_is_handed_out_with_that_start(
+    postgres_only, pool_of, pool_user
+):
+    pool = pool_of()
+    [vm] = add_pool_vms(pool, [VmStatus.DOWN])
+    user = pool_user(pool)
+    holding, release = threading.Event(), threading.Event()
+    answer, queued = {}, []
+
+    def prestart_it() -> None:
+        # The prestart monitor, queueing a start on the VM: it locks the VM's row and writes
+        # only the job.
+        try:
+            with transaction.atomic():
+                queued.extend(jobs.submit_many(JobKind.START, [vm], params={"reason": PRESTART}))
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def allocate() -> None:
+        try:
+            client = APIClient()
+            client.force_authenticate(user)
+            response = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
+            answer["status"], answer["body"] = response.status_code, response.json()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=prestart_it)
+    holder.start()
+    try:
+        assert holding.wait(20), "the VM's row was never locked"
+        taker = threading.Thread(target=allocate)
+        taker.start()
+        wait_until(lock_waiters, timeout=20, message="the allocation never waited for the row")
+    finally:
+        release.set()
+        holder.join(30)
+    taker.join(30)
+
+    assert answer["status"] == 200, answer["body"]
+    assert (answer["body"]["vm"]["id"], answer["body"]["instant"]) == (vm.pk, False)
+    # The user follows the prestart; the VM is not started a second time.
+    assert answer["body"]["job"]["id"] == queued[0].pk
+    assert list(Job.objects.filter(vm=vm).values_list("kind", flat=True)) == [JobKind.START]
+    assert VirtualMachine.objects.get(pk=vm.pk).owner_id == user.pk
