@@ -237,26 +237,14 @@ class TaskCluster:
         return self
 
     def kill(self) -> None:
-        """kill -9 the whole cluster (sentinel and workers), as a crash would."""
-        import os
-        import signal
-
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self, timeout: float = 20) -> None:
+        """kill -9 the whole cluster (sentinel and workers, those of a sentinel that died
+        first too), as a crash would."""
         import contextlib
         import os
         import signal
-        import subprocess
 
         if not self.process:
             return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
@@ -267,7 +255,9 @@ class TaskCluster:
 
 @pytest.fixture
 def task_cluster(transactional_db, tmp_path):
-    """start(**env) -> a running TaskCluster on the test database; all stopped afterwards."""
+    """start(**env) -> a running TaskCluster on the test database; all killed afterwards (a
+    graceful stop would wait for the ticker to end its run, up to CORRAL_TICKER_RUN_SECONDS,
+    for a test that is over)."""
     started = []
 
     def start(**env) -> TaskCluster:
@@ -277,7 +267,7 @@ def task_cluster(transactional_db, tmp_path):
 
     yield start
     for cluster in started:
-        cluster.stop()
+        cluster.kill()
 
 
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message=""):
