@@ -1,8 +1,10 @@
 """A free VM whose row another writer holds (the sync writing its status) is still handed
 out: allocation skips locked rows to pass concurrent allocations, but when that leaves it
-nothing it waits for the locks instead of answering "no free VM" (PostgreSQL)."""
+nothing it waits for the locks instead of answering "no free VM", and then sees what the
+writer did (PostgreSQL)."""
 
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.db import connection, transaction
@@ -21,26 +23,21 @@ def postgres_only(transactional_db):
         pytest.skip("holding a row lock from another transaction needs PostgreSQL")
 
 
-def _hold_row(vm, holding: threading.Event, release: threading.Event) -> None:
-    """What the sync does to a VM it reports on: a plain UPDATE in a transaction, here kept
-    open until ``release``."""
-    try:
-        with transaction.atomic():
-            VirtualMachine.objects.filter(pk=vm.pk).update(status=VmStatus.UP)
-            holding.set()
-            release.wait(30)
-    finally:
-        connection.close()
-
-
-def test_the_only_free_vm_locked_by_a_sync_write_is_waited_for_and_handed_out(
-    postgres_only, pool_of, pool_user
-):
-    pool = pool_of()
-    [vm] = add_pool_vms(pool, [VmStatus.UP])
-    user = pool_user(pool)
+def _allocate_while_held(pool, user, write: Callable[[], None]) -> dict:
+    """``user`` takes a VM of ``pool`` while another transaction has done ``write`` and is
+    still open; that transaction commits once the allocation waits for its lock. The
+    allocation's answer: {"status": ..., "body": ...}."""
     holding, release = threading.Event(), threading.Event()
     answer = {}
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                write()
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
 
     def allocate() -> None:
         try:
@@ -51,7 +48,7 @@ def test_the_only_free_vm_locked_by_a_sync_write_is_waited_for_and_handed_out(
         finally:
             connection.close()
 
-    holder = threading.Thread(target=_hold_row, args=(vm, holding, release))
+    holder = threading.Thread(target=hold)
     holder.start()
     try:
         assert holding.wait(20), "the VM's row was never locked"
@@ -63,6 +60,20 @@ def test_the_only_free_vm_locked_by_a_sync_write_is_waited_for_and_handed_out(
         release.set()
         holder.join(30)
     taker.join(30)
+    return answer
+
+
+def test_the_only_free_vm_locked_by_a_sync_write_is_waited_for_and_handed_out(
+    postgres_only, pool_of, pool_user
+):
+    pool = pool_of()
+    [vm] = add_pool_vms(pool, [VmStatus.UP])
+    user = pool_user(pool)
+
+    # What the sync does to a VM it reports on: a plain UPDATE of its row.
+    answer = _allocate_while_held(
+        pool, user, lambda: VirtualMachine.objects.filter(pk=vm.pk).update(status=VmStatus.UP)
+    )
 
     assert answer["status"] == 200, answer["body"]
     assert (answer["body"]["vm"]["id"], answer["body"]["instant"]) == (vm.pk, True)
@@ -76,39 +87,11 @@ def test_a_pool_whose_only_vm_was_taken_while_waiting_for_it_answers_no_free_vm(
     [vm] = add_pool_vms(pool, [VmStatus.UP])
     user = pool_user(pool)
     first = make_user()
-    holding, release = threading.Event(), threading.Event()
-    answer = {}
 
-    def take_it_first() -> None:
-        # Another allocation that has the VM locked and assigns it before committing.
-        try:
-            with transaction.atomic():
-                VirtualMachine.objects.filter(pk=vm.pk).update(owner=first)
-                holding.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    def allocate() -> None:
-        try:
-            client = APIClient()
-            client.force_authenticate(user)
-            response = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
-            answer["status"], answer["body"] = response.status_code, response.json()
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=take_it_first)
-    holder.start()
-    try:
-        assert holding.wait(20), "the VM's row was never locked"
-        taker = threading.Thread(target=allocate)
-        taker.start()
-        wait_until(lock_waiters, timeout=20, message="the allocation never waited for the row")
-    finally:
-        release.set()
-        holder.join(30)
-    taker.join(30)
+    # Another allocation that has the VM locked and assigns it before committing.
+    answer = _allocate_while_held(
+        pool, user, lambda: VirtualMachine.objects.filter(pk=vm.pk).update(owner=first)
+    )
 
     assert answer["status"] == 409, answer["body"]
     assert answer["body"]["detail"] == f"Pool {pool.name} has no free VM left; try again later."
@@ -121,40 +104,15 @@ def test_a_stopped_vm_whose_prestart_is_queued_while_waiting_is_handed_out_with_
     pool = pool_of()
     [vm] = add_pool_vms(pool, [VmStatus.DOWN])
     user = pool_user(pool)
-    holding, release = threading.Event(), threading.Event()
-    answer, queued = {}, []
+    queued = []
 
-    def prestart_it() -> None:
-        # The prestart monitor, queueing a start on the VM: it locks the VM's row and writes
-        # only the job.
-        try:
-            with transaction.atomic():
-                queued.extend(jobs.submit_many(JobKind.START, [vm], params={"reason": PRESTART}))
-                holding.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    def allocate() -> None:
-        try:
-            client = APIClient()
-            client.force_authenticate(user)
-            response = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
-            answer["status"], answer["body"] = response.status_code, response.json()
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=prestart_it)
-    holder.start()
-    try:
-        assert holding.wait(20), "the VM's row was never locked"
-        taker = threading.Thread(target=allocate)
-        taker.start()
-        wait_until(lock_waiters, timeout=20, message="the allocation never waited for the row")
-    finally:
-        release.set()
-        holder.join(30)
-    taker.join(30)
+    # The prestart monitor queueing a start on the VM: it locks the VM's row, writes only the
+    # job.
+    answer = _allocate_while_held(
+        pool,
+        user,
+        lambda: queued.extend(jobs.submit_many(JobKind.START, [vm], params={"reason": PRESTART})),
+    )
 
     assert answer["status"] == 200, answer["body"]
     assert (answer["body"]["vm"]["id"], answer["body"]["instant"]) == (vm.pk, False)
