@@ -1,6 +1,7 @@
 """Shared fixtures: users, grants and inventory objects made through the real models."""
 
 import itertools
+from contextlib import contextmanager
 
 import pytest
 from django.apps import apps
@@ -299,6 +300,41 @@ def lock_waiters() -> int:
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         )
         return cursor.fetchone()[0]
+
+
+@contextmanager
+def holding(write):
+    """While inside, another connection has run ``write()`` in a transaction it keeps open
+    (committed on leaving): whoever needs the rows it locked waits until then."""
+    import threading
+
+    from django.db import connection, transaction
+
+    holding, release = threading.Event(), threading.Event()
+    failed = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                write()
+                holding.set()
+                release.wait(60)
+        except Exception as exc:  # reported below
+            failed.append(exc)
+            holding.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        assert holding.wait(20), "the transaction never began"
+        assert not failed, failed
+        yield
+    finally:
+        release.set()
+        holder.join(30)
+    assert not failed, failed
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,13 +7,13 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from rest_framework.test import APIClient
 
 from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from pools.monitor import PRESTART
-from tests.conftest import lock_waiters, wait_until
+from tests.conftest import holding, lock_waiters, wait_until
 from tests.pools.fixtures import add_pool_vms
 
 
@@ -27,17 +27,7 @@ def _allocate_while_held(pool, user, write: Callable[[], None]) -> dict:
     """``user`` takes a VM of ``pool`` while another transaction has done ``write`` and is
     still open; that transaction commits once the allocation waits for its lock. The
     allocation's answer: {"status": ..., "body": ...}."""
-    holding, release = threading.Event(), threading.Event()
     answer = {}
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                write()
-                holding.set()
-                release.wait(30)
-        finally:
-            connection.close()
 
     def allocate() -> None:
         try:
@@ -48,17 +38,11 @@ def _allocate_while_held(pool, user, write: Callable[[], None]) -> dict:
         finally:
             connection.close()
 
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert holding.wait(20), "the VM's row was never locked"
+    with holding(write):
         taker = threading.Thread(target=allocate)
         taker.start()
         wait_until(lock_waiters, timeout=20, message="the allocation never waited for the row")
         assert "status" not in answer  # still waiting, not refused
-    finally:
-        release.set()
-        holder.join(30)
     taker.join(30)
     return answer
 

@@ -3,18 +3,17 @@ for, or whose file is gone from the image store, fails clearly and leaves no vol
 an image deletes its copies from the hosts' pools through a job per host, and an image deleted
 while it is being copied leaves no volume, whichever of the copy and the delete job ends first."""
 
-import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import libvirt
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from hosts import images, jobs, sync
 from hosts.driver.libvirt import volumes
 from hosts.models import CopyState, Host, Image, ImageCopy, Job, JobKind, JobState
 from hosts.operations import OPERATION_BY_KIND
-from tests.conftest import lock_waiters, unique, wait_until
+from tests.conftest import holding, lock_waiters, unique, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
@@ -103,37 +102,6 @@ def test_deleting_an_image_deletes_its_copy_from_the_hosts_pool(
 def postgres_only(transactional_db):
     if connection.vendor != "postgresql":
         pytest.skip("pausing a copy between its steps needs PostgreSQL's row locks")
-
-
-@contextmanager
-def holding(write):
-    """While inside, another connection has run ``write()`` in a transaction it keeps open
-    (committed on leaving): whoever needs the rows it locked waits until then."""
-    holding, release = threading.Event(), threading.Event()
-    failed = []
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                write()
-                holding.set()
-                release.wait(60)
-        except Exception as exc:  # reported below
-            failed.append(exc)
-            holding.set()
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold, daemon=True)
-    holder.start()
-    try:
-        assert holding.wait(20), "the transaction never began"
-        assert not failed, failed
-        yield
-    finally:
-        release.set()
-        holder.join(30)
-    assert not failed, failed
 
 
 def _lock(queryset):
