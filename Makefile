@@ -22,8 +22,9 @@ SOAK_PACKAGES := postgresql redis-server
 CLOUD_IMAGE_PACKAGES := mmdebstrap e2fsprogs openssh-client
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own.
-OPENSTACK_VENV := var/openstack-venv
+# The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own
+# (OPENSTACK_VENV=var/other in the environment builds and tests another one beside it).
+OPENSTACK_VENV ?= var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
 .PHONY: run serve test lint format bench soak system-packages browser-packages soak-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm

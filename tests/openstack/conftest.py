@@ -4,6 +4,7 @@ request bodies shaped as Blazar's own client sends them."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -87,11 +88,9 @@ def nova_get(client: APIClient, path: str) -> dict:
 
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENTS = REPO / "var" / "openstack-venv" / "bin"
+# The Makefile's OPENSTACK_VENV: another virtualenv (a client pair being tried) when set.
+CLIENTS = REPO / os.environ.get("OPENSTACK_VENV", "var/openstack-venv") / "bin"
 SCRIPT = Path(__file__).with_name("blazarclient_session.py")
-# blazarclient 4.6.0 registers `reservation host unset` under a class name it does not have;
-# the CLI says so on every run. Nothing else may appear on stderr of a command that worked.
-KNOWN_CLIENT_NOISE = "Could not load 'reservation_host_unset'"
 
 
 @pytest.fixture(scope="session")
@@ -158,9 +157,7 @@ def cloud(openstack_clients, asgi_server, server_env, tmp_path):
                 text=True,
                 timeout=120,
             )
-            done.stderr = "\n".join(
-                line for line in done.stderr.splitlines() if KNOWN_CLIENT_NOISE not in line
-            )
+            done.stderr = "\n".join(done.stderr.splitlines())  # without the last line's end
             if ok:
                 assert done.returncode == 0, f"{args}: {done.stderr}"
                 assert done.stderr == "", f"{args}: {done.stderr}"

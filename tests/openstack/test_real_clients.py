@@ -327,3 +327,19 @@ def test_an_application_credential_made_with_the_cli_runs_reservation_commands_u
     refused = as_farm("reservation", "lease", "list")
     assert refused.returncode != 0
     assert "The request you have made requires authentication. (HTTP 401)" in refused.stderr
+
+
+def test_the_pinned_clients_load_every_command_they_register(openstack_clients):
+    """No "Could not load 'reservation_host_unset'" (blazarclient 4.6.0's broken entry point)
+    or any other line on stderr: the CLI says only what the command answers."""
+    done = subprocess.run(
+        [str(openstack_clients / "openstack"), "reservation", "lease", "list", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"HOME": "/tmp", "PATH": "/usr/bin:/bin"},
+    )
+
+    assert done.returncode == 0
+    assert "reservation lease list" in done.stdout
+    assert done.stderr == ""
