@@ -6,8 +6,14 @@ and enforcing ``anti-affinity``, not enforcing ``soft-affinity`` / ``soft-anti-a
 (2.15); its members are its VMs. A reservation's group has the policy of its rule and the
 reservation's VMs as members; its owner sees it while the lease is active, and it ends with
 the reservation (it cannot be deleted on its own). Groups made here land in the first cluster
-(by name) where the caller may add affinity groups, under a valid name unique there; the name
-given to Nova is kept beside it (``openstack.models.NovaServerGroup``).
+(by name) where the caller may create servers (where a server booted without a zone goes),
+else where they may add affinity groups, under a valid name unique there; the name given to
+Nova and the user who made it are kept beside it (``openstack.models.NovaServerGroup``).
+
+As Nova's default policy lets a project's members create server groups and show, use and
+delete their own, whoever may create servers may make groups, and the user who made a group
+sees it, boots servers into it and deletes it whatever their grants; others need the affinity
+group's own actions (``scheduling.view_affinitygroup`` …) and see nothing otherwise (a 404).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
@@ -27,13 +34,14 @@ from openstack.compute.base import Conflict, NovaView, missing, policy_refused
 from openstack.compute.flavors import reservations_of
 from openstack.models import NovaServerGroup
 from project.names import validate_object_name
-from project.permissions import holds, restrict
+from project.permissions import grant_condition, holds, restrict
 from scheduling.models import AffinityGroup, AffinityRule
 
 VIEW = "scheduling.view_affinitygroup"
 ADD = "scheduling.add_affinitygroup"
 CHANGE = "scheduling.change_affinitygroup"
 DELETE = "scheduling.delete_affinitygroup"
+CREATE_SERVER = "hosts.add_virtualmachine"
 # An affinity group's id: a UUID of version 8 (vendor-defined) that holds the group's key.
 GROUP_ID = "a771717e-0000-8000-8000-{:012x}"
 GROUP_ID_PATTERN = re.compile(r"a771717e-0000-8000-8000-([0-9a-f]{12})")
@@ -94,12 +102,20 @@ def _reservation_server_group(reservation: Reservation) -> ServerGroup:
     )
 
 
+def made_by(user, group: AffinityGroup) -> bool:
+    """Whether ``user`` made ``group`` through Nova's API (so owns it as Nova's groups are
+    owned)."""
+    nova = getattr(group, "nova_server_group", None)
+    return nova is not None and nova.user_id is not None and nova.user_id == user.pk
+
+
 def _visible_affinity_groups(user):
-    return (
-        restrict(AffinityGroup.objects.all(), user, VIEW)
-        .select_related("nova_server_group", "cluster")
-        .prefetch_related("vms")
-    )
+    """The affinity groups ``user`` may see, and those they made through Nova's API."""
+    groups = AffinityGroup.objects.all()
+    if not user.is_superuser:  # (a superuser's grant condition is empty: it would OR to "own")
+        own = Q(nova_server_group__user=user) if user.is_authenticated else Q(pk__in=[])
+        groups = groups.filter(grant_condition(AffinityGroup, user, VIEW) | own)
+    return groups.select_related("nova_server_group", "cluster").prefetch_related("vms")
 
 
 def _reservations_with_groups(user):
@@ -134,7 +150,7 @@ def find_group(user, ref: str) -> ServerGroup | None:
         if group is None:
             return None
         found = _affinity_server_group(group)
-        found.may_add_members = holds(user, CHANGE, group)
+        found.may_add_members = made_by(user, group) or holds(user, CHANGE, group)
         return found
     for reservation in _reservations_with_groups(user):
         if server_group_id(reservation) == text:
@@ -209,8 +225,14 @@ def corral_name(name: str, cluster: Cluster, taken: set[str]) -> str:
 
 
 def target_cluster(user) -> Cluster:
-    """The first cluster (by name) where the user may add affinity groups; 403 when none."""
-    for cluster in restrict(Cluster.objects.order_by("name"), user, ADD):
+    """The first cluster (by name) where the user may create servers, the one a server booted
+    without an availability zone lands in (a group is for booting servers into, and they boot
+    in its cluster); else the first where they may add affinity groups; 403 when neither."""
+    clusters = Cluster.objects.order_by("name")
+    cluster = restrict(clusters, user, CREATE_SERVER).first()
+    if cluster is not None:
+        return cluster
+    for cluster in restrict(clusters, user, ADD):
         if holds(user, ADD, AffinityGroup(cluster=cluster)):
             return cluster
     raise policy_refused("os_compute_api:os-server-groups:create")
@@ -259,8 +281,6 @@ class ServerGroupsView(NovaView):
             raise ValidationError({unknown[0]: "Additional properties are not allowed."})
         group = create_group(request.user, name, policy)
         found = find_group(request.user, affinity_group_id(group))
-        if found is None:  # made where the caller may add but not see
-            found = _affinity_server_group(group)
         return Response({"server_group": server_group_view(self, found)})
 
 
@@ -284,9 +304,12 @@ class ServerGroupView(NovaView):
                 f"Server group {group.id} is reservation {group.reservation.pk}'s: it ends "
                 "with its lease and cannot be deleted on its own."
             )
-        if not holds(request.user, DELETE, group.affinity_group):
+        affinity_group = group.affinity_group
+        if not (
+            made_by(request.user, affinity_group) or holds(request.user, DELETE, affinity_group)
+        ):
             raise policy_refused("os_compute_api:os-server-groups:delete")
-        group.affinity_group.delete()
+        affinity_group.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def group(self, group_id: str) -> ServerGroup:

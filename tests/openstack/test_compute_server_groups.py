@@ -120,11 +120,11 @@ def test_bad_bodies_are_400s_naming_the_field(nova_for, cluster_admin):
     assert not AffinityGroup.objects.exists()
 
 
-def test_a_user_who_may_add_affinity_groups_nowhere_is_refused(
+def test_a_user_who_may_create_servers_and_add_affinity_groups_nowhere_is_refused(
     nova_for, make_user, make_cluster, grant
 ):
     user = make_user()
-    grant(user, "PowerUser", make_cluster())
+    grant(user, "UserRole", make_cluster())  # uses the VMs granted to it, creates none
 
     refused = create(nova_for(user), "g", ["affinity"])
 
@@ -132,6 +132,60 @@ def test_a_user_who_may_add_affinity_groups_nowhere_is_refused(
     assert refused.json()["forbidden"]["message"] == (
         "Policy doesn't allow os_compute_api:os-server-groups:create to be performed."
     )
+    assert not AffinityGroup.objects.exists()
+
+
+@pytest.fixture
+def power_users(make_user, make_cluster, grant):
+    """Two PowerUsers of cluster b-cluster (they may create servers there, nothing more)."""
+    cluster = make_cluster("b-cluster")
+    make_cluster("a-cluster")
+    users = make_user(), make_user()
+    for user in users:
+        grant(user, "PowerUser", cluster)
+    return users
+
+
+def test_a_user_who_may_create_servers_makes_a_group_where_their_servers_boot(
+    nova_for, power_users
+):
+    maker, _ = power_users
+
+    made = create(nova_for(maker), "web", ["anti-affinity"], "2.13")
+
+    assert made.status_code == 200
+    group = AffinityGroup.objects.get()
+    assert made.json()["server_group"]["user_id"] == str(maker.pk)
+    assert (group.cluster.name, group.vm_rule) == ("b-cluster", "negative")
+    assert NovaServerGroup.objects.get().user == maker
+
+
+def test_the_maker_of_a_group_shows_uses_and_deletes_it_and_others_get_404s(
+    nova_for, power_users, make_vm
+):
+    maker, neighbour = power_users
+    nova = nova_for(maker)
+    group_id = create(nova, "web", ["affinity"]).json()["server_group"]["id"]
+    url = f"{GROUPS}/{group_id}"
+
+    shown = nova_get(nova, url)["server_group"]
+    listed = nova_get(nova, GROUPS)["server_groups"]
+    theirs = nova_get(nova_for(neighbour), GROUPS)["server_groups"]
+    hidden = nova_for(neighbour).get(url)
+    not_theirs = nova_for(neighbour).delete(url)
+    found = find_group(maker, group_id)
+    vm = make_vm(cluster=found.affinity_group.cluster, owner=maker)
+    add_member(found, vm)  # what booting a server into the group does
+    members = nova_get(nova, url)["server_group"]["members"]
+    deleted = nova.delete(url)
+
+    assert shown["name"] == "web"
+    assert [g["id"] for g in listed] == [group_id]
+    assert theirs == []
+    assert (hidden.status_code, not_theirs.status_code) == (404, 404)
+    assert members == [str(vm.uuid)]
+    assert deleted.status_code == 204
+    assert not AffinityGroup.objects.exists()
 
 
 def test_groups_are_listed_shown_and_deleted_as_their_affinity_groups_allow(
