@@ -1,8 +1,9 @@
 """Servers: Corral's VMs as Nova's servers, and what Nova's API does to them.
 
 A server is a VM the caller may see (its id the VM's UUID); the name, metadata and choices
-given to Nova live beside it (``openstack.models.Server``). Creating one: launch.py. Statuses
-come from the VM's (``status_of``), faults from a first start that failed.
+given to Nova live beside it (``openstack.models.Server``). Creating one: launch.py; acting on
+one: server_actions.py. Statuses come from the VM's (``status_of``), faults from a first start
+that failed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from rest_framework.response import Response
 from hosts import services as vm_services
 from hosts.guests import consoles
 from hosts.models import (
-    ConsoleLog,
     Job,
     JobKind,
     JobState,
@@ -417,90 +417,6 @@ class ServerView(ServerViews):
                 )
             vm_services.destroy_vm(vm, requested_by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class ServerActionView(ServerViews):
-    """``POST /servers/{id}/action``: ``os-start``, ``os-stop``, ``reboot``, ``pause`` and
-    ``unpause`` (Corral's suspend and resume: the guest paused in memory),
-    ``os-getConsoleOutput`` (the serial log), ``os-getVNCConsole`` (the screen's URL)."""
-
-    def post(self, request, server_id: str):
-        data = request.data
-        if not isinstance(data, dict) or len(data) != 1:
-            raise ValidationError({"action": 'The body names one action, e.g. {"os-start": null}.'})
-        ((action, argument),) = data.items()
-        handler = ACTIONS.get(action)
-        if handler is None:
-            raise ValidationError({"action": f"There is no such action: {action}"})
-        vm, _ = self.vm_or_record(server_id)
-        if vm is None:
-            raise Conflict(f"Cannot '{action}' instance {server_id} while it is in vm_state error")
-        return handler(self, vm, argument)
-
-    def operate(self, vm, kinds: list[str], action: str) -> Response:
-        if not holds(self.request.user, OPERATE, vm):
-            raise policy_refused(f"os_compute_api:servers:{action}")
-        with transaction.atomic():
-            try:
-                for kind in kinds:
-                    vm_services.request_operation(vm, kind, requested_by=self.request.user)
-            except Refused as refused:
-                raise Conflict(
-                    f"Cannot '{action}' instance {vm.uuid} while it is in vm_state "
-                    f"{STATES.get(vm.status, STATES[VmStatus.UNKNOWN])[1]}: {refused.message}"
-                ) from None
-        return Response(status=status.HTTP_202_ACCEPTED)
-
-    def start(self, vm, argument):
-        return self.operate(vm, [JobKind.START], "start")
-
-    def stop(self, vm, argument):
-        return self.operate(vm, [JobKind.POWEROFF], "stop")
-
-    def pause(self, vm, argument):
-        return self.operate(vm, [JobKind.SUSPEND], "pause")
-
-    def unpause(self, vm, argument):
-        return self.operate(vm, [JobKind.RESUME], "unpause")
-
-    def reboot(self, vm, argument):
-        kind = (argument or {}).get("type") if isinstance(argument, dict) else None
-        if kind not in ("SOFT", "HARD"):
-            raise ValidationError({"reboot.type": "'SOFT' or 'HARD'."})
-        stop = JobKind.SHUTDOWN if kind == "SOFT" else JobKind.POWEROFF
-        return self.operate(vm, [stop, JobKind.START], "reboot")
-
-    def console_output(self, vm, argument):
-        if not holds(self.request.user, OPERATE, vm):
-            raise policy_refused("os_compute_api:os-console-output")
-        length = (argument or {}).get("length") if isinstance(argument, dict) else None
-        if length is not None:
-            try:
-                length = int(length)
-            except (TypeError, ValueError):
-                raise ValidationError({"length": f"{length!r} is not a whole number."}) from None
-        text = ConsoleLog.objects.filter(vm=vm).values_list("text", flat=True).first() or ""
-        if length is not None and length >= 0:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-length:]) if length else ""
-        return Response({"output": text})
-
-    def vnc_console(self, vm, argument):
-        kind = (argument or {}).get("type") if isinstance(argument, dict) else None
-        if kind != "novnc":
-            raise ValidationError({"type": "Corral's screens open in noVNC: type 'novnc'."})
-        return Response({"console": {"type": "novnc", "url": console_url(self.request, vm)}})
-
-
-ACTIONS = {
-    "os-start": ServerActionView.start,
-    "os-stop": ServerActionView.stop,
-    "reboot": ServerActionView.reboot,
-    "pause": ServerActionView.pause,
-    "unpause": ServerActionView.unpause,
-    "os-getConsoleOutput": ServerActionView.console_output,
-    "os-getVNCConsole": ServerActionView.vnc_console,
-}
 
 
 def console_url(request, vm: VirtualMachine) -> str:

@@ -296,6 +296,62 @@ def test_an_action_the_vm_cannot_take_now_is_novas_409(launcher, nova_for):
         f"Cannot 'start' instance {server_id} while it is in vm_state active"
     )
     assert unknown.status_code == 400
+    assert unknown.json() == {
+        "badRequest": {"code": 400, "message": "There is no such action: os-shelve"}
+    }
+
+
+def test_suspend_and_resume_hold_and_release_the_guest_as_pause_does(launcher, nova_for):
+    user, _ = launcher
+    nova = nova_for(user)
+    server_id = create(nova).json()["server"]["id"]
+    run_jobs()
+    action = f"{V}/servers/{server_id}/action"
+
+    suspended = nova.post(action, {"suspend": None}, format="json")
+    held = [job.kind for job in run_jobs()]
+    status_held = nova_get(nova, f"{V}/servers/{server_id}")["server"]["status"]
+    again = nova.post(action, {"suspend": None}, format="json")
+    resumed = nova.post(action, {"resume": None}, format="json")
+    released = [job.kind for job in run_jobs()]
+    status_released = nova_get(nova, f"{V}/servers/{server_id}")["server"]["status"]
+    not_held = nova.post(action, {"resume": None}, format="json")
+
+    assert (suspended.status_code, resumed.status_code) == (202, 202)
+    assert (held, status_held) == (["suspend"], "PAUSED")
+    assert (released, status_released) == (["resume"], "ACTIVE")
+    assert again.status_code == not_held.status_code == 409
+    assert again.json()["conflictingRequest"]["message"].startswith(
+        f"Cannot 'suspend' instance {server_id} while it is in vm_state paused"
+    )
+    assert not_held.json()["conflictingRequest"]["message"].startswith(
+        f"Cannot 'resume' instance {server_id} while it is in vm_state active"
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ({"lock": None}, "Corral does not lock servers ('lock'): who may stop, change or"),
+        ({"shelve": None}, "Corral does not shelve servers ('shelve'): stop it (os-stop)"),
+        ({"resize": {"flavorRef": "m1.small"}}, "Corral does not resize servers ('resize')"),
+        ({"os-migrateLive": {"host": None}}, "Corral does not migrate servers through Nova's"),
+        ({"os-getSerialConsole": {"type": "serial"}}, "Corral does not open serial consoles"),
+    ],
+)
+def test_an_action_of_novas_that_corral_does_not_take_is_a_400_saying_what_instead(
+    launcher, nova_for, action, message
+):
+    user, _ = launcher
+    nova = nova_for(user)
+    server_id = create(nova).json()["server"]["id"]
+    jobs_before = Job.objects.count()
+
+    refused = nova.post(f"{V}/servers/{server_id}/action", action, format="json")
+
+    assert refused.status_code == 400
+    assert refused.json()["badRequest"]["message"].startswith(message)
+    assert Job.objects.count() == jobs_before
 
 
 def test_the_console_log_and_a_novnc_url_on_a_one_time_ticket(launcher, nova_for, client):

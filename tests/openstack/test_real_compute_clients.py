@@ -1,10 +1,10 @@
 """The real ``openstack`` CLI (python-openstackclient on openstacksdk, with blazarclient) against
 a running Corral on simulated hosts, with a real task cluster running its jobs: an image goes
 up, a key pair is made, a server is created and waited for, shown, stopped and started, its
-console log and noVNC URL read, and deleted; then a lease reserves two instances and the CLI
-launches into it with the reservation's flavor and server group, a third is refused (ERROR),
-and deleting the lease removes its servers. Each command is a process of its own, so they are
-few and each checks several things."""
+console log and noVNC URL read, suspended and resumed, refused a lock, and deleted; then a
+lease reserves two instances and the CLI launches into it with the reservation's flavor and
+server group, a third is refused (ERROR), and deleting the lease removes its servers. Each
+command is a process of its own, so they are few and each checks several things."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def wait_for(predicate, what: str, timeout: float = 60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_for_status(run, server: str, status: str) -> None:
+    wait_for(
+        lambda: as_json(run("server", "show", server, "-f", "json"))["status"] == status, status
+    )
+
+
 def test_the_openstack_cli_runs_a_server_through_its_life(farm, cloud, admin_user, tmp_path):
     as_admin, run = cloud(admin_user.username), cloud("alice")
     disk = tmp_path / "disk.qcow2"
@@ -101,11 +107,15 @@ def test_the_openstack_cli_runs_a_server_through_its_life(farm, cloud, admin_use
     assert page.status_code == 200 and "corral/console.js" in page.text
 
     run("server", "stop", "web one")
-    wait_for(lambda: as_json(run("server", "show", "web one", "-f", "json"))["status"] == "SHUTOFF",
-             "SHUTOFF")  # fmt: skip
+    wait_for_status(run, "web one", "SHUTOFF")
     run("server", "start", "web one")
-    wait_for(lambda: as_json(run("server", "show", "web one", "-f", "json"))["status"] == "ACTIVE",
-             "ACTIVE")  # fmt: skip
+    wait_for_status(run, "web one", "ACTIVE")
+    run("server", "suspend", "web one")
+    wait_for_status(run, "web one", "PAUSED")
+    run("server", "resume", "web one")
+    wait_for_status(run, "web one", "ACTIVE")
+    refused = run("server", "lock", "web one", ok=False)
+    assert "Corral does not lock servers ('lock')" in refused.stderr
 
     run("server", "delete", "--wait", "web one")
     assert as_json(run("server", "list", "-f", "json")) == []
