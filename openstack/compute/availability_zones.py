@@ -1,21 +1,38 @@
-"""Availability zones (``os-availability-zone``): one per cluster the caller may see, available
-while one of its hosts is up; the detail (admins) names each zone's hosts."""
+"""Availability zones (``os-availability-zone``): one per cluster the caller may use, available
+while one of its hosts is up; the detail (admins) names each zone's hosts.
+
+As Nova lists a non-admin the zones they may boot in, a user's zones are the clusters they may
+see or create servers in, those of the pools they take VMs from and those their active
+instance reservations hold hosts in: a pool's or a lease's user, who is granted no cluster,
+still has the zones their servers run in (and may name one when creating a server).
+"""
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Prefetch
+from django.db.models import Exists, OuterRef, Prefetch, Q
 from rest_framework.response import Response
 
 from hosts.models import Cluster, Host, HostStatus
+from leases.models import Allocation
 from openstack.compute.base import NovaView
-from openstack.compute.flavors import admin_only
+from openstack.compute.flavors import admin_only, reservations_of
+from pools.models import VmPool
 from project.permissions import restrict
 
 
 def zones_of(user):
+    """The clusters ``user`` may use (see the module's docstring), by name, each annotated
+    ``available`` (one of its hosts is Up); one query."""
+    clusters = Cluster.objects.all()
+    seen = restrict(clusters, user, "hosts.view_cluster").values("pk")
+    creating = restrict(clusters, user, "hosts.add_virtualmachine").values("pk")
+    pooled = restrict(VmPool.objects.all(), user, "pools.allocate_vmpool").values("cluster_id")
+    reserved = Allocation.objects.filter(reservation__in=reservations_of(user)).values(
+        "host__cluster_id"
+    )
     up = Host.objects.filter(cluster=OuterRef("pk"), status=HostStatus.UP)
     return (
-        restrict(Cluster.objects.all(), user, "hosts.view_cluster")
+        clusters.filter(Q(pk__in=seen) | Q(pk__in=creating) | Q(pk__in=pooled) | Q(pk__in=reserved))
         .annotate(available=Exists(up))
         .order_by("name")
     )

@@ -25,6 +25,7 @@ from hosts import services as vm_services
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Cluster, Image, JobKind, VirtualMachine
 from openstack.compute import flavors as flavor_lookup
+from openstack.compute.availability_zones import zones_of
 from openstack.compute.base import NovaView
 from openstack.compute.flavors import Flavor, find_flavor
 from openstack.compute.server_groups import add_member, find_group
@@ -165,10 +166,7 @@ class ServerRequest:
     def zone(self, value) -> Cluster | None:
         if value in (None, ""):
             return None
-        found = restrict(Cluster.objects.all(), self.user, "hosts.view_cluster").filter(
-            name=str(value).split(":", 1)[0]
-        )
-        cluster = found.first()
+        cluster = zones_of(self.user).filter(name=str(value).split(":", 1)[0]).first()
         if cluster is None:
             raise ValidationError(
                 {"availability_zone": f"The requested availability zone is not available: {value}"}

@@ -1,13 +1,17 @@
 """Nova's limits and availability zones: what Corral limits a user to (-1 where it sets no
-limit), what the user's VMs hold, and one zone per cluster the user may see."""
+limit), what the user's VMs hold, and one zone per cluster the user may use."""
 
 from __future__ import annotations
 
 import pytest
+import time_machine
 
-from hosts.models import HostStatus
+from hosts.models import HostStatus, VmStatus
+from leases import lifecycle
 from project.sshkeys import MAX_KEYS_PER_USER
+from tests.leases.fixtures import at, instances
 from tests.openstack.conftest import nova_get
+from tests.pools.fixtures import add_pool_vms
 
 pytestmark = pytest.mark.django_db
 V = "/compute/v2.1"
@@ -102,6 +106,63 @@ def test_each_cluster_the_user_may_see_is_a_zone_available_while_a_host_is_up(
         {"zoneName": "idle", "zoneState": {"available": False}, "hosts": None},
         {"zoneName": "running", "zoneState": {"available": True}, "hosts": None},
     ]
+
+
+def test_a_pool_user_and_a_lease_owner_have_the_zones_their_servers_run_in(
+    nova_for,
+    make_user,
+    make_cluster,
+    make_host,
+    make_pool,
+    grant,
+    make_lease,
+    lease_user,
+    reservable_hosts,
+    django_assert_max_num_queries,
+):
+    pooled, leased, other = make_cluster("pooled"), make_cluster("leased"), make_cluster("other")
+    make_host(cluster=pooled, status=HostStatus.UP)
+    make_host(cluster=other, status=HostStatus.UP)
+    reservable_hosts(1, cluster=leased)
+    pool_user, owner, stranger = make_user(), lease_user(), lease_user()
+    grant(pool_user, "UserRole", make_pool(cluster=pooled))  # no grant on the cluster
+    lease = make_lease(at(10), at(12), instances(1), owner=owner)
+    with time_machine.travel(at(10), tick=False):
+        lifecycle.start_lease(lease)
+
+    with django_assert_max_num_queries(6):
+        pool_zones = nova_get(nova_for(pool_user), f"{V}/os-availability-zone")
+    lease_zones = nova_get(nova_for(owner), f"{V}/os-availability-zone")
+    strangers = nova_get(nova_for(stranger), f"{V}/os-availability-zone")
+
+    assert pool_zones["availabilityZoneInfo"] == [
+        {"zoneName": "pooled", "zoneState": {"available": True}, "hosts": None}
+    ]
+    assert lease_zones["availabilityZoneInfo"] == [
+        {"zoneName": "leased", "zoneState": {"available": True}, "hosts": None}
+    ]
+    assert strangers["availabilityZoneInfo"] == []
+
+
+def test_a_pool_user_may_name_their_zone_when_creating_a_server(
+    sim_cluster, nova_for, make_user, make_template, make_pool, grant
+):
+    template = make_template("ci.node", cluster=sim_cluster, memory_mb=128, disk_gb=1)
+    pool = make_pool(cluster=sim_cluster, template=template, size=1, prestarted_vms=1)
+    [running] = add_pool_vms(pool, [VmStatus.UP])
+    user = make_user()
+    grant(user, "UserRole", pool)
+    body = {
+        "name": "job-1",
+        "flavorRef": "ci.node",
+        "networks": "auto",
+        "availability_zone": sim_cluster.name,
+    }
+
+    created = nova_for(user).post(f"{V}/servers", {"server": body}, format="json")
+
+    assert created.status_code == 202, created.content
+    assert created.json()["server"]["id"] == str(running.uuid)
 
 
 def test_the_zone_detail_names_the_hosts_for_admins_only(
