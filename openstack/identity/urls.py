@@ -12,6 +12,7 @@ urlpatterns = [
     re_path(r"^identity/v3/auth/projects/?$", views.ProjectsView.as_view()),
     re_path(r"^identity/v3/projects/?$", views.ProjectsView.as_view()),
     re_path(r"^identity/v3/projects/(?P<project_id>[^/]+)/?$", views.ProjectView.as_view()),
+    re_path(r"^identity/v3/users/?$", views.UsersView.as_view()),
     re_path(r"^identity/v3/users/(?P<user_id>[^/]+)/projects/?$", views.ProjectsView.as_view()),
     re_path(
         r"^identity/v3/users/(?P<user_id>[^/]+)/application_credentials/?$",

@@ -1,7 +1,7 @@
 """Keystone v3 as OpenStack clients use it: the version document, log-in by password or
-application credential (``POST /auth/tokens``), token validation and revocation, and the
-caller's own user, project and catalog (application credentials themselves:
-credential_views.py).
+application credential (``POST /auth/tokens``), token validation and revocation, the
+caller's own project and catalog, and users (the caller themself; anyone, for an admin)
+(application credentials themselves: credential_views.py).
 
 A Corral user is a Keystone user in the domain ``Default`` with one project of their own,
 named after them; a password log-in's token is their Corral API token, so one token works for
@@ -84,9 +84,14 @@ def project_view(request, user) -> dict:
     }
 
 
+def is_admin(user) -> bool:
+    """Whether ``user`` holds Keystone's admin role: a superuser or a system-wide admin."""
+    return user.is_superuser or holds_at_system(user, "hosts.change_host")
+
+
 def roles_of(user) -> list[dict]:
     names = ["reader", "member"]
-    if user.is_superuser or holds_at_system(user, "hosts.change_host"):
+    if is_admin(user):
         names.append("admin")
     return [{"id": name, "name": name} for name in names]
 
@@ -363,22 +368,62 @@ class ProjectView(KeystoneView):
         return JsonResponse({"project": project_view(request, _own(request, project_id))})
 
 
-class UserView(KeystoneView):
-    def get(self, request, user_id: str):
-        user = _own(request, user_id)
+def user_detail(request, user) -> dict:
+    """A user as Keystone shows one (``GET /users/{id}`` and each item of ``GET /users``)."""
+    return {
+        **user_view(user),
+        "domain_id": DOMAIN["id"],
+        "default_project_id": str(user.pk),
+        "enabled": user.is_active,
+        "email": user.email,
+        "password_expires_at": None,
+        "options": {},
+        "links": {"self": f"{base_url(request)}/identity/v3/users/{user.pk}"},
+    }
+
+
+def _is_false(value: str) -> bool:
+    """Keystone's reading of a boolean filter: these words are false, anything else true."""
+    return value.strip().lower() in {"0", "f", "false", "n", "no", "off"}
+
+
+class UsersView(KeystoneView):
+    """``GET /users``, filtered by ``name``, ``domain_id`` and ``enabled`` as Keystone's: the
+    ``openstack`` CLI finds a user given by name here (``user show alice``). Keystone's policy
+    lets a user see themself and an admin anyone, so a user's list holds at most themself."""
+
+    def get(self, request):
+        caller = request.keystone_token.user
+        users = get_user_model().objects.order_by("pk")
+        if not is_admin(caller):
+            users = users.filter(pk=caller.pk)
+        if "name" in request.GET:
+            users = users.filter(username=request.GET["name"])
+        if request.GET.get("domain_id", DOMAIN["id"]) != DOMAIN["id"]:
+            users = users.none()
+        if "enabled" in request.GET:
+            users = users.filter(is_active=not _is_false(request.GET["enabled"]))
         return JsonResponse(
             {
-                "user": {
-                    **user_view(user),
-                    "domain_id": DOMAIN["id"],
-                    "default_project_id": str(user.pk),
-                    "enabled": user.is_active,
-                    "email": user.email,
-                    "password_expires_at": None,
-                    "links": {"self": request.build_absolute_uri()},
-                }
+                "users": [user_detail(request, user) for user in users],
+                "links": {"self": request.build_absolute_uri(), "next": None, "previous": None},
             }
         )
+
+
+class UserView(KeystoneView):
+    """``GET /users/{id}``: the caller themself, or, for an admin, anyone (else a 404)."""
+
+    def get(self, request, user_id: str):
+        caller = request.keystone_token.user
+        user = None
+        if user_id == str(caller.pk):
+            user = caller
+        elif user_id.isdigit() and len(user_id) < 19 and is_admin(caller):
+            user = get_user_model().objects.filter(pk=int(user_id)).first()
+        if user is None:
+            raise Refused(404, f"Could not find user: {user_id}.")
+        return JsonResponse({"user": user_detail(request, user)})
 
 
 class NotFoundView(KeystoneView):

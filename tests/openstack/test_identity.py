@@ -230,6 +230,55 @@ def test_the_caller_reads_their_own_user_and_project_only(make_user):
     assert APIClient().get("/identity/v3/auth/projects").status_code == 401
 
 
+def token_client(username: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_X_AUTH_TOKEN=password_login(username)["X-Subject-Token"])
+    return client
+
+
+def test_the_users_list_by_name_shows_a_user_themself_and_nobody_else(
+    make_user, django_assert_max_num_queries
+):
+    mia = make_user("mia-ks")
+    make_user("noah-ks")
+    client = token_client("mia-ks")
+
+    with django_assert_max_num_queries(4):
+        mine = client.get("/identity/v3/users", {"name": "mia-ks"})
+    theirs = client.get("/identity/v3/users", {"name": "noah-ks"})
+    everyone = client.get("/identity/v3/users/")
+
+    assert mine.status_code == 200
+    (shown,) = mine.json()["users"]
+    assert (shown["id"], shown["name"], shown["domain_id"], shown["enabled"]) == (
+        str(mia.pk),
+        "mia-ks",
+        "default",
+        True,
+    )
+    assert shown["links"]["self"].endswith(f"/identity/v3/users/{mia.pk}")
+    assert theirs.json()["users"] == []
+    assert [user["name"] for user in everyone.json()["users"]] == ["mia-ks"]
+
+
+def test_an_admin_lists_and_shows_any_user_filtered_as_keystone_filters(admin_user, make_user):
+    noah = make_user("noah-ks")
+    gone = make_user("gone-ks")
+    gone.is_active = False
+    gone.save()
+    client = token_client(admin_user.username)
+
+    by_name = client.get("/identity/v3/users", {"name": "noah-ks"}).json()["users"]
+    disabled = client.get("/identity/v3/users", {"enabled": "false"}).json()["users"]
+    elsewhere = client.get("/identity/v3/users", {"domain_id": "other"}).json()["users"]
+    shown = client.get(f"/identity/v3/users/{noah.pk}")
+
+    assert [user["id"] for user in by_name] == [str(noah.pk)]
+    assert [user["name"] for user in disabled] == ["gone-ks"]
+    assert elsewhere == []
+    assert shown.json()["user"]["name"] == "noah-ks"
+
+
 def test_an_unknown_identity_url_is_a_json_404(db):
     response = APIClient().get("/identity/v3/domains")
 
