@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
+from hosts.capacity import schedulable
 from hosts.models import HOLDING_STATUSES, Host, VirtualMachine
 from project.db import count_of
 
@@ -45,6 +46,7 @@ class Load:
     used: int
     capacity: int | None  # None until the host has reported its size
     unit: str
+    size: int | None = None  # the host's own CPUs or MiB (capacity is this under overcommit)
 
     @property
     def percent(self) -> int | None:
@@ -55,15 +57,11 @@ class Load:
 
 def load(host: Host) -> tuple[Load, Load]:
     """Memory and vCPUs given to VMs on ``host`` (annotated by ``with_usage``) against what
-    the scheduler may give: its size times the cluster's overcommit."""
-    cluster = host.cluster
-    memory_capacity = (
-        int(host.memory_mb * cluster.memory_overcommit_percent / 100)
-        if host.memory_mb is not None
-        else None
-    )
-    vcpu_capacity = int(host.cpus * cluster.cpu_overcommit_ratio) if host.cpus is not None else None
+    the scheduler may give: its size times the cluster's overcommit (``capacity``)."""
+    capacity = schedulable(host.cluster, host.cpus, host.memory_mb)
     return (
-        Load(getattr(host, "committed_memory_mb", 0) or 0, memory_capacity, "MiB"),
-        Load(getattr(host, "committed_vcpus", 0) or 0, vcpu_capacity, "vCPUs"),
+        Load(
+            getattr(host, "committed_memory_mb", 0) or 0, capacity.memory_mb, "MiB", host.memory_mb
+        ),
+        Load(getattr(host, "committed_vcpus", 0) or 0, capacity.vcpus, "vCPUs", host.cpus),
     )

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
+from hosts.capacity import schedulable
 from hosts.models import HOLDING_STATUSES, Host, HostStatus, VirtualMachine
 from leases.models import Allocation, LeaseStatus, ReservationStatus, ResourceType
 from leases.properties import matches
@@ -147,12 +148,11 @@ def reservable_rooms(
         hosts = hosts.select_for_update(of=("self",), no_key=True)
     rooms = {}
     for host in hosts:
-        ratio = host.cluster.cpu_overcommit_ratio
-        overcommit = host.cluster.memory_overcommit_percent / 100.0
+        capacity = schedulable(host.cluster, host.cpus or 0, host.memory_mb or 0)
         rooms[host.pk] = HostRoom(
             host=host,
-            cpus=int((host.cpus or 0) * ratio),
-            memory_mb=int((host.memory_mb or 0) * overcommit),
+            cpus=capacity.vcpus,
+            memory_mb=capacity.memory_mb,
             disk_bytes=host.storage_free_bytes,
         )
     allocations = Allocation.objects.filter(

@@ -93,6 +93,7 @@ def track_host_load(host: Host, committed_vcpus: int | None = None) -> None:
         status=host.status,
         reservable=host.reservable,
         cpus=host.cpus or 0,
+        vcpu_capacity=0,
         memory_capacity_mb=0,
         committed_memory_mb=0,
         committed_vcpus=committed_vcpus,

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from hosts.capacity import schedulable
 from hosts.host_choice import Decision, NoHostAvailable
 from hosts.models import (
     HOLDING_STATUSES,
@@ -126,10 +127,10 @@ def host_states(
         slot = used.setdefault(row["migrating_to_id"], {"memory": 0, "vcpus": 0, "count": 0})
         for key in ("memory", "vcpus", "count"):
             slot[key] += row[key]
-    overcommit = cluster.memory_overcommit_percent / 100.0
     states = []
     for host in rows:
         slot = used.get(host["id"], {"memory": 0, "vcpus": 0, "count": 0})
+        capacity = schedulable(cluster, host["cpus"] or 0, host["memory_mb"] or 0)
         states.append(
             HostState(
                 id=host["id"],
@@ -137,7 +138,8 @@ def host_states(
                 status=host["status"],
                 reservable=host["reservable"],
                 cpus=host["cpus"] or 0,
-                memory_capacity_mb=int((host["memory_mb"] or 0) * overcommit),
+                vcpu_capacity=capacity.vcpus,
+                memory_capacity_mb=capacity.memory_mb,
                 committed_memory_mb=slot["memory"] or 0,
                 committed_vcpus=slot["vcpus"] or 0,
                 vm_count=slot["count"] or 0,
@@ -202,7 +204,6 @@ def build_context(
         hosts=host_states(cluster, hosts, exclude_vm=vm.pk if vm is not None else None),
         properties=properties or {},
         purpose=purpose,
-        cpu_overcommit_ratio=cluster.cpu_overcommit_ratio,
         affinity=_affinity(vm, cluster),
         reservation_hosts=_reservation_hosts(vm),
         now=timezone.now(),

@@ -52,19 +52,21 @@ class ClusterAdmin(ScopedAdmin):
 
 
 def load_bar(figures: Load, resource: str, reported: str = "") -> str:
-    """A meter of what VMs were given against what the scheduler may give, with the numbers."""
+    """A meter of what VMs were given against what the scheduler may give, with the numbers
+    (the host's own size, which Nova and Blazar show, in ``reported``)."""
     if figures.capacity is None:
         return format_html(
             '<span class="corral-load" data-resource="{}">not reported yet</span>', resource
         )
     return format_html(
-        '<div class="corral-load" data-resource="{}" data-used="{}" data-capacity="{}">'
-        '<div class="meter-line"><meter min="0" max="{}" value="{}" high="{}" '
+        '<div class="corral-load" data-resource="{}" data-used="{}" data-capacity="{}" '
+        'data-size="{}"><div class="meter-line"><meter min="0" max="{}" value="{}" high="{}" '
         'optimum="0" title="{}%">{}%</meter> {} of {} {}</div>'
         '<div class="mini quiet">{}</div></div>',
         resource,
         figures.used,
         figures.capacity,
+        figures.size,
         figures.capacity,
         min(figures.used, figures.capacity),
         int(figures.capacity * 0.8),
@@ -177,17 +179,18 @@ class HostAdmin(ScopedAdmin):
     @admin.display(description="memory (given to VMs)")
     def memory_load(self, obj):
         memory, _ = load(obj)
-        reported = (
-            f"{obj.memory_used_mb} MiB in use on the host" if obj.memory_used_mb is not None else ""
-        )
-        return load_bar(memory, "memory", reported)
+        notes = [f"{obj.memory_mb} MiB × {obj.cluster.memory_overcommit_percent}%"]
+        if obj.memory_used_mb is not None:
+            notes.append(f"{obj.memory_used_mb} MiB in use on the host")
+        return load_bar(memory, "memory", "; ".join(notes))
 
     @admin.display(description="vCPUs (given to VMs)")
     def cpu_load(self, obj):
         _, vcpus = load(obj)
-        measured = obj.cpu_usage_percent
-        reported = f"host CPU {measured:.0f}%" if measured is not None else ""
-        return load_bar(vcpus, "vcpus", reported)
+        notes = [f"{obj.cpus} CPUs × {obj.cluster.cpu_overcommit_ratio:g}"]
+        if obj.cpu_usage_percent is not None:
+            notes.append(f"host CPU {obj.cpu_usage_percent:.0f}%")
+        return load_bar(vcpus, "vcpus", "; ".join(notes))
 
     @admin.display(ordering="running_vms", description="VMs running")
     def running_vm_count(self, obj):

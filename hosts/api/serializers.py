@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from hosts import checks
+from hosts.capacity import schedulable
 from hosts.error_codes import JobErrorCode
 from hosts.guests import ssh
 from hosts.models import (
@@ -59,6 +60,21 @@ class ClusterSerializer(ModelCleanSerializer):
 
 
 class HostSerializer(ModelCleanSerializer):
+    vcpu_capacity = serializers.SerializerMethodField(
+        help_text="The vCPUs VMs may be given here: cpus times the cluster's "
+        "cpu_overcommit_ratio, what the scheduler and leases count; null until reported."
+    )
+    memory_capacity_mb = serializers.SerializerMethodField(
+        help_text="The MiB VMs may be given here: memory_mb times the cluster's "
+        "memory_overcommit_percent, what the scheduler and leases count; null until reported."
+    )
+
+    def get_vcpu_capacity(self, host) -> int | None:
+        return schedulable(host.cluster, host.cpus, host.memory_mb).vcpus
+
+    def get_memory_capacity_mb(self, host) -> int | None:
+        return schedulable(host.cluster, host.cpus, host.memory_mb).memory_mb
+
     class Meta:
         model = Host
         fields = [
@@ -74,6 +90,8 @@ class HostSerializer(ModelCleanSerializer):
             "reported_networks",
             "cpus",
             "memory_mb",
+            "vcpu_capacity",
+            "memory_capacity_mb",
             "cpu_usage_percent",
             "memory_used_mb",
             "storage_pool",

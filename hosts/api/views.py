@@ -64,7 +64,7 @@ class ClusterViewSet(ScopedModelViewSet):
 class HostViewSet(ScopedModelViewSet):
     """libvirt hosts. Capacity, usage and status are read from the host, not set here."""
 
-    queryset = Host.objects.all()
+    queryset = Host.objects.select_related("cluster")
     serializer_class = HostSerializer
     filterset_class = HostFilterSet
     search_fields = ["name", "description"]

@@ -62,6 +62,8 @@ class HostState:
     status: str
     reservable: bool
     cpus: int
+    # What VMs may be given: CPUs and memory under the cluster's overcommit (hosts.capacity).
+    vcpu_capacity: int
     memory_capacity_mb: int
     committed_memory_mb: int
     committed_vcpus: int
@@ -131,7 +133,6 @@ class SchedulingContext:
     hosts: list[HostState]
     properties: dict[str, Any]
     purpose: str  # "start", "migrate" or "balance"
-    cpu_overcommit_ratio: float = 4.0
     affinity: list[AffinityState] = field(default_factory=list)
     reservation_hosts: set[int] | None = None
     now: datetime | None = None

@@ -69,11 +69,10 @@ class CpuFilter(PolicyUnitBase):
     def filter(self, hosts, ctx):
         removed = {}
         for h in hosts:
-            limit = int(h.cpus * ctx.cpu_overcommit_ratio)
             if ctx.vm.vcpus > h.cpus:
                 removed[h.id] = f"{h.cpus} CPUs, the VM has {ctx.vm.vcpus} vCPUs"
-            elif h.committed_vcpus + ctx.vm.vcpus > limit:
-                removed[h.id] = f"{h.committed_vcpus} of {limit} vCPUs given"
+            elif h.committed_vcpus + ctx.vm.vcpus > h.vcpu_capacity:
+                removed[h.id] = f"{h.committed_vcpus} of {h.vcpu_capacity} vCPUs given"
         return removed
 
 

@@ -139,6 +139,15 @@ def test_cpu_keeps_given_vcpus_under_the_overcommit_ratio(only, vm_in, vm_on, ra
             schedule(vm)
 
 
+def test_cpu_counts_a_fractional_ratio_as_the_leases_and_the_console_do(only, vm_in, vm_on):
+    # 25 CPUs x 4.6 is 114.99999999999999 in floating point; the host holds 115 vCPUs.
+    cluster, (h1,) = only(filter="CPU", hosts=1, cpu_overcommit_ratio=4.6)
+    Host.objects.filter(pk=h1.pk).update(cpus=25)
+    vm_on(h1, vcpus=114)
+
+    assert order(schedule(vm_in(cluster, vcpus=1))) == ["h1"]
+
+
 # -- PinToHost -----------------------------------------------------------------------------------
 
 
