@@ -57,7 +57,7 @@ class VmPoolAdmin(ScopedAdmin):
     actions = ["prestart_now"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).with_counts()
+        return super().get_queryset(request).with_counts().with_takeable()
 
     def get_readonly_fields(self, request, obj=None):
         return ["cluster", "template"] if obj is not None else []
@@ -75,9 +75,10 @@ class VmPoolAdmin(ScopedAdmin):
     def prestarted(self, obj):
         return f"{obj.prestarted_now} / {obj.prestarted_vms}"
 
-    @admin.display(ordering="running_unassigned", description="ready")
+    @admin.display(ordering="ready_vms", description="ready")
     def running_now(self, obj):
-        return obj.running_unassigned
+        """What taking a VM hands out running, at once (the pick's own rule)."""
+        return obj.ready_vms
 
     @admin.display(ordering="starting_vms", description="starting")
     def starting(self, obj):

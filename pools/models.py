@@ -4,11 +4,13 @@ import re
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, models
+from django.db.models import Exists, IntegerField, OuterRef, Q
+from django.db.models.expressions import RawSQL
 
 from hosts.models import Job, JobKind, Template, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from pools import takeable
 from project.db import count_of
 from project.names import validate_object_name
 
@@ -66,15 +68,6 @@ def prestarted_condition() -> Q:
     return FREE & (Q(status__in=PRESTARTED_STATUSES) | Q(start_job_active()))
 
 
-def takeable_condition() -> Q:
-    """VM rows that taking a VM could hand out now (``pools.queries.pick_free_vm``): free, and
-    running or stopped with no job, or being started with no other job."""
-    active = Job.objects.filter(vm=OuterRef("pk"), state__in=ACTIVE_JOB_STATES)
-    idle = Q(status__in=(VmStatus.UP, VmStatus.DOWN)) & ~Q(Exists(active))
-    starting = Q(start_job_active()) & ~Q(Exists(active.exclude(kind=JobKind.START)))
-    return FREE & (idle | starting)
-
-
 class VmPoolQuerySet(models.QuerySet):
     def with_counts(self) -> "VmPoolQuerySet":
         """Annotate total_vms, prestarted_now (what the monitor counts), running_unassigned,
@@ -93,9 +86,16 @@ class VmPoolQuerySet(models.QuerySet):
         )
 
     def with_takeable(self) -> "VmPoolQuerySet":
-        """Annotate takeable_vms: how many VMs taking one could hand out now."""
+        """Annotate takeable_vms, how many VMs taking one could hand out now, and ready_vms,
+        how many of them it hands out running, at once: what the pick (``pick_free_vm``)
+        would take, by its own rule (``pools.takeable``)."""
+        quote = connection.ops.quote_name
+        pool_id = f"{quote(self.model._meta.db_table)}.{quote(self.model._meta.pk.column)}"
         return self.annotate(
-            takeable_vms=count_of(VirtualMachine.objects.filter(takeable_condition()), "pool")
+            takeable_vms=RawSQL(*takeable.count_in_pool(pool_id), output_field=IntegerField()),
+            ready_vms=RawSQL(
+                *takeable.count_in_pool(pool_id, ready=True), output_field=IntegerField()
+            ),
         )
 
 

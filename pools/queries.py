@@ -4,8 +4,9 @@ prestart monitor share."""
 from django.db import connection
 from django.db.models import Exists, OuterRef
 
-from hosts.models import Job, JobKind, Template, VirtualMachine, VmStatus
+from hosts.models import Job, JobKind, Template, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from pools import takeable
 from pools.models import FREE, VmPool, prestarted_condition
 
 
@@ -33,47 +34,55 @@ def prestarted():
     return VirtualMachine.objects.filter(prestarted_condition())
 
 
-# The order allocation prefers free VMs in: running, then being started, then stopped.
-UP, STARTING, DOWN = 0, 1, 2
-
-
-def _pick_sql(lock: str) -> str:
-    """The pick as one SELECT (see ``pick_free_vm``), ``lock`` appended ("" on SQLite).
+def _pick_sql(pool: VmPool, user, lock: str) -> tuple[str, list]:
+    """The pick as one SELECT (see ``pick_free_vm``) and its parameters, ``lock`` appended
+    ("" on SQLite). Which VMs qualify, and in which order, is ``pools.takeable``'s rule: the
+    one the pool counts shown to users run too.
 
     Written out rather than built by the ORM: it runs on every allocation, and building the
     same query from expressions cost more Python time than the database spends on it.
     """
     vms, jobs = VirtualMachine._meta.db_table, Job._meta.db_table
     templates = Template._meta.db_table
-    active = f"SELECT 1 FROM {jobs} j WHERE j.vm_id = v.id AND j.state IN (%s, %s, %s)"
-    return (
+    where, where_params = takeable.takeable()
+    order, order_params = takeable.preference()
+    passing, passing_params = takeable.passing_jobs()
+    states = list(ACTIVE_JOB_STATES)
+    sql = (
         f"SELECT v.*,"
         f" (SELECT j.id FROM {jobs} j WHERE j.vm_id = v.id AND j.kind = %s"
         f"  AND j.state IN (%s, %s, %s) ORDER BY j.id LIMIT 1) AS start_job_id,"
         f" (SELECT COUNT(*) FROM {vms} h WHERE h.pool_id = %s AND h.owner_id = %s) AS held,"
         f" (SELECT t.guest_agent AND t.login_user <> '' FROM {templates} t"
         f"  WHERE t.id = v.template_id) AS pushes_keys,"
-        f" CASE WHEN NOT EXISTS ({active}) THEN"
-        f"  (CASE WHEN v.status = %s THEN {UP} ELSE {DOWN} END)"
-        f" ELSE {STARTING} END AS preference"
+        f" {passing} AS passing_jobs,"
+        f" {order} AS preference"
         f" FROM {vms} v"
-        f" WHERE v.pool_id = %s AND v.owner_id IS NULL AND NOT v.admin_hold AND ("
-        f"  (v.status IN (%s, %s) AND NOT EXISTS ({active}))"
-        f"  OR (EXISTS ({active} AND j.kind = %s)"
-        f"   AND NOT EXISTS ({active} AND j.kind <> %s)))"
+        f" WHERE v.pool_id = %s AND {where}"
         f" ORDER BY preference, v.pool_index, v.id LIMIT 1{lock}"
     )
+    params = [
+        JobKind.START, *states,  # start_job_id
+        pool.pk, user.pk,  # held
+        *passing_params, *order_params,
+        pool.pk, *where_params,
+    ]  # fmt: skip
+    return sql, params
 
 
 def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
     """Lock and return the VM of the pool to hand out to ``user``, or None when none is free.
 
     Free VMs (no user, no admin hold) that are running with no job, being started with no
-    other job, or stopped with no job, preferred in that order (``preference``: UP, STARTING,
-    DOWN) and then by number; one being started comes with the ``start_job_id`` of that start.
-    ``held`` counts the pool's VMs ``user`` holds, read in the same statement, so after the
-    caller's lock on the user; ``pushes_keys`` says its template has running guests take SSH
-    keys through their agent. One statement whatever the pool's size (three when it waits).
+    other job, or stopped with no job (``pools.takeable``), preferred in that order
+    (``preference``: UP, STARTING, DOWN) and then by number; one being started comes with the
+    ``start_job_id`` of that start.
+    A job that changes nothing the taker gets (``pools.takeable.PASSING_JOB_KINDS``: putting
+    SSH keys in the guest) counts as none; ``passing_jobs`` says the VM has one, for the
+    allocation to supersede. ``held`` counts the pool's VMs ``user`` holds, read in the same
+    statement, so after the caller's lock on the user; ``pushes_keys`` says its template has
+    running guests take SSH keys through their agent. One statement whatever the pool's size
+    (three when it waits).
 
     ``SKIP LOCKED`` lets concurrent allocations pass each other. But a free VM may be locked
     by another writer that does not take it (the sync updating its status, a job being
@@ -84,22 +93,17 @@ def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
     pass read the jobs as they were before it waited; ``submit_many`` locks VM rows and
     changes none, so nothing makes it read them again, and the VM would be started twice.)
     """
-    states = list(ACTIVE_JOB_STATES)
-    params = [
-        JobKind.START, *states,  # start_job_id
-        pool.pk, user.pk,  # held
-        *states, VmStatus.UP,  # preference
-        pool.pk, VmStatus.UP, VmStatus.DOWN, *states,  # idle, up or down
-        *states, JobKind.START, *states, JobKind.START,  # being started
-    ]  # fmt: skip
+
+    def pick(lock: str) -> VirtualMachine | None:
+        return _first(*_pick_sql(pool, user, lock))
+
     if not connection.features.has_select_for_update_skip_locked:
-        return _first(_pick_sql(""), params)
-    skipping = _pick_sql(" FOR UPDATE OF v SKIP LOCKED")
-    found = _first(skipping, params)
-    if found is not None or _first(_pick_sql(" FOR UPDATE OF v"), params) is None:
+        return pick("")
+    found = pick(" FOR UPDATE OF v SKIP LOCKED")
+    if found is not None or pick(" FOR UPDATE OF v") is None:
         return found
     # Now: the rows this transaction holds are not skipped.
-    return _first(skipping, params)
+    return pick(" FOR UPDATE OF v SKIP LOCKED")
 
 
 def _first(sql: str, params: list) -> VirtualMachine | None:

@@ -25,7 +25,8 @@ from hosts.services import emit_hold_changed
 from pools.error_codes import PoolErrorCode
 from pools.models import PoolType, VmPool
 from pools.monitor import nudge_monitor
-from pools.queries import DOWN, STARTING, UP, active_job, pick_free_vm, unassigned
+from pools.queries import active_job, pick_free_vm, unassigned
+from pools.takeable import DOWN, STARTING, UP
 from project import events
 from project.errors import Refused
 from project.grants import add_user_grant, revoke_role
@@ -261,19 +262,24 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             user_id=user.pk,
         )
         job = None
-        if vm.preference == UP and vm.pushes_keys:
+        if vm.passing_jobs:
+            # Keys being put in for its last holder (or nobody): this user's supersede them.
+            events.emit_many([given])
+            guest_keys.supersede(vm, requested_by=user)
+            if vm.preference == DOWN:
+                job = jobs.submit(JobKind.START, vm=vm, requested_by=user)
+        elif vm.preference == UP and vm.pushes_keys:
             # Running since before its user existed: the keys go in through its agent.
             jobs.submit_to_idle_vm(JobKind.GUEST_KEYS, vm, requested_by=user, also_emit=[given])
-        elif vm.preference == STARTING:
-            # The job seen when the VM was picked: it may have ended since, and asking for an
-            # active one again would then answer "being started" with no job to follow.
-            job = Job.objects.get(pk=vm.start_job_id)
-            events.emit_many([given])
         elif vm.preference == DOWN:
             # Picked with no job and locked since: the start heads the VM's queue.
             job = jobs.submit_to_idle_vm(JobKind.START, vm, requested_by=user, also_emit=[given])
         else:
             events.emit_many([given])
+        if vm.preference == STARTING:
+            # The job seen when the VM was picked: it may have ended since, and asking for an
+            # active one again would then answer "being started" with no job to follow.
+            job = Job.objects.get(pk=vm.start_job_id)
         if pool.prestarted_vms > 0 and vm.preference != DOWN:
             # It took a prestarted VM: the monitor starts another. A stopped VM taken leaves
             # the prestarted count as it was, and the monitor with nothing new to do.

@@ -27,7 +27,7 @@ from hosts.error_codes import JobErrorCode
 from hosts.guests import cloudinit
 from hosts.guests.key_state import digest, pushes_keys, wanted_keys
 from hosts.jobs import JobContext, JobFailed
-from hosts.models import Job, JobKind, VirtualMachine, VmStatus
+from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.sync import vm_changed
 
 POLL_S = 0.5
@@ -47,6 +47,24 @@ def after_start(vm: VirtualMachine) -> Job | None:
     if not pushes_keys(vm):
         return None
     return jobs.submit(JobKind.GUEST_KEYS, vm=vm)
+
+
+def supersede(vm: VirtualMachine, requested_by=None) -> Job | None:
+    """The VM changed hands (a pool handed it out) while ``guest_keys`` jobs were queued or
+    running for whoever held it before: the new holder's keys supersede theirs.
+
+    A running job read the keys it puts before it waits for the agent (up to
+    CORRAL_GUEST_KEYS_WAIT), so it is cancelled: it stops at its next look at the agent, and
+    the new holder's job, queued after it, does not wait behind it. A queued job reads the
+    holder when it runs: it is the new holder's job (``follow`` coalesces into it). Returns
+    that job, or None when the VM does not run or takes keys only from its seed (its start
+    queues one, ``after_start``). The caller holds the VM's row.
+    """
+    running = Job.objects.filter(vm=vm, kind=JobKind.GUEST_KEYS, state=JobState.RUNNING)
+    holder = vm.owner.username if vm.owner_id else "nobody"
+    for job in running:
+        jobs.request_cancel(job, f"Superseded: VM {vm.name} is {holder}'s now; their keys follow")
+    return follow(vm, requested_by=requested_by)
 
 
 def follow_owner_of(user) -> list[Job]:

@@ -180,19 +180,20 @@ def dispatch_next(*, vm_id: int | None = None, job_id: int | None = None) -> Job
     return head
 
 
-def request_cancel(job: Job) -> Job:
-    """Cancel a pending job at once; ask a running one to stop at its next step boundary."""
+def request_cancel(job: Job, why: str = "") -> Job:
+    """Cancel a pending job at once; ask a running one to stop at its next step boundary.
+    ``why`` goes into its journal ("Cancellation requested" when none is given)."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.state == JobState.PENDING:
             job.state, job.finished_at = JobState.CANCELLED, timezone.now()
             job.save(update_fields=["state", "finished_at"])
-            JobJournal.objects.create(job=job, message="Cancelled before it started")
+            JobJournal.objects.create(job=job, message=why or "Cancelled before it started")
             job_event(job)
             transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id))
         elif job.state == JobState.RUNNING:
             job.state = JobState.CANCELLING
             job.save(update_fields=["state"])
-            JobJournal.objects.create(job=job, message="Cancellation requested")
+            JobJournal.objects.create(job=job, message=why or "Cancellation requested")
             job_event(job)
     return job

@@ -5,7 +5,9 @@ A pool's prestarted VM when the caller may take from a pool of the flavor's temp
 (ACTIVE at once, the caller's keys pushed into the running guest), else a new VM validated as
 Corral's API validates one (the rules of reservations included) and started. What Corral
 refuses for want of capacity (a reservation full, or not active) Nova's scheduler would refuse
-too: the server is accepted and goes to ERROR with the reason as its fault.
+too: the server is accepted and goes to ERROR with the reason as its fault. What the caller may
+not do (create a VM there, take one more from the pool) is refused up front, nothing made: a
+pool's refusals are ``allocate_vm``'s own, in Nova's statuses.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from hosts import services as vm_services
 from hosts.api.serializers import VirtualMachineSerializer
-from hosts.models import Cluster, Image, JobKind, VirtualMachine
+from hosts.models import Cluster, Image, JobKind, Template, VirtualMachine
 from openstack.compute import flavors as flavor_lookup
 from openstack.compute.availability_zones import zones_of
 from openstack.compute.base import NovaView
@@ -33,6 +35,7 @@ from openstack.image.images import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
 from pools import services as pool_services
 from pools.models import VmPool
+from project.errors import Refused
 from project.models import SshKey
 from project.permissions import holds, restrict
 
@@ -210,12 +213,25 @@ def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:
 
 
 def launch(spec: LaunchSpec, user) -> list[Server]:
-    """Create the servers a request asks for (one unless ``max_count``)."""
+    """Create the servers a request asks for (one unless ``max_count``), all or none.
+
+    As Nova's quotas do, a pool's limit per user (or an empty pool) stops the batch once
+    ``min_count`` servers are made, and refuses it before then.
+    """
     batch = uuid.uuid4().hex[:8]
     made = []
-    for index in range(spec.count):
-        name = spec.name if spec.count == 1 else f"{spec.name}-{index + 1}"
-        made.append(launch_one(spec, user, name, index, f"r-{batch}"))
+    try:
+        with transaction.atomic():
+            for index in range(spec.count):
+                name = spec.name if spec.count == 1 else f"{spec.name}-{index + 1}"
+                try:
+                    made.append(launch_one(spec, user, name, index, f"r-{batch}"))
+                except (pool_services.PoolExhausted, pool_services.UserLimitReached):
+                    if index < spec.min_count:
+                        raise
+                    break
+    except pool_services.UserLimitReached as refused:
+        raise PermissionDenied(refused.message) from None  # Nova's status for a quota
     return made
 
 
@@ -233,24 +249,28 @@ def launch_one(spec: LaunchSpec, user, name: str, index: int, reservation_id: st
         reservation_id=reservation_id,
         launch_index=index,
     )
-    vm = from_pool(spec, user)
+    try:
+        vm, refused = from_pool(spec, user), None
+    except Refused as refusal:
+        vm, refused = None, refusal
     if vm is not None:
         Server.objects.filter(vm=vm).delete()
         record.id, record.vm, record.from_pool = vm.uuid, vm, True
         record.save(force_insert=True)
         return record
+    template, cluster = boot_instead(spec, user, refused)
     try:
         with transaction.atomic():
-            vm = new_vm(spec, user, name)
+            vm = new_vm(spec, user, name, template, cluster)
             record.id, record.vm = vm.uuid, vm
             record.save(force_insert=True)
             if spec.group is not None:
                 add_member(spec.group, vm)
             vm_services.request_operation(vm, JobKind.START, requested_by=user)
-    except NotLaunched as refused:
+    except NotLaunched as not_launched:
         record.id = uuid.uuid4()
         record.vm = None
-        record.fault_code, record.fault_message = 500, refused.message
+        record.fault_code, record.fault_message = 500, not_launched.message
         record.fault_at = timezone.now()
         record.save(force_insert=True)
     return record
@@ -267,26 +287,48 @@ class NotLaunched(Exception):
 
 def from_pool(spec: LaunchSpec, user) -> VirtualMachine | None:
     """A pool's VM handed to the caller, when a pool of the flavor's template and image lets
-    them take one (and nothing asked for needs a first boot: user-data, a server group)."""
-    template = spec.flavor.template
-    if template is None or spec.user_data or spec.group is not None:
+    them take one (and nothing asked for needs a first boot: user-data, a server group); None
+    when no such pool is theirs to take from. When every one refuses (``allocate_vm``'s own
+    refusals), raises an empty pool's refusal (trying again later may do) before a limit's."""
+    if needs_first_boot(spec):
         return None
-    if spec.image is not None and spec.image.pk != template.disk_image_id:
-        return None
-    pools = restrict(VmPool.objects.filter(template=template), user, "pools.allocate_vmpool")
-    if spec.cluster is not None:
-        pools = pools.filter(cluster=spec.cluster)
-    for pool in pools.order_by("name"):
+    refusals: list[Refused] = []
+    for pool in pools_for(spec, user):
         try:
             return pool_services.allocate_vm(pool, user).vm
-        except (pool_services.PoolExhausted, pool_services.UserLimitReached):
-            continue
+        except (pool_services.PoolExhausted, pool_services.UserLimitReached) as refused:
+            refusals.append(refused)
+    if refusals:
+        exhausted = [r for r in refusals if isinstance(r, pool_services.PoolExhausted)]
+        raise (exhausted or refusals)[0]
     return None
 
 
-def new_vm(spec: LaunchSpec, user, name: str) -> VirtualMachine:
-    """A VM of the spec, validated as Corral's API validates one (its launch rules, those of
-    reservations included), made by the caller."""
+def needs_first_boot(spec: LaunchSpec) -> bool:
+    """What the spec asks for only a VM's first boot gives (a pool's running VM cannot)."""
+    template = spec.flavor.template
+    other_image = spec.image is not None and (
+        template is None or spec.image.pk != template.disk_image_id
+    )
+    return bool(spec.user_data) or spec.group is not None or other_image
+
+
+def pools_for(spec: LaunchSpec, user) -> list[VmPool]:
+    """The pools of the flavor's template (in the zone asked for) the caller may take from."""
+    if spec.flavor.template is None:
+        return []
+    pools = restrict(
+        VmPool.objects.filter(template=spec.flavor.template), user, "pools.allocate_vmpool"
+    )
+    if spec.cluster is not None:
+        pools = pools.filter(cluster=spec.cluster)
+    return list(pools.order_by("name"))
+
+
+def boot_target(spec: LaunchSpec, user) -> tuple[Template, Cluster | None]:
+    """The template and cluster of a new VM for the spec (no cluster: the reservation's).
+    PermissionDenied when the caller may not create a VM there: refused up front, as Nova's
+    policy refuses, rather than a server left in ERROR."""
     flavor, reservation = spec.flavor, spec.flavor.reservation
     group_reservation = getattr(spec.group, "reservation", None)
     if group_reservation is not None and group_reservation != reservation:
@@ -306,6 +348,47 @@ def new_vm(spec: LaunchSpec, user, name: str) -> VirtualMachine:
             .order_by("name")
             .first()
         )
+        if cluster is None:
+            raise PermissionDenied(
+                f"You may not create servers of flavor {flavor.id}: no availability zone "
+                "lets you create VMs."
+            )
+    if cluster is not None and not holds(
+        user,
+        "hosts.add_virtualmachine",
+        VirtualMachine(cluster=cluster, template=template, reservation=reservation),
+    ):
+        raise PermissionDenied(f"You may not create servers in availability zone {cluster.name}.")
+    return template, cluster
+
+
+def boot_instead(
+    spec: LaunchSpec, user, refused: Refused | None
+) -> tuple[Template, Cluster | None]:
+    """``boot_target`` for a server no pool handed out (``refused``: every pool's refusal).
+    A pool user who may not create VMs is refused in the pool's words: its rules are the ones
+    that apply to them, as in the portal and /api/."""
+    try:
+        return boot_target(spec, user)
+    except PermissionDenied as denied:
+        if refused is not None:
+            raise refused from None
+        pools = pools_for(spec, user) if needs_first_boot(spec) else []
+        if not pools:
+            raise
+        raise PermissionDenied(
+            f"{denied.detail} Pool {pools[0].name} hands out running servers of this flavor, "
+            "without user_data, a server group or an image of their own."
+        ) from None
+
+
+def new_vm(
+    spec: LaunchSpec, user, name: str, template: Template, cluster: Cluster | None
+) -> VirtualMachine:
+    """A VM of the spec from ``template`` in ``cluster`` (``boot_target``), validated as
+    Corral's API validates one (its launch rules, those of reservations included), made by
+    the caller."""
+    flavor, reservation = spec.flavor, spec.flavor.reservation
     data = {
         "name": vm_name(name, getattr(cluster, "pk", None), uuid.uuid4()),
         "template": template.pk,

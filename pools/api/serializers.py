@@ -14,7 +14,17 @@ class PoolCountsSerializer(serializers.Serializer):
         help_text="Unassigned VMs no admin holds that run, are paused, on their way up or "
         "unknown: what the prestart monitor counts against prestarted_vms."
     )
-    running_unassigned = serializers.IntegerField(help_text="Up, unassigned, not held.")
+    running_unassigned = serializers.IntegerField(
+        help_text="Up, unassigned, not held (busy ones too: see ready)."
+    )
+    ready = serializers.IntegerField(
+        help_text="Handed out running, at once, by taking a VM now (allocatevm): free, Up, and "
+        "with no job that changes it (putting SSH keys in the guest does not)."
+    )
+    takeable = serializers.IntegerField(
+        help_text="What taking a VM could hand out now: the ready ones, those being started, "
+        "and stopped ones it would start. 0: allocatevm answers 409."
+    )
     assigned = serializers.IntegerField()
     starting = serializers.IntegerField(help_text="Unassigned, not held, being started.")
     held = serializers.IntegerField(help_text="Held by an admin: never handed out.")
@@ -56,6 +66,8 @@ class VmPoolSerializer(ModelCleanSerializer):
             "total": getattr(pool, "total_vms", 0),
             "prestarted": getattr(pool, "prestarted_now", 0),
             "running_unassigned": getattr(pool, "running_unassigned", 0),
+            "ready": getattr(pool, "ready_vms", 0),
+            "takeable": getattr(pool, "takeable_vms", 0),
             "assigned": getattr(pool, "assigned_vms", 0),
             "starting": getattr(pool, "starting_vms", 0),
             "held": getattr(pool, "held_vms", 0),

@@ -32,7 +32,7 @@ ALLOCATE = "pools.allocate_vmpool"
 class VmPoolViewSet(ScopedModelViewSet):
     """VM pools: identical VMs from one template, some kept running for instant use."""
 
-    queryset = VmPool.objects.with_counts()
+    queryset = VmPool.objects.with_counts().with_takeable()
     serializer_class = VmPoolSerializer
     filterset_class = VmPoolFilterSet
     search_fields = ["name", "description"]

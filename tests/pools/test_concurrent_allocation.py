@@ -15,6 +15,7 @@ from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
 from project.grants import grant_role
 from project.models import Role
 from tests.conftest import unique
+from tests.pools.fixtures import add_pool_vms
 
 User = get_user_model()
 THREADS = 20
@@ -133,3 +134,29 @@ def test_a_vm_locked_by_another_transaction_is_skipped_without_waiting(postgres_
     )
     assert VirtualMachine.objects.get(pk=first.pk).owner_id is None
     assert VirtualMachine.objects.get(pk=second.pk).owner_id == user.pk
+
+
+def test_users_racing_for_vms_whose_keys_jobs_run_get_one_each_and_their_keys_job_follows(
+    postgres_only, make_pool, make_host, make_template
+):
+    """A running VM whose guest_keys job waits for its agent is taken like one with no job:
+    once, and with that job superseded by one for its new holder (pools/takeable.py)."""
+    host = make_host()
+    template = make_template(memory_mb=128, login_user="corral", guest_agent=True)
+    pool = make_pool(cluster=host.cluster, template=template, size=10)
+    for vm in add_pool_vms(pool, [VmStatus.UP] * 10, host=host):
+        Job.objects.create(kind=JobKind.GUEST_KEYS, vm=vm, state=JobState.RUNNING)
+    users = _users_of(pool, 30)
+
+    answers = _allocate_all(pool, users)
+
+    given = [body for status, body in answers if status == 200]
+    assert Counter(status for status, _ in answers) == {200: 10, 409: 20}
+    assert all(body["instant"] for body in given)
+    assert len({body["vm"]["id"] for body in given}) == 10
+    for vm in VirtualMachine.objects.filter(pool=pool).select_related("owner"):
+        jobs_on_vm = Job.objects.filter(vm=vm).order_by("pk")
+        assert [(job.kind, job.state, job.requested_by) for job in jobs_on_vm] == [
+            (JobKind.GUEST_KEYS, JobState.CANCELLING, None),
+            (JobKind.GUEST_KEYS, JobState.PENDING, vm.owner),
+        ]

@@ -103,6 +103,8 @@ def test_a_new_pool_answers_with_its_counts(admin, new_pool):
         "total": 3,
         "prestarted": 0,
         "running_unassigned": 0,
+        "ready": 0,
+        "takeable": 0,  # each VM is being prepared
         "assigned": 0,
         "starting": 0,
         "held": 0,
@@ -171,6 +173,8 @@ def test_counts_tell_prestarted_running_assigned_starting_and_held_vms(admin, po
         "total": 6,
         "prestarted": 2,  # up_free and down_starting
         "running_unassigned": 1,
+        "ready": 1,  # up_free
+        "takeable": 3,  # up_free, down_starting and down_free
         "assigned": 2,
         "starting": 1,
         "held": 1,

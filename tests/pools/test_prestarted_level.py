@@ -100,6 +100,8 @@ def test_the_api_the_admin_the_dashboard_metrics_and_the_monitor_count_alike(
         "total": 9,
         "prestarted": 4,
         "running_unassigned": 1,
+        "ready": 1,
+        "takeable": 4,  # the Up one, the one being started, the two Down ones
         "assigned": 1,
         "starting": 1,
         "held": 1,
