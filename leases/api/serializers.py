@@ -165,8 +165,12 @@ class LeaseRequestSerializer(serializers.Serializer):
     end_date = serializers.CharField(required=False, help_text=TIME_HELP)
     before_end = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
     before_end_date = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
-    # None is a lease that reserves nothing, as in Blazar.
-    reservations = ReservationRequestSerializer(many=True)
+    reservations = ReservationRequestSerializer(
+        many=True,
+        required=False,
+        help_text="Left out or empty: a lease that reserves nothing, as Blazar accepts one; it "
+        "holds no capacity and still has its window, its events and its status.",
+    )
     events = serializers.ListField(
         required=False, help_text="Blazar's custom events: none are supported (an empty list)."
     )
@@ -226,6 +230,7 @@ class LeaseRequestSerializer(serializers.Serializer):
                 {"before_end_date": "Between the start and the end of the lease."}
             )
         attrs.pop("events", None)
+        attrs.setdefault("reservations", [])
         return attrs
 
 

@@ -146,6 +146,19 @@ def test_a_lease_reserving_nothing_is_created_with_its_window_events_and_status(
     ]
 
 
+def test_a_lease_without_a_reservations_key_is_created_reserving_nothing_as_in_blazar(
+    as_alice,
+):
+    body = lease_body("bare", at(9), at(10))
+    del body["reservations"]  # Blazar's manager takes a missing key for no reservations
+
+    response = as_alice.post(f"{API}/leases", body, format="json")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["lease"]["reservations"] == []
+    assert Lease.objects.get(name="bare").reservations.count() == 0
+
+
 def test_a_blazar_lease_deletes_its_servers_when_it_ends_as_blazar_does(
     as_alice, reservable_hosts, make_vm
 ):
