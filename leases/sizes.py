@@ -16,3 +16,18 @@ def quantity(resource: str, value: int) -> str:
     if resource == "memory_mb":
         return f"{value} MiB"
     return f"{value} GB of disk"
+
+
+def size_of(request: dict) -> dict[str, int]:
+    """An instance reservation's size, resource by resource (0: not asked, as a disk may be)."""
+    return {resource: request.get(resource) or 0 for resource in RESOURCES}
+
+
+def slots_in(free: dict[str, int | None], size: dict[str, int]) -> int:
+    """How many instances of ``size`` fit in ``free``; a resource not asked for, or that a host
+    does not report (None: its free storage), limits nothing."""
+    return min(
+        free[resource] // size[resource]
+        for resource in RESOURCES
+        if size[resource] and free[resource] is not None
+    )

@@ -52,8 +52,8 @@ def test_a_refused_lease_says_once_what_is_short_and_offers_the_earliest_window_
     refusal = page.locator("#lease-refused")
     expect(refusal).to_have_text(
         f"The lease does not fit: only 0 of 2 instances fit between {at(9):%Y-%m-%d %H:%M} and "
-        f"{at(17):%Y-%m-%d %H:%M}. The earliest 8-hour window that fits starts "
-        f"{at(13):%Y-%m-%d %H:%M} (UTC)."
+        f"{at(17):%Y-%m-%d %H:%M} (2 instances of 1024 MiB need 2048 MiB free; 0 are free). The "
+        f"earliest 8-hour window that fits starts {at(13):%Y-%m-%d %H:%M} (UTC)."
     )
     main = page.locator("main").inner_text()
     assert (main.count("does not fit"), main.count("fit in that window")) == (1, 0)

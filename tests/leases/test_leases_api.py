@@ -331,9 +331,20 @@ def test_a_lease_that_does_not_fit_is_a_409_saying_what_is_short(client, one_hos
     assert response.status_code == 409
     assert response.json()["detail"].startswith(
         f"The lease does not fit: only 3 of 5 instances fit between {when(at(9))} and "
-        f"{when(at(12))}. "
+        f"{when(at(12))} (5 instances of 1024 MiB need 5120 MiB free; 3072 are free). "
     )
-    assert response.json()["short"] == {"resource": "instances", "requested": 5, "available": 3}
+    assert response.json()["short"] == {
+        "resource": "instances",
+        "requested": 5,
+        "available": 3,
+        "limit": {
+            "resource": "memory_mb",
+            "needed": 5120,
+            "available": 3072,
+            "scope": "all_hosts",
+            "property": None,
+        },
+    }
 
 
 def test_a_refused_lease_stores_nothing(client, one_host):
@@ -360,7 +371,8 @@ def test_the_check_says_what_is_short_and_reserves_nothing(client, one_host):
     assert response.json() == {
         "fits": False,
         "message": f"Does not fit: only 3 of 4 instances fit on one host between "
-        f"{when(at(9))} and {when(at(12))}.",
+        f"{when(at(9))} and {when(at(12))} (4 instances of 1024 MiB need 4096 MiB free on one "
+        "host; the freest has 3072).",
     }
     assert stored() == (0, 0, 0, 0)
 
