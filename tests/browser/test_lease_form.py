@@ -121,3 +121,16 @@ def test_errors_are_summed_up_at_the_top_with_links_to_their_fields(form_page):
     expect(page.locator("#id_name")).to_be_focused()
     label, field = (page.locator(s).bounding_box() for s in ("label[for=id_name]", "#id_name"))
     assert label["y"] + label["height"] <= field["y"]  # the label above its input
+
+
+def test_after_bad_input_the_form_still_says_whether_the_lease_fits(form_page):
+    page = form_page
+    _fill(page, "", 2, at(9), at(17))  # the name left out
+    expect(page.locator("#capacity-answer")).to_have_attribute("data-fits", "yes")
+
+    page.locator("#lease-submit").click()
+
+    expect(page.locator("#field-name .errorlist")).to_have_text("This field is required.")
+    answer = page.locator("#capacity-answer")
+    expect(answer).to_have_attribute("data-fits", "yes")
+    expect(answer).to_have_text("Fits: 2 of 2 instances.")
