@@ -13,8 +13,10 @@ no end, so no lease is promised what they use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 from django.db.models import Q
 from django.utils import timezone
@@ -23,6 +25,8 @@ from hosts.capacity import schedulable
 from hosts.models import HOLDING_STATUSES, Host, HostStatus, VirtualMachine
 from leases.models import Allocation, LeaseStatus, ReservationStatus, ResourceType
 from leases.properties import matches
+from leases.shortfall import Limit, hosts_short, instances_short
+from leases.sizes import slots_in
 
 LIVE_LEASES = [LeaseStatus.PENDING, LeaseStatus.ACTIVE]
 LIVE_RESERVATIONS = [ReservationStatus.PENDING, ReservationStatus.ACTIVE]
@@ -35,7 +39,9 @@ GIB = 1024**3
 class DoesNotFit(Exception):
     """The request does not fit; the message says what is short. ``resource`` ("instances" or
     "hosts") is what runs short: ``available`` of the ``requested`` fit (all None when the
-    refusal is not a shortage, as affinity with VMs on several hosts)."""
+    refusal is not a shortage, as affinity with VMs on several hosts). ``explain`` finds why,
+    in the resource that runs short (shortfall.py), when someone reads it: searches that try
+    many windows (``earliest_fit``) only count the refusals."""
 
     def __init__(
         self,
@@ -44,15 +50,32 @@ class DoesNotFit(Exception):
         resource: str | None = None,
         requested: int | None = None,
         available: int | None = None,
+        explain: Callable[[], Limit | None] | None = None,
     ) -> None:
         super().__init__(message)
         self.resource, self.requested, self.available = resource, requested, available
+        self.explain = explain
+
+    @cached_property
+    def limit(self) -> Limit | None:
+        return None if self.explain is None else self.explain()
+
+    def __str__(self) -> str:
+        message = self.args[0]
+        return message if self.limit is None else f"{message} ({self.limit.text})"
 
     def short(self) -> dict | None:
         """What runs short, as the API reports it."""
         if self.resource is None:
             return None
-        return {"resource": self.resource, "requested": self.requested, "available": self.available}
+        short = {
+            "resource": self.resource,
+            "requested": self.requested,
+            "available": self.available,
+        }
+        if self.limit is not None:
+            short["limit"] = self.limit.as_dict()
+        return short
 
 
 @dataclass
@@ -98,16 +121,30 @@ class HostRoom:
             whole = whole or slot.whole_host
         return most_cpu, most_memory, whole
 
-    def free_slots(self, start, end, vcpus: int, memory_mb: int, disk_gb: int = 0) -> int:
+    def capacity(self) -> dict[str, int | None]:
+        """All the host gives leases: vCPUs and memory (overcommitted), and its free disk (GB;
+        None where the host reports no free storage)."""
+        disk = None if self.disk_bytes is None else self.disk_bytes // GIB
+        return {"vcpus": self.cpus, "memory_mb": self.memory_mb, "disk_gb": disk}
+
+    def free(self, start, end) -> dict[str, int | None]:
+        """What the host has free through all of [start, end): vCPUs, memory and disk (GB;
+        None where the host reports no free storage), nothing while it is reserved whole."""
         used_cpu, used_mem, whole = self.peak(start, end)
+        disk = None
+        if self.disk_bytes is not None:
+            disk = max(0, self.disk_bytes // GIB - self.reserved_disk_gb(start, end))
         if whole:
-            return 0
-        slots = min((self.cpus - used_cpu) // vcpus, (self.memory_mb - used_mem) // memory_mb)
-        if disk_gb and self.disk_bytes is not None:
-            slots = min(
-                slots, (self.disk_bytes // GIB - self.reserved_disk_gb(start, end)) // disk_gb
-            )
-        return max(0, slots)
+            return {"vcpus": 0, "memory_mb": 0, "disk_gb": None if disk is None else 0}
+        return {
+            "vcpus": max(0, self.cpus - used_cpu),
+            "memory_mb": max(0, self.memory_mb - used_mem),
+            "disk_gb": disk,
+        }
+
+    def free_slots(self, start, end, vcpus: int, memory_mb: int, disk_gb: int = 0) -> int:
+        size = {"vcpus": vcpus, "memory_mb": memory_mb, "disk_gb": disk_gb}
+        return slots_in(self.free(start, end), size)
 
     def reserved_disk_gb(self, start, end) -> int:
         """Disk reserved by allocations overlapping [start, end) (their sum: a disk, once
@@ -254,6 +291,10 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
         )
         for room in usable
     }
+
+    def explain():
+        return instances_short(rooms, start, end, request)
+
     kept = {
         host: min(count, free[host], amount)
         for host, count in (request.get("keep") or {}).items()
@@ -274,7 +315,7 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
             ranked = sorted(
                 ((h, s) for h, s in free.items() if s > 0), key=lambda item: (-item[1], item[0])
             )
-            return _merge(kept, _fill(ranked, rest["amount"], amount - held, start, end))
+            return _merge(kept, _fill(ranked, rest["amount"], amount - held, start, end, explain))
         return _merge(kept, plan_instances(others, start, end, rest))
     if affinity is True:
         # The reservation's VMs already run on one host: the whole amount stays with them.
@@ -290,16 +331,21 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
                     f"only {free[host]} of {amount} instances fit on the host running its VMs "
                     f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
                     **_instances(amount, free[host]),
+                    explain=lambda: instances_short(
+                        rooms, start, end, request, on=host, running=True
+                    ),
                 )
             return [(host, amount)]
     ranked = sorted(free.items(), key=lambda item: (-item[1], item[0]))
     if affinity is True:
         best = ranked[0][1] if ranked else 0
         if best < amount:
+            freest = ranked[0][0] if ranked else None
             raise DoesNotFit(
                 f"only {best} of {amount} instances fit on one host between {start:%Y-%m-%d %H:%M}"
                 f" and {end:%Y-%m-%d %H:%M}",
                 **_instances(amount, best),
+                explain=lambda: instances_short(rooms, start, end, request, on=freest),
             )
         return [(ranked[0][0], amount)]
     if affinity is False:
@@ -309,16 +355,17 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
                 f"only {len(hosts)} of {amount} instances fit on distinct hosts between "
                 f"{start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
                 **_instances(amount, len(hosts)),
+                explain=explain,
             )
         return [(host, 1) for host in hosts[:amount]]
-    return _fill(ranked, amount, amount, start, end)
+    return _fill(ranked, amount, amount, start, end, explain)
 
 
 def _instances(requested: int, available: int) -> dict:
     return {"resource": "instances", "requested": requested, "available": available}
 
 
-def _fill(ranked, needed: int, total: int, start, end) -> list[tuple[int, int]]:
+def _fill(ranked, needed: int, total: int, start, end, explain) -> list[tuple[int, int]]:
     """Take ``needed`` slots from hosts in order; DoesNotFit names the shortage of ``total``."""
     chosen, left = [], needed
     for host, slots in ranked:
@@ -333,6 +380,7 @@ def _fill(ranked, needed: int, total: int, start, end) -> list[tuple[int, int]]:
             f"only {total - left} of {total} instances fit between {start:%Y-%m-%d %H:%M} "
             f"and {end:%Y-%m-%d %H:%M}",
             **_instances(total, total - left),
+            explain=explain,
         )
     return chosen
 
@@ -374,6 +422,9 @@ def plan_hosts(rooms: dict[int, HostRoom], start, end, request: dict) -> list[in
             resource="hosts",
             requested=request["min"],
             available=len(candidates),
+            explain=lambda: hosts_short(
+                rooms, request.get("host_properties") or {}, request["min"], start, end
+            ),
         )
     return candidates[: request["max"]]
 
@@ -401,10 +452,11 @@ def plan_in(rooms: dict[int, HostRoom], start, end, requests: list[dict]):
         except DoesNotFit as exc:
             prefix = f"reservation {index + 1}: " if len(requests) > 1 else ""
             raise DoesNotFit(
-                prefix + str(exc),
+                prefix + exc.args[0],
                 resource=exc.resource,
                 requested=exc.requested,
                 available=exc.available,
+                explain=exc.explain,
             ) from None
         for host, slots, whole in chosen:
             rooms[host].usage.append(

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -209,7 +210,8 @@ def suggested_vm_name(lease: Lease, taken: int) -> str:
 
 
 class LaunchForm(forms.Form):
-    """A VM launched into one of the lease's active reservations, from a template."""
+    """A VM launched into one of the lease's active reservations (``offered``: those shown;
+    all of them by default), from a template that fits the reservation chosen."""
 
     reservation = forms.ModelChoiceField(
         queryset=Reservation.objects.none(), empty_label=None, label="Reservation"
@@ -219,18 +221,53 @@ class LaunchForm(forms.Form):
     )
     name = forms.CharField(max_length=64, label="VM name")
 
-    def __init__(self, *args, lease: Lease, request, **kwargs):
+    def __init__(self, *args, lease: Lease, request, offered=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.request = request
-        reservations = launchable(lease)
+        reservations = launchable(lease) if offered is None else offered
         self.fields["reservation"].queryset = reservations
         self.fields["reservation"].label_from_instance = _reservation_label
-        self.fields["template"].queryset = _templates_for(request.user, reservations)
+        chosen = self._chosen(reservations)
+        fitting = _templates_for(request.user, chosen) if chosen else Template.objects.none()
+        # What is offered fits the chosen reservation; a template sent is checked as the API
+        # checks it, so a misfit is refused with the API's reason rather than "not a choice".
+        self.fitting_templates = fitting
+        self.fields["template"].queryset = (
+            restrict(Template.objects.all(), request.user, "hosts.view_template")
+            if self.is_bound
+            else fitting
+        )
         self.fields["template"].label_from_instance = _template_label
+        if chosen is not None and not fitting.exists():
+            none_fits = "No template you may use fits this reservation; ask an administrator."
+            self.fields["template"].help_text = none_fits
+        if reservations.count() > 1:
+            # Choosing another reservation offers the templates that fit it.
+            url = reverse("portal:lease-launch-templates", args=[lease.pk])
+            self.fields["reservation"].widget.attrs.update(
+                {
+                    "hx-get": url,
+                    "hx-trigger": "change",
+                    "hx-target": "#field-template",
+                    "hx-swap": "outerHTML",
+                }
+            )
         self.unsaved_vm: VirtualMachine | None = None
+
+    def _chosen(self, reservations) -> Reservation | None:
+        """The reservation the form is for: the one sent or given (a reservation or its id, as
+        typed), else the first offered."""
+        key = self.data.get("reservation") if self.is_bound else self.initial.get("reservation")
+        key = str(getattr(key, "pk", key))
+        chosen = None
+        if key.isascii() and key.isdigit() and len(key) < 12:
+            chosen = reservations.filter(pk=int(key)).first()
+        return chosen or reservations.first()
 
     def clean(self):
         data = super().clean()
+        # Shown again after an error: only what fits.
+        self.fields["template"].queryset = self.fitting_templates
         if self.errors:
             return data
         body = {
@@ -248,19 +285,23 @@ class LaunchForm(forms.Form):
         return data
 
 
-def _templates_for(user, reservations):
-    """Templates the user may use in the reserved hosts' cluster, no larger than the largest
-    reserved instance (whole-host reservations take any size)."""
-    clusters = set(reservations.values_list("allocations__host__cluster_id", flat=True)) - {None}
+def _templates_for(user, reservation: Reservation):
+    """Templates the user may use that fit the reservation: offered in its hosts' cluster, and
+    for instances no larger than one (vCPUs, memory, and disk when it reserves one)."""
+    clusters = set(
+        reservation.allocations.filter(host__isnull=False).values_list(
+            "host__cluster_id", flat=True
+        )
+    )
     templates = restrict(Template.objects.all(), user, "hosts.view_template").filter(
         Q(cluster__isnull=True) | Q(cluster_id__in=clusters)
     )
-    sizes = list(reservations.values_list("resource_type", "vcpus", "memory_mb"))
-    if sizes and all(kind == ResourceType.INSTANCE for kind, _, _ in sizes):
+    if reservation.resource_type == ResourceType.INSTANCE:
         templates = templates.filter(
-            vcpus__lte=max(v or 0 for _, v, _ in sizes),
-            memory_mb__lte=max(m or 0 for _, _, m in sizes),
+            vcpus__lte=reservation.vcpus or 0, memory_mb__lte=reservation.memory_mb or 0
         )
+        if reservation.disk_gb:
+            templates = templates.filter(disk_gb__lte=reservation.disk_gb)
     return templates.order_by("name")
 
 

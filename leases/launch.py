@@ -5,9 +5,11 @@ fit the reserved size; the VM goes to the cluster of the reserved hosts."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.template.defaultfilters import pluralize
 
 from leases.error_codes import LeaseErrorCode
 from leases.models import LeaseStatus
+from leases.sizes import RESOURCES, quantity
 from project.errors import Refused
 
 
@@ -24,22 +26,9 @@ def check_launch(attrs: dict) -> None:
             f"{lease.start_date:%Y-%m-%d %H:%M} to {lease.end_date:%Y-%m-%d %H:%M}.",
             field="reservation",
         )
-    instances = reservation.resource_type == "virtual:instance"
-    launched = reservation.vms.count() if instances else 0
-    if instances and launched >= (reservation.amount or 0):
-        raise Refused(
-            LeaseErrorCode.RESERVATION_FULL,
-            f"The reservation's {reservation.amount} instances are all launched.",
-            field="reservation",
-        )
-    held = (reservation.amount or 0) - reservation.missing
-    if instances and reservation.missing and launched >= held:
-        raise Refused(
-            LeaseErrorCode.RESERVATION_DEGRADED,
-            f"Lease {lease.name} is degraded: the reservation holds {held} of "
-            f"its {reservation.amount} instances, and {launched} are launched.",
-            field="reservation",
-        )
+    refused = refusal_when_full(reservation, reservation.vms.count())
+    if refused is not None:
+        raise refused
     if attrs.get("cluster") is None:
         allocation = (
             reservation.allocations.filter(host__isnull=False)
@@ -60,13 +49,43 @@ def check_launch(attrs: dict) -> None:
         raise ValidationError(errors)
 
 
+def refusal_when_full(reservation, launched: int) -> Refused | None:
+    """Why no VM more may launch into the reservation with ``launched`` VMs in it (None: one
+    may): its instances are all launched, or all of what a degraded lease still holds. Whole
+    hosts take any number of VMs."""
+    if reservation.resource_type != "virtual:instance":
+        return None
+    amount = reservation.amount or 0
+    if launched >= amount:
+        message = (
+            "The reservation's only instance is launched."
+            if amount == 1
+            else f"The reservation's {amount} instances are all launched."
+        )
+        return Refused(LeaseErrorCode.RESERVATION_FULL, message, field="reservation")
+    held = amount - reservation.missing
+    if reservation.missing and launched >= held:
+        return Refused(
+            LeaseErrorCode.RESERVATION_DEGRADED,
+            f"Lease {reservation.lease.name} is degraded: the reservation holds {held} of its "
+            f"{amount} instance{pluralize(amount)}, and {launched} "
+            f"{'is' if launched == 1 else 'are'} launched.",
+            field="reservation",
+        )
+    return None
+
+
 def fit_errors(attrs: dict, reservation) -> dict:
     """Why a VM of this size, in this cluster, does not fit the reservation (field: message)."""
     errors = {}
     if reservation.resource_type == "virtual:instance":
-        for name in ("vcpus", "memory_mb"):
-            if attrs.get(name) and attrs[name] > (getattr(reservation, name) or 0):
-                errors[name] = f"The reservation holds {getattr(reservation, name)} per instance."
+        for name in RESOURCES:
+            held = getattr(reservation, name)
+            # A reservation of no disk (Blazar's default) leaves the disk to the template.
+            if name == "disk_gb" and not held:
+                continue
+            if attrs.get(name) and attrs[name] > (held or 0):
+                errors[name] = f"The reservation holds {quantity(name, held)} per instance."
     clusters = set(reservation.allocations.values_list("host__cluster_id", flat=True)) - {None}
     if attrs.get("cluster") is not None and attrs["cluster"].pk not in clusters:
         errors["cluster"] = "The reservation's hosts are in another cluster."

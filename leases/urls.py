@@ -13,5 +13,10 @@ urlpatterns = [
     path("leases/<int:lease_id>/panel/", views.lease_panel, name="lease-panel"),
     path("leases/<int:lease_id>/end/", views.lease_end, name="lease-end"),
     path("leases/<int:lease_id>/launch/", views.lease_launch, name="lease-launch"),
+    path(
+        "leases/<int:lease_id>/launch/templates/",
+        views.lease_launch_templates,
+        name="lease-launch-templates",
+    ),
     path("leases/<int:lease_id>/delete/", views.lease_delete, name="lease-delete"),
 ]

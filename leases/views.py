@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +26,7 @@ from leases.forms import (
     launchable,
     suggested_vm_name,
 )
+from leases.launch import refusal_when_full
 from leases.models import Allocation, Lease, LeaseStatus, Reservation
 from project.errors import Refused
 from project.permissions import holds, holds_at_system, restrict
@@ -116,10 +117,13 @@ def lease_create(request):
     if request.method == "POST" and not may_create:
         messages.error(request, NO_LEASE_ROLE)
         return redirect("portal:leases")
-    form, earliest = None, None
+    form, earliest, answer = None, None, None
     if request.method == "POST":
         form = LeaseForm(request.POST, user=request.user)
-        if form.is_valid():
+        if not form.is_valid():
+            # Bad input elsewhere (a name left out) does not hide whether the lease would fit.
+            answer = _answer_for(LeaseForm(request.POST, user=request.user, check_only=True))
+        else:
             data = form.cleaned_data
             try:
                 lease = services.create_lease(
@@ -131,8 +135,11 @@ def lease_create(request):
                     group=data.get("group"),
                 )
             except Refused as refused:
-                # The refusal says what is short and when it would fit: the live answer
-                # below stays quiet until the form changes, so it is said once.
+                # A refusal for capacity says what is short and when it would fit: the live
+                # answer below stays quiet until the form changes, so it is said once. Any
+                # other (a quota) leaves the answer in place.
+                if "earliest_fit" not in refused.details:
+                    answer = _answer_for(form)
                 form.add_error(None, refused.message)
                 window = refused.details.get("earliest_fit")
                 if window:
@@ -145,6 +152,7 @@ def lease_create(request):
         form = LeaseForm(initial=initial, user=request.user)
     context = {
         "form": form,
+        "answer": answer,
         "earliest": earliest,
         "may_create": may_create,
         "section": "leases",
@@ -194,6 +202,22 @@ def _lease_context(user, lease_id: int) -> dict:
     return {"lease": lease}
 
 
+def _launch_offer(lease: Lease) -> tuple[list[Reservation], str]:
+    """The reservations the launch form offers (those with an instance left, or all of them
+    when none has) and, when none has, why no VM may launch now."""
+    reservations = list(launchable(lease).select_related("lease").annotate(launched=Count("vms")))
+    refusals = [refusal_when_full(r, r.launched) for r in reservations]
+    open_ = [r for r, refused in zip(reservations, refusals, strict=True) if refused is None]
+    if open_ or not reservations:
+        return open_, ""
+    if len(reservations) == 1:
+        return reservations, f"{refusals[0].message} Delete one of its VMs to launch another."
+    return reservations, (
+        "Every reservation of this lease has all its instances launched. Delete one of its VMs "
+        "to launch another."
+    )
+
+
 def _page_context(request, lease_id: int, *, end_form=None, launch_form=None) -> dict:
     """The lease and the actions the user may take on it now: what its page shows, and what
     each live refresh of it shows again."""
@@ -201,10 +225,8 @@ def _page_context(request, lease_id: int, *, end_form=None, launch_form=None) ->
     context = _lease_context(user, lease_id)
     lease = context["lease"]
     may_change = holds(user, CHANGE, lease) and lease.status not in ENDED
-    reservations = list(launchable(lease))
-    may_launch = bool(reservations) and holds(
-        user, LAUNCH, VirtualMachine(reservation=reservations[0])
-    )
+    offered, launch_full = _launch_offer(lease)
+    may_launch = bool(offered) and holds(user, LAUNCH, VirtualMachine(reservation=offered[0]))
     if may_change and end_form is None:
         end_form = EndForm(initial={"end": lease.end_date})
     if may_launch and launch_form is None:
@@ -212,8 +234,11 @@ def _page_context(request, lease_id: int, *, end_form=None, launch_form=None) ->
         launch_form = LaunchForm(
             lease=lease,
             request=request,
-            initial={"name": suggested_vm_name(lease, taken), "reservation": reservations[0]},
+            offered=launchable(lease).filter(pk__in=[r.pk for r in offered]),
+            initial={"name": suggested_vm_name(lease, taken), "reservation": offered[0]},
         )
+    # The launch form is kept across live refreshes until what it offers changes.
+    launch_key = "-".join(str(r.pk) for r in offered) + ("-full" if launch_full else "")
     context.update(
         section="leases",
         may_change=may_change,
@@ -221,7 +246,8 @@ def _page_context(request, lease_id: int, *, end_form=None, launch_form=None) ->
         may_launch=may_launch,
         end_form=end_form,
         launch_form=launch_form,
-        launch_key="-".join(str(reservation.pk) for reservation in reservations),
+        launch_full=launch_full,
+        launch_key=launch_key,
     )
     return context
 
@@ -266,6 +292,17 @@ def lease_end(request, lease_id: int):
             messages.success(request, f"Lease {lease.name} now ends at {end:%Y-%m-%d %H:%M}.")
             return redirect("portal:lease", lease_id=lease.pk)
     return _page(request, lease.pk, end_form=form)
+
+
+@require_GET
+@login_required
+def lease_launch_templates(request, lease_id: int):
+    """The launch form's template field for the reservation chosen (``?reservation=``): what
+    choosing another reservation fetches, to offer the templates that fit it."""
+    lease = _get_lease(request.user, lease_id)
+    chosen = {"reservation": request.GET.get("reservation")}
+    form = LaunchForm(lease=lease, request=request, initial=chosen)
+    return render(request, "portal/_lease_field.html", {"field": form["template"]})
 
 
 @require_POST

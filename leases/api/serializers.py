@@ -165,8 +165,12 @@ class LeaseRequestSerializer(serializers.Serializer):
     end_date = serializers.CharField(required=False, help_text=TIME_HELP)
     before_end = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
     before_end_date = serializers.CharField(required=False, allow_null=True, help_text=TIME_HELP)
-    # None is a lease that reserves nothing, as in Blazar.
-    reservations = ReservationRequestSerializer(many=True)
+    reservations = ReservationRequestSerializer(
+        many=True,
+        required=False,
+        help_text="Left out or empty: a lease that reserves nothing, as Blazar accepts one; it "
+        "holds no capacity and still has its window, its events and its status.",
+    )
     events = serializers.ListField(
         required=False, help_text="Blazar's custom events: none are supported (an empty list)."
     )
@@ -226,6 +230,7 @@ class LeaseRequestSerializer(serializers.Serializer):
                 {"before_end_date": "Between the start and the end of the lease."}
             )
         attrs.pop("events", None)
+        attrs.setdefault("reservations", [])
         return attrs
 
 
@@ -415,13 +420,28 @@ class CapacityAnswerSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class LimitSerializer(serializers.Serializer):
+    """Why they do not fit: ``needed`` of ``resource`` where only ``available`` are. ``scope``
+    says what the numbers count: ``instance``, one instance against the largest usable host;
+    ``one_host``, every instance asked against one host's free capacity (affinity true);
+    ``all_hosts``, against all usable hosts' together (or hosts: how many there are, up, free
+    or, with ``property``, offering the property fewest offer)."""
+
+    resource = serializers.ChoiceField(choices=["vcpus", "memory_mb", "disk_gb", "hosts"])
+    needed = serializers.IntegerField()
+    available = serializers.IntegerField()
+    scope = serializers.ChoiceField(choices=["instance", "one_host", "all_hosts"])
+    property = serializers.CharField(allow_null=True)
+
+
 class ShortfallSerializer(serializers.Serializer):
     """What runs short: of the ``requested`` instances (or whole hosts), only ``available`` fit
-    in the window asked for."""
+    in the window asked for; ``limit`` says which resource holds them back, and by how much."""
 
     resource = serializers.ChoiceField(choices=["instances", "hosts"])
     requested = serializers.IntegerField()
     available = serializers.IntegerField()
+    limit = LimitSerializer(required=False)
 
 
 class WindowSerializer(serializers.Serializer):

@@ -52,8 +52,8 @@ def test_a_refused_lease_says_once_what_is_short_and_offers_the_earliest_window_
     refusal = page.locator("#lease-refused")
     expect(refusal).to_have_text(
         f"The lease does not fit: only 0 of 2 instances fit between {at(9):%Y-%m-%d %H:%M} and "
-        f"{at(17):%Y-%m-%d %H:%M}. The earliest 8-hour window that fits starts "
-        f"{at(13):%Y-%m-%d %H:%M} (UTC)."
+        f"{at(17):%Y-%m-%d %H:%M} (2 instances of 1024 MiB need 2048 MiB free; 0 are free). The "
+        f"earliest 8-hour window that fits starts {at(13):%Y-%m-%d %H:%M} (UTC)."
     )
     main = page.locator("main").inner_text()
     assert (main.count("does not fit"), main.count("fit in that window")) == (1, 0)
@@ -121,3 +121,16 @@ def test_errors_are_summed_up_at_the_top_with_links_to_their_fields(form_page):
     expect(page.locator("#id_name")).to_be_focused()
     label, field = (page.locator(s).bounding_box() for s in ("label[for=id_name]", "#id_name"))
     assert label["y"] + label["height"] <= field["y"]  # the label above its input
+
+
+def test_after_bad_input_the_form_still_says_whether_the_lease_fits(form_page):
+    page = form_page
+    _fill(page, "", 2, at(9), at(17))  # the name left out
+    expect(page.locator("#capacity-answer")).to_have_attribute("data-fits", "yes")
+
+    page.locator("#lease-submit").click()
+
+    expect(page.locator("#field-name .errorlist")).to_have_text("This field is required.")
+    answer = page.locator("#capacity-answer")
+    expect(answer).to_have_attribute("data-fits", "yes")
+    expect(answer).to_have_text("Fits: 2 of 2 instances.")

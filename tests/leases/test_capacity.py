@@ -304,7 +304,8 @@ def test_the_refusal_says_how_many_of_the_instances_fit_and_when(reservable_host
 
     assert message == (
         f"only 3 of 5 instances fit between {at(9):%Y-%m-%d} 09:00 "
-        f"and {at(17, day=1):%Y-%m-%d} 17:00"
+        f"and {at(17, day=1):%Y-%m-%d} 17:00 (5 instances of 1024 MiB need 5120 MiB free; "
+        "3072 are free)"
     )
 
 

@@ -23,7 +23,11 @@ def test_instances_whose_disks_do_not_fit_the_storage_pool_are_refused(
     with pytest.raises(LeaseRefused) as refused:
         make_lease(at(8), at(10), with_disk(3, 10))
 
-    assert "only 2 of 3 instances fit" in str(refused.value)
+    assert (
+        "only 2 of 3 instances fit between "
+        f"{at(8):%Y-%m-%d %H:%M} and {at(10):%Y-%m-%d %H:%M} (3 instances of 10 GB of disk "
+        "need 30 GB of disk free; 25 are free)"
+    ) in str(refused.value)
 
 
 def test_overlapping_leases_share_the_storage_pool_and_later_ones_get_what_is_left(

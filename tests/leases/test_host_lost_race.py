@@ -140,8 +140,9 @@ def test_a_lease_and_the_sync_losing_its_host_meet_on_the_hosts_row(
         # Planned after the loss: the lost host is not offered.
         assert outcome["create"] == (
             f"The lease does not fit: only 3 of 4 instances fit between {at(9):%Y-%m-%d} 09:00 "
-            f"and {at(12):%Y-%m-%d} 12:00. No 3-hour window that starts in the 30 days after "
-            f"{at(9):%Y-%m-%d} 09:00 (UTC) fits."
+            f"and {at(12):%Y-%m-%d} 12:00 (4 instances of 1024 MiB need 4096 MiB free; 3072 are "
+            f"free). No 3-hour window that starts in the 30 days after {at(9):%Y-%m-%d} 09:00 "
+            "(UTC) fits."
         )
         assert not Lease.objects.exists()
     assert_nothing_lost_silently()

@@ -77,6 +77,9 @@ def test_raising_an_affine_amount_beyond_the_host_running_its_vms_is_refused(
         services.update_lease(lease, {"amounts": {reservation.pk: 3}})
 
     assert "only 2 of 3 instances fit on the host running its VMs" in str(refused.value)
+    assert "(3 instances of 1024 MiB need 3072 MiB free on that host; it has 2048)" in str(
+        refused.value
+    )
     reservation.refresh_from_db()
     assert reservation.amount == 2
     assert _slots(reservation) == {first.pk: 2}

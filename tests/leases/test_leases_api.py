@@ -289,6 +289,29 @@ def test_a_lease_reserving_nothing_is_accepted_with_its_window_and_events(client
     }
 
 
+def test_a_lease_without_a_reservations_key_reserves_nothing_as_blazar_accepts_it(client, one_host):
+    body = body_for()
+    del body["reservations"]
+
+    checked = client.post("/api/leases/check/", body, format="json")
+    response = client.post("/api/leases/", body, format="json")
+
+    assert checked.json() == {"fits": True, "message": "Fits."}
+    assert response.status_code == 201, response.json()
+    assert response.json()["reservations"] == []
+    lease = Lease.objects.get(pk=response.json()["id"])
+    assert (lease.start_date, lease.end_date, lease.reservations.count()) == (at(9), at(12), 0)
+
+
+def test_the_schema_says_a_lease_may_leave_its_reservations_out(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    body = schema["paths"]["/api/leases/"]["post"]["requestBody"]["content"]["application/json"]
+
+    lease = schema["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[-1]]
+    assert "reservations" not in lease.get("required", [])
+    assert "reserves nothing" in lease["properties"]["reservations"]["description"]
+
+
 @pytest.mark.parametrize("spoil, errors", INVALID.values(), ids=INVALID.keys())
 def test_invalid_request_is_a_400_with_field_messages_and_stores_nothing(
     client, one_host, spoil, errors
@@ -308,9 +331,20 @@ def test_a_lease_that_does_not_fit_is_a_409_saying_what_is_short(client, one_hos
     assert response.status_code == 409
     assert response.json()["detail"].startswith(
         f"The lease does not fit: only 3 of 5 instances fit between {when(at(9))} and "
-        f"{when(at(12))}. "
+        f"{when(at(12))} (5 instances of 1024 MiB need 5120 MiB free; 3072 are free). "
     )
-    assert response.json()["short"] == {"resource": "instances", "requested": 5, "available": 3}
+    assert response.json()["short"] == {
+        "resource": "instances",
+        "requested": 5,
+        "available": 3,
+        "limit": {
+            "resource": "memory_mb",
+            "needed": 5120,
+            "available": 3072,
+            "scope": "all_hosts",
+            "property": None,
+        },
+    }
 
 
 def test_a_refused_lease_stores_nothing(client, one_host):
@@ -337,7 +371,8 @@ def test_the_check_says_what_is_short_and_reserves_nothing(client, one_host):
     assert response.json() == {
         "fits": False,
         "message": f"Does not fit: only 3 of 4 instances fit on one host between "
-        f"{when(at(9))} and {when(at(12))}.",
+        f"{when(at(9))} and {when(at(12))} (4 instances of 1024 MiB need 4096 MiB free on one "
+        "host; the freest has 3072).",
     }
     assert stored() == (0, 0, 0, 0)
 

@@ -309,7 +309,36 @@ def test_a_vm_larger_than_the_reserved_size_is_refused(one_host, make_lease, lau
     response = launcher(lease, memory_mb=2048)
 
     assert response.status_code == 400
-    assert response.json() == {"memory_mb": ["The reservation holds 1024 per instance."]}
+    assert response.json() == {"memory_mb": ["The reservation holds 1024 MiB per instance."]}
+
+
+@pytest.mark.django_db
+def test_a_reservation_of_one_instance_says_its_only_instance_is_launched(
+    one_host, make_lease, launcher
+):
+    lease = make_lease(at(9), at(12), instances(1))
+    lifecycle.start_lease(lease)
+    assert launcher(lease).status_code == 201
+
+    response = launcher(lease)
+
+    assert response.status_code == 400
+    assert response.json() == {"reservation": ["The reservation's only instance is launched."]}
+
+
+@pytest.mark.django_db
+def test_a_vm_with_a_larger_disk_than_the_reserved_one_is_refused(one_host, make_lease, launcher):
+    lease = make_lease(at(9), at(12), instances(2))  # 10 GB of disk each
+    lifecycle.start_lease(lease)
+
+    response = launcher(lease, vcpus=2, disk_gb=20)
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "vcpus": ["The reservation holds 1 vCPU per instance."],
+        "disk_gb": ["The reservation holds 10 GB of disk per instance."],
+    }
+    assert not VirtualMachine.objects.exists()
 
 
 @pytest.mark.django_db

@@ -53,7 +53,8 @@ def test_a_host_made_reservable_through_the_api_keeps_its_running_vms_room(
     assert make_lease(at(9), at(10), instances(1)).reservations.get().amount == 1
     assert shortage(at(9), at(10), instances(1)) == (
         f"The lease does not fit: only 0 of 1 instances fit between {at(9):%Y-%m-%d} 09:00 and "
-        f"{at(10):%Y-%m-%d} 10:00. The earliest 1-hour window that fits starts "
+        f"{at(10):%Y-%m-%d} 10:00 (1 instance of 1024 MiB needs 1024 MiB free; 0 are free). The "
+        "earliest 1-hour window that fits starts "
         f"{at(10):%Y-%m-%d} 10:00 (UTC)."
     )
 
@@ -64,8 +65,9 @@ def test_a_vm_outside_leases_is_counted_with_no_end(reservable_hosts, vm_on, sho
 
     assert shortage(at(9, day=20), at(10, day=20), instances(2)) == (
         f"The lease does not fit: only 1 of 2 instances fit between {at(9, day=20):%Y-%m-%d} "
-        f"09:00 and {at(10, day=20):%Y-%m-%d} 10:00. No 1-hour window that starts in the 30 "
-        f"days after {at(9, day=20):%Y-%m-%d} 09:00 (UTC) fits."
+        f"09:00 and {at(10, day=20):%Y-%m-%d} 10:00 (2 instances of 1024 MiB need 2048 MiB "
+        "free; 1024 are free). No 1-hour window that starts in the 30 days after "
+        f"{at(9, day=20):%Y-%m-%d} 09:00 (UTC) fits."
     )
 
 
@@ -78,8 +80,9 @@ def test_a_whole_host_is_not_free_while_a_vm_outside_leases_runs_there(
     assert allocations_of_plan(whole_hosts(1)) == [second.pk]
     assert shortage(at(9), at(10), whole_hosts(2)) == (
         f"The lease does not fit: only 1 of 2 hosts with those properties are free between "
-        f"{at(9):%Y-%m-%d} 09:00 and {at(10):%Y-%m-%d} 10:00. No 1-hour window that starts in "
-        f"the 30 days after {at(9):%Y-%m-%d} 09:00 (UTC) fits."
+        f"{at(9):%Y-%m-%d} 09:00 and {at(10):%Y-%m-%d} 10:00 (2 reservable hosts are up; 1 of "
+        "them holds other reservations or VMs then). No 1-hour window that starts in the 30 "
+        f"days after {at(9):%Y-%m-%d} 09:00 (UTC) fits."
     )
 
 

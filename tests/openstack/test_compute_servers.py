@@ -439,7 +439,7 @@ def test_servers_launch_into_a_reservation_and_one_beyond_it_goes_to_error(
     vm = VirtualMachine.objects.get(uuid=first.json()["server"]["id"])
     assert (vm.reservation_id, vm.vcpus, vm.memory_mb) == (reservation.pk, 1, 128)
     assert error["status"] == "ERROR"
-    assert error["fault"]["message"] == "The reservation's 1 instances are all launched."
+    assert error["fault"]["message"] == "The reservation's only instance is launched."
     assert VirtualMachine.objects.count() == 1
 
     removed = nova.delete(f"{V}/servers/{error['id']}")

@@ -184,8 +184,8 @@ def test_a_host_running_vms_outside_leases_joins_with_their_capacity_held_back(
         make_lease(at(9), at(10), instances(2))
     assert str(refused.value) == (
         f"The lease does not fit: only 1 of 2 instances fit between {at(9):%Y-%m-%d} 09:00 and "
-        f"{at(10):%Y-%m-%d} 10:00. No 1-hour window that starts in the 30 days after "
-        f"{at(9):%Y-%m-%d} 09:00 (UTC) fits."
+        f"{at(10):%Y-%m-%d} 10:00 (2 instances of 1024 MiB need 2048 MiB free; 1024 are free). "
+        f"No 1-hour window that starts in the 30 days after {at(9):%Y-%m-%d} 09:00 (UTC) fits."
     )
     assert make_lease(at(9), at(10), instances(1)).reservations.get().amount == 1
 

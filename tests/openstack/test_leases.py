@@ -146,6 +146,19 @@ def test_a_lease_reserving_nothing_is_created_with_its_window_events_and_status(
     ]
 
 
+def test_a_lease_without_a_reservations_key_is_created_reserving_nothing_as_in_blazar(
+    as_alice,
+):
+    body = lease_body("bare", at(9), at(10))
+    del body["reservations"]  # Blazar's manager takes a missing key for no reservations
+
+    response = as_alice.post(f"{API}/leases", body, format="json")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["lease"]["reservations"] == []
+    assert Lease.objects.get(name="bare").reservations.count() == 0
+
+
 def test_a_blazar_lease_deletes_its_servers_when_it_ends_as_blazar_does(
     as_alice, reservable_hosts, make_vm
 ):
@@ -359,8 +372,9 @@ def test_a_lease_that_does_not_fit_is_a_409_saying_what_is_short(as_alice, reser
     assert response.status_code == 409
     assert error(response) == (
         f"The lease does not fit: only 3 of 5 instances fit between {at(9):%Y-%m-%d %H:%M} "
-        f"and {at(10):%Y-%m-%d %H:%M}. No 1-hour window that starts in the 30 days after "
-        f"{at(9):%Y-%m-%d %H:%M} (UTC) fits."
+        f"and {at(10):%Y-%m-%d %H:%M} (5 instances of 1024 MiB need 5120 MiB free; 3072 are "
+        f"free). No 1-hour window that starts in the 30 days after {at(9):%Y-%m-%d %H:%M} (UTC) "
+        "fits."
     )
 
 
@@ -602,7 +616,10 @@ def test_a_change_that_does_not_fit_leaves_the_lease_as_it_was(as_alice, created
     )
 
     assert response.status_code == 409
-    assert error(response).startswith("The change does not fit: only 6 of 7 instances fit")
+    assert error(response) == (
+        f"The change does not fit: only 6 of 7 instances fit between {at(9):%Y-%m-%d %H:%M} and "
+        f"{at(12):%Y-%m-%d %H:%M} (7 instances of 1024 MiB need 7168 MiB free; 6144 are free)."
+    )
     assert as_alice.get(f"{API}/leases/{created['id']}").json() == before
 
 

@@ -108,6 +108,25 @@ def test_the_openstack_cli_creates_lists_shows_changes_and_deletes_leases(
         ok=False,
     )
     assert too_big.stderr.startswith("ERROR: The change does not fit: only 6 of 9 instances")
+    assert "(9 instances of 1024 MiB need 9216 MiB free; 6144 are free)" in too_big.stderr
+    oversized = run(
+        "reservation",
+        "lease",
+        "create",
+        "oversized",
+        "--start-date",
+        cli_time(at(9)),
+        "--end-date",
+        cli_time(at(12)),
+        "--reservation",
+        "resource_type=virtual:instance,vcpus=128,memory_mb=1024,amount=1",
+        ok=False,
+    )
+    assert oversized.stderr.startswith(
+        f"ERROR: The lease does not fit: only 0 of 1 instances fit between {at(9):%Y-%m-%d %H:%M}"
+        f" and {at(12):%Y-%m-%d %H:%M} (each instance asks 128 vCPUs; the largest reservable "
+        "host has 64). "
+    )
     assert run("reservation", "lease", "show", "nosuch", ok=False).stderr == (
         "Unable to find resource with name 'nosuch'"
     )

@@ -580,7 +580,8 @@ BAD_LAUNCHES = {
     "huge template": ({"template": HUGE}, "template", CHOICE),
     "zero template": ({"template": "0"}, "template", CHOICE),
     "markup template": ({"template": SCRIPT}, "template", CHOICE),
-    "a template too large": ({"template": "large"}, "template", CHOICE),
+    # A template the user may use that does not fit: refused with the API's reason.
+    "a template too large": ({"template": "large"}, "template", "holds 1 vCPU per instance"),
     "markup name": ({"name": SCRIPT}, "name", NAME_RULE),
     "image markup name": ({"name": IMG}, "name", NAME_RULE),
     "null in the name": ({"name": "vm\x00"}, "name", NULL),
@@ -710,6 +711,8 @@ FRAGMENTS_NOT_FOUND = {
     "lease panel": "/leases/{huge}/panel/",
     "someone else's lease panel": "/leases/{theirs}/panel/",
     "delete confirmation": "/leases/{huge}/delete/",
+    "launch templates": "/leases/{huge}/launch/templates/",
+    "someone else's launch templates": "/leases/{theirs}/launch/templates/",
 }
 
 
@@ -729,12 +732,27 @@ def test_a_job_of_someone_elses_vm_is_a_404(portal):
     assert portal.client.get(f"/jobs/{job.pk}/", HTTP_HX_REQUEST="true").status_code == 404
 
 
+@pytest.mark.parametrize("reservation", ["", "0", HUGE, NOT_A_NUMBER, SCRIPT, "1\x00", "²"])
+def test_templates_for_a_reservation_not_offered_are_those_of_the_first_offered(
+    portal, reservation
+):
+    url = f"/leases/{portal.lease.pk}/launch/templates/"
+
+    response = portal.client.get(url, {"reservation": reservation}, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert page.count("<option") == 1 and "small-" in page
+    assert_no_raw_markup(page)
+
+
 WRONG_METHODS = [
     ("get", "/pools/{pool}/take/"),
     ("get", "/vms/{vm}/start/"),
     ("get", "/vms/{vm}/return/"),
     ("get", "/leases/{lease}/end/"),
     ("get", "/leases/{lease}/launch/"),
+    ("post", "/leases/{lease}/launch/templates/"),
     ("put", "/leases/new/"),
     ("delete", "/leases/{lease}/delete/"),
     ("post", "/vms/{vm}/panel/"),

@@ -310,6 +310,29 @@ def test_bad_input_is_reported_next_to_its_field_and_nothing_is_stored(
     assert not Lease.objects.exists() and not Reservation.objects.exists()
 
 
+def test_after_bad_input_the_form_still_says_whether_the_lease_fits(hosts, alice):
+    hosts(1)
+
+    response = signed_in(alice).post("/leases/new/", form_data(name=""))
+
+    page = response.content.decode()
+    assert _field_error(page, "name")
+    answer = page[page.index('id="capacity-answer"') :].split("</div>")[0]
+    assert 'data-fits="yes"' in answer and "Fits: 2 of 2 instances." in answer
+
+
+def test_after_a_quota_refusal_the_form_still_says_the_lease_fits(hosts, alice, settings):
+    hosts(1)
+    settings.LEASE_QUOTA_INSTANCES = 1
+
+    response = signed_in(alice).post("/leases/new/", form_data(amount="2"))
+
+    page = response.content.decode()
+    assert "your quota is 1" in page
+    assert 'id="capacity-answer" data-fits="yes"' in page
+    assert not Lease.objects.exists()
+
+
 def test_a_name_with_markup_is_shown_as_text(hosts, alice):
     hosts(1)
     name = '<img src=x onerror="alert(1)">'
@@ -630,6 +653,92 @@ def test_no_more_vms_launch_than_the_reservation_holds(active_lease, small, alic
     assert _field_error(response.content.decode(), "reservation")
     assert "The reservation&#x27;s 2 instances are all launched." in response.content.decode()
     assert VirtualMachine.objects.count() == 2
+
+
+def test_a_lease_whose_instances_are_all_launched_disables_launching_and_says_why(
+    hosts, alice, make_lease, small
+):
+    hosts(1)
+    lease = make_lease(timezone.now(), at(12), instances(1), owner=alice, name="solo")
+    lifecycle.run_due_events()
+    client = signed_in(alice)
+    reservation = lease.reservations.get()
+    body = {"reservation": reservation.pk, "template": small.pk, "name": "solo-1"}
+    assert client.post(f"/leases/{lease.pk}/launch/", body).status_code == 302
+
+    page = client.get(f"/leases/{lease.pk}/").content.decode()
+
+    assert 'VMs launched: <span class="launched">1</span> of 1' in page
+    assert (
+        '<p class="muted" id="launch-why">The reservation&#x27;s only instance is launched. '
+        "Delete one of its VMs to launch another.</p>"
+    ) in page
+    assert 'id="launch-submit" disabled aria-describedby="launch-why"' in page
+
+
+def test_a_lease_with_an_instance_left_leaves_launching_enabled(active_lease, small, alice):
+    page = signed_in(alice).get(f"/leases/{active_lease.pk}/").content.decode()
+
+    assert 'id="launch-submit">' in page and 'id="launch-why"' not in page
+
+
+def _offered_templates(page: str) -> list[str]:
+    field = page[page.index('id="field-template"') :].split("</select>")[0]
+    return re.findall(r"<option[^>]*>([^ <]+) \(", field)
+
+
+def test_the_launch_form_offers_only_templates_that_fit_the_reservation(
+    active_lease, small, alice, make_template, make_cluster, grant
+):
+    cluster, other = active_lease.reservations.get().allocations.get().host.cluster, make_cluster()
+    for each in (cluster, other):  # alice may use the templates of both clusters
+        grant(alice, "PowerUser", each)
+    make_template(name="here", cluster=cluster, vcpus=1, memory_mb=512, disk_gb=10)
+    make_template(name="elsewhere", cluster=other, vcpus=1, memory_mb=512, disk_gb=5)
+    make_template(name="more-cpus", cluster=None, vcpus=2, memory_mb=512, disk_gb=10)
+    make_template(name="more-memory", cluster=None, vcpus=1, memory_mb=2048, disk_gb=10)
+    make_template(name="more-disk", cluster=None, vcpus=1, memory_mb=512, disk_gb=20)
+
+    page = signed_in(alice).get(f"/leases/{active_lease.pk}/").content.decode()
+
+    assert _offered_templates(page) == ["here", "small"]
+
+
+def test_a_reservation_no_template_fits_says_so_at_the_template(active_lease, alice, make_template):
+    make_template(name="large", cluster=None, vcpus=2, memory_mb=4096, disk_gb=10)
+
+    page = signed_in(alice).get(f"/leases/{active_lease.pk}/").content.decode()
+
+    assert _offered_templates(page) == []
+    field = page[page.index('id="field-template"') :].split("</select>")[0]
+    assert "No template you may use fits this reservation; ask an administrator." in field
+
+
+def test_each_reservation_of_a_lease_is_offered_the_templates_of_its_own_cluster(
+    reservable_hosts, alice, make_lease, make_template, grant
+):
+    reservable_hosts(1, capabilities={"zone": "a"})
+    [far] = reservable_hosts(1, capabilities={"zone": "b"})  # in a cluster of its own
+    lease = make_lease(
+        timezone.now(), at(12), instances(1, zone="a"), instances(1, zone="b"), owner=alice
+    )
+    lifecycle.run_due_events()
+    near_reservation, far_reservation = lease.reservations.order_by("pk")
+    near = near_reservation.allocations.get().host.cluster
+    make_template(name="near-t", cluster=near, vcpus=1, memory_mb=1024, disk_gb=10)
+    make_template(name="far-t", cluster=far.cluster, vcpus=1, memory_mb=1024, disk_gb=10)
+    for cluster in (near, far.cluster):
+        grant(alice, "PowerUser", cluster)
+    client = signed_in(alice)
+
+    page = client.get(f"/leases/{lease.pk}/").content.decode()
+    chosen = client.get(
+        f"/leases/{lease.pk}/launch/templates/", {"reservation": far_reservation.pk}
+    ).content.decode()
+
+    assert _offered_templates(page) == ["near-t"]
+    assert f'hx-get="/leases/{lease.pk}/launch/templates/"' in page
+    assert _offered_templates(chosen) == ["far-t"]
 
 
 def test_a_launch_with_a_bad_name_is_refused_next_to_the_name(active_lease, small, alice):
