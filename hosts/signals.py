@@ -4,8 +4,10 @@ back when the host returns), the balancer tracks each host's load."""
 
 from django.dispatch import Signal
 
-# A VM that was running went down (its user shut it down, or it stopped outside Corral).
-# Sent after the change is committed. kwargs: vm_id.
+# A VM that was running went down: its user shut it down, or it stopped outside Corral, or
+# (``with_host=True``) it stopped with its host: the host restarted or failed while Corral could
+# not see it (hosts.sync.unseen), or was confirmed down (failover). Sent after the change is
+# committed. kwargs: vm_id, with_host.
 vm_stopped = Signal()
 
 # A job ended. Sent after it is committed. kwargs: job (with its final state).

@@ -9,9 +9,10 @@ The folder must be short, at most 19 characters (``/tmp/cq-1``): libvirt puts ea
 agent socket at ``<folder>/cfg/libvirt/qemu/channel/target/domain-ID-NAME/org.qemu.guest_agent.0``
 and a UNIX socket path holds at most 107 bytes.
 
-Stopping a host destroys its guests first, then stops its libvirtd; QEMU and ``virtlogd``
-outlive a stopped libvirtd, so any left over are found by ``HOME=<folder>`` in their
-environment and killed.
+Stopping a host saves its running guests first (libvirt's managed save, as libvirt-guests does
+on a real host that shuts down; lab/hoststate.py), then stops its libvirtd; starting it again
+resumes them where they were. QEMU and ``virtlogd`` outlive a stopped libvirtd, so any left
+over are found by ``HOME=<folder>`` in their environment and killed.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import libvirt
+
 from hosts import driver
 from hosts.driver.libvirt.connection import drop
 from hosts.driver.libvirt.storage import ensure_storage_pool
-from lab import simhosts
+from lab import hoststate, simhosts
 
 MAX_DIRECTORY_LENGTH = 19
 SHORT_BASE = Path("/tmp")
@@ -71,7 +74,8 @@ def named_directory(owner: Path) -> Path:
 
 
 def start(host: QemuHost, timeout: float = 30.0) -> int:
-    """Start the daemon unless it runs; make sure its storage pool runs. Returns its pid."""
+    """Start the daemon unless it runs; make sure its storage pool runs, and resume the guests
+    it saved when it was stopped. Returns its pid."""
     first = PORT_BASE + PORTS_PER_HOST * claim_ports(host)
     # Its guests' screens and incoming migrations on ports no other lab host uses: daemons
     # started at once (two test runs side by side) would otherwise both pick 5900 and 49152.
@@ -81,8 +85,9 @@ def start(host: QemuHost, timeout: float = 30.0) -> int:
         f"migration_port_min = {first + PORTS_EACH}\n"
         f"migration_port_max = {first + 2 * PORTS_EACH - 1}\n"
     )
-    pid = simhosts.start(host, timeout, qemu_conf=conf)
+    pid = simhosts.start_daemon(host, timeout, qemu_conf=conf)
     ensure_storage_pool(host.uri, str(host.pool_directory))
+    hoststate.resume_guests(host.uri)
     return pid
 
 
@@ -119,16 +124,17 @@ def claim_ports(host: QemuHost) -> int:
 
 
 def stop(host: QemuHost, timeout: float = 10.0) -> bool:
-    """Destroy the host's guests, stop its daemon, kill what it left; True if it ran."""
+    """Save the host's running guests (those that cannot be saved are powered off), stop its
+    daemon, kill what it left; True if it ran."""
+    saved = []
     if host.pid() is not None:
-        with contextlib.suppress(driver.DriverError):
-            for domain in driver.host_report(host.uri).domains:
-                with contextlib.suppress(driver.DriverError):
-                    driver.power_off(host.uri, domain.uuid)
+        with contextlib.suppress(driver.DriverError, libvirt.libvirtError):
+            saved = hoststate.suspend_guests(host.uri)
     drop(host.uri)
-    stopped = simhosts.stop(host, timeout)
+    stopped = simhosts.stop_daemon(host, timeout)
     kill_leftovers(host, timeout)
-    release_ports(host)
+    if not saved:
+        release_ports(host)  # saved guests resume on their ports: the block stays the host's
     return stopped
 
 

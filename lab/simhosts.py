@@ -9,6 +9,11 @@ hosts' guests run on KVM:
 
     <base>/<name>/run/libvirt/libvirt-sock    the socket (URI: test+unix:///default?socket=...)
     <base>/<name>/corral-libvirtd.pid         the pid Corral started, the only one it stops
+    <base>/<name>/corral-domains.json         its domains while it is stopped (lab/hoststate.py)
+
+Stopping a host (``stop``) keeps its persistent domains, as a real host keeps them across a
+restart: they are defined again when it starts, and those that ran run again. A host killed
+(``kill``) keeps nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import libvirt
+
+from hosts.driver import DriverError
+from hosts.driver.libvirt.connection import drop
+from lab import hoststate
 
 UNPRIVILEGED_USER = "nobody"
 # The group that may open /dev/kvm (Debian's udev rule; ``make system-packages`` sets it up).
@@ -74,7 +85,18 @@ def _alive(pid: int, program: bytes = b"libvirtd") -> bool:
     return state != "Z" and program in command
 
 
-def start(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
+def start(host: SimHost, timeout: float = 15.0) -> int:
+    """Start the simulated host unless it runs already, with the domains it had when it was
+    last stopped; returns its daemon's pid."""
+    running = host.pid()
+    if running is not None and host.socket.exists():
+        return running
+    pid = start_daemon(host, timeout)
+    hoststate.restore(host.uri, host.directory)
+    return pid
+
+
+def start_daemon(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
     """Start the daemon for ``host`` unless it runs already; returns its pid. ``qemu_conf``:
     the daemon's QEMU driver settings (its ``qemu.conf``)."""
     running = host.pid()
@@ -196,6 +218,16 @@ def _write_config(host: SimHost, name: str, text: str, owner: dict) -> None:
 
 
 def stop(host: SimHost, timeout: float = 10.0) -> bool:
+    """Stop the simulated host, keeping its persistent domains for its next start; True if
+    it ran."""
+    if host.pid() is not None:
+        with contextlib.suppress(DriverError, libvirt.libvirtError):
+            hoststate.save(host.uri, host.directory)
+        drop(host.uri)
+    return stop_daemon(host, timeout)
+
+
+def stop_daemon(host: SimHost, timeout: float = 10.0) -> bool:
     """Stop the daemon Corral started for ``host`` (by its recorded pid); True if it ran."""
     pid = host.pid()
     if pid is None:

@@ -344,10 +344,14 @@ def hold_when_started_by_another(vm: VirtualMachine, kind: str, requested_by) ->
     emit_hold_changed(vm, requested_by, why=" (started by them, not by its pool)")
 
 
-def on_vm_stopped(sender=None, vm_id: int | None = None, **kwargs) -> None:
-    """An automatic pool takes a VM back when it stops (its user shut it down)."""
+def on_vm_stopped(sender=None, vm_id: int | None = None, with_host: bool = False, **kwargs) -> None:
+    """An automatic pool takes a VM back when it stops (its user shut it down). A VM that
+    stopped with its host (a host restart or failure) stays with its holder, Down: taking it
+    back would revert their work for something they did not do."""
     vm = VirtualMachine.objects.select_related("pool").filter(pk=vm_id).first()
     if vm is None or vm.pool is None or vm.pool.type != PoolType.AUTOMATIC:
+        return
+    if with_host and vm.owner_id is not None:
         return
     if vm.owner_id is None and not vm.pool.stateless:
         return

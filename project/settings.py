@@ -421,6 +421,10 @@ CORRAL_BALANCE_COOLDOWN = float(os.environ.get("CORRAL_BALANCE_COOLDOWN", "600")
 # How long a host must have not responded before an admin may confirm it down (its highly
 # available VMs then start elsewhere).
 CORRAL_HOST_DOWN_GRACE = float(os.environ.get("CORRAL_HOST_DOWN_GRACE", "120"))
+# A host Corral has not seen for this long (nothing synced it: Corral itself was stopped) was out
+# of sight: when it is seen again, its running VMs found off or gone went down with it, not by
+# anyone's hand (hosts/sync/unseen.py). Three sync intervals at least.
+CORRAL_HOST_UNSEEN_AFTER = float(os.environ.get("CORRAL_HOST_UNSEEN_AFTER", "120"))
 # How many hosts a start or a migration tries, the next-ranked after one that failed.
 CORRAL_PLACEMENT_TRIES = int(os.environ.get("CORRAL_PLACEMENT_TRIES", "3"))
 CORRAL_PENDING_WAIT = float(os.environ.get("CORRAL_PENDING_WAIT", "30"))

@@ -166,6 +166,25 @@ def sim_daemons(tmp_path_factory):
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture
+def fragile_daemon():
+    """A simulated host of this test's own (named ``lost``), free to be stopped, killed and
+    started again."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from lab import simhosts
+
+    base = Path(tempfile.mkdtemp(prefix="corral-lost-", dir="/tmp"))
+    base.chmod(0o755)
+    daemon = simhosts.SimHost(name="lost", directory=base / "lost")
+    simhosts.start(daemon)
+    yield daemon
+    simhosts.stop(daemon)
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def qemu_daemons():
     """Two real QEMU hosts (session libvirt daemons, each with its storage pool ``corral``).

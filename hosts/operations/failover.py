@@ -57,7 +57,7 @@ def failover(ctx: JobContext) -> dict:
                     JobKind.START, vm=vm, params={"reason": "failover", "from": host.pk}
                 )
             elif vm.running_when_lost:
-                announce_stop(vm.pk)
+                announce_stop(vm.pk, with_host=True)
         if again:
             ctx.log(f"VM {vm.name} is highly available: starting it elsewhere (job {job.pk})")
             restarted.append(vm.name)

@@ -12,6 +12,10 @@ host whose URI the allowlist refuses (a row written around validation) is Error,
 they were: it is never opened, so nothing is known of them. Each report
 also starts or stops the host's over-utilization clock (``overloaded_since``).
 
+A change is blamed on someone (an alert, a pool taking its VM back) only when Corral watched it:
+VMs that ran on a host out of sight (not Up, or not synced for ``CORRAL_HOST_UNSEEN_AFTER``) and
+that its next report shows off or gone stopped with the host (``unseen``).
+
 ``report`` applies a host's report, ``failures`` marks a host that cannot be asked,
 ``reconcile`` maps power states to statuses and asks a host about one VM after a job,
 ``shard`` shares the hosts out among task clusters (leases on hosts, with heartbeats), ``loop``

@@ -59,9 +59,12 @@ def vm_changed(vm: VirtualMachine, message: str) -> None:
     )
 
 
-def announce_stop(vm_id: int) -> None:
-    """Tell the apps above (``vm_stopped``) once the stop is committed."""
-    transaction.on_commit(lambda: vm_stopped.send(sender=VirtualMachine, vm_id=vm_id))
+def announce_stop(vm_id: int, *, with_host: bool = False) -> None:
+    """Tell the apps above (``vm_stopped``) once the stop is committed; ``with_host``: the VM
+    stopped with its host (a host restart or failure), not by anyone's hand."""
+    transaction.on_commit(
+        lambda: vm_stopped.send(sender=VirtualMachine, vm_id=vm_id, with_host=with_host)
+    )
 
 
 def find_elsewhere(vm: VirtualMachine, missing_on: Host) -> tuple[Host, str] | None:

@@ -1,6 +1,7 @@
 """Applying one host's report: write only what changed, cap repeated identical writes, let a
 running job decide its VM's status, note VMs missing from the report and the domains Corral
-does not manage, and the host's own figures."""
+does not manage, and the host's own figures. A host seen again after it was out of sight has
+the VMs that stopped meanwhile stopped with it (``hosts.sync.unseen``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from hosts.models import (
 )
 from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import host_reported, host_returned
-from hosts.sync import load
+from hosts.sync import load, unseen
 from hosts.sync.reconcile import (
     RUNNING_STATUSES,
     announce_stop,
@@ -143,6 +144,8 @@ class _Plan:
     alerts: list[tuple[VirtualMachine, str]] = field(default_factory=list)
     changed: list[VirtualMachine] = field(default_factory=list)  # status moved, no alert
     stopped: list[int] = field(default_factory=list)  # stopped while they ran
+    # Stopped while Corral could not see their host (hosts.sync.unseen): with the host.
+    with_host: list[VirtualMachine] = field(default_factory=list)
     external: _ExternalChanges | None = None
     host_values: dict = field(default_factory=dict)
     came_back: bool = False
@@ -180,6 +183,7 @@ def _plan(
     for vm_id, state in jobs_since.values_list("vm_id", "state"):
         (busy if state in RUNNING_JOB_STATES else overtaken).add(vm_id)
     grace = now - timedelta(seconds=2 * settings.CORRAL_SYNC_INTERVAL)
+    back = unseen.out_of_sight(host, now)
     managed = set()
     used_memory = 0
     for vm in vms:
@@ -204,7 +208,7 @@ def _plan(
         if domain is None:
             if vm.host_id != host.pk or vm.power_state == PowerState.REPORT_MISSING:
                 continue
-            if vm.power_host_id == host.pk:
+            if vm.power_host_id == host.pk and not back:
                 if vm.power_state_update_count > 0:
                     plan.to_write[vm.pk] = (vm, _note_missing(vm, now) | cpu_fields)
                     continue
@@ -215,6 +219,10 @@ def _plan(
             state = domain.power_state
         status_before = vm.status
         fields = _record_power(vm, state, host, now) | cpu_fields
+        if back and vm.pk not in busy and unseen.stopped_there(vm, host, state):
+            plan.to_write[vm.pk] = (vm, fields | unseen.stopped_with_host(vm, state))
+            plan.with_host.append(vm)
+            continue
         moved, alert = _follow_host(vm, host, state, vm.pk in busy)
         fields |= moved
         if fields:
@@ -293,6 +301,13 @@ def _write_report(
         vm_changed(vm, f"VM {vm.name} is {vm.get_status_display()}")
     for vm_id in plan.stopped:
         announce_stop(vm_id)
+    if plan.with_host:
+        alert = unseen.alert_text(host, plan.with_host)
+        result.alerts.append(alert)
+        events.alert("host", host.pk, alert, cluster_id=host.cluster_id)
+        for vm in plan.with_host:
+            vm_changed(vm, unseen.event_text(vm, host))
+            announce_stop(vm.pk, with_host=True)
     if plan.external:
         plan.external.write(host)
     _write_host(host, plan, now)

@@ -11,7 +11,8 @@ from django.core.management import call_command
 from hosts import driver
 from hosts.models import Host
 from lab import qemuhosts
-from tests.hosts.driver.guests import Guest
+from tests.conftest import wait_until
+from tests.hosts.driver.guests import Guest, agent_addresses
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +58,32 @@ def test_stopping_a_qemu_host_ends_its_guests_and_every_process_it_started(qemu_
     assert qemuhosts.leftover_pids(qemu_host) == []
     with pytest.raises(driver.HostUnreachable):
         driver.host_report(qemu_host.uri)
+
+
+def test_a_qemu_host_stopped_and_started_again_resumes_its_guest_where_it_was(
+    qemu_host, tiny_guest
+):
+    """As a real host with libvirt-guests: its running guest saved on stop, resumed on start
+    (not booted again), its guest agent answering as before."""
+    qemuhosts.start(qemu_host)
+    conn = libvirt.open(qemu_host.uri)
+    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
+    guest.boot()
+    wait_until(lambda: agent_addresses(guest.domain), timeout=60, message="no guest agent")
+    conn.close()
+
+    qemuhosts.stop(qemu_host)
+    assert running_qemu(qemu_host) == []
+    qemuhosts.start(qemu_host)
+
+    conn = libvirt.open(qemu_host.uri)
+    domain = conn.lookupByUUIDString(guest.uuid)
+    assert domain.state() == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_RESTORED]
+    assert not domain.hasManagedSaveImage(0)
+    addresses = wait_until(lambda: agent_addresses(domain), timeout=10, message="no agent")
+    assert addresses["eth0"][0] == "10.0.2.15"
+    assert guest.console().count("corral-guest: booted") == 1
+    conn.close()
 
 
 def test_a_folder_too_long_for_agent_sockets_is_refused():

@@ -106,6 +106,32 @@ def pool_user(make_user, grant):
     return make
 
 
+@pytest.fixture
+def held_on(make_template, pool_user, client_for):
+    """held_on(host, size=1) -> (vm, user, client): a user holds a running VM of an automatic,
+    stateless pool of ``size`` VMs (one kept running for the next user) on ``host``, alone in
+    its cluster; the pool's jobs run in this process."""
+
+    def make(host, size: int = 1):
+        template = make_template(memory_mb=128, vcpus=1, disk_gb=1, cluster=host.cluster)
+        pool = VmPool(
+            name=unique("lab"), cluster=host.cluster, template=template, size=size, prestarted_vms=1
+        )
+        pool.full_clean()
+        services.create_pool(pool)
+        run_queued_tasks()
+        user = pool_user(pool)
+        client = client_for(user)
+        taken = client.post(f"/api/vmpools/{pool.pk}/allocatevm/")
+        assert taken.status_code == 200, taken.json()
+        run_queued_tasks()
+        vm = VirtualMachine.objects.get(pk=taken.json()["vm"]["id"])
+        assert (vm.status, vm.host_id, vm.owner_id) == ("up", host.pk, user.pk)
+        return vm, user, client
+
+    return make
+
+
 def pool_vms(pool: VmPool) -> list[VirtualMachine]:
     return list(VirtualMachine.objects.filter(pool=pool).order_by("pool_index"))
 

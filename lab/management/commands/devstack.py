@@ -1,7 +1,9 @@
 """Run Corral for development: simulated hosts, a real QEMU host (cluster ``lab``, a pool of
 one tiny guest kept running), a task cluster and the web server.
 
-Ctrl-C stops all of it: the web server, the task cluster, and the daemons it started.
+Ctrl-C stops all of it: the web server, the task cluster, and the daemons it started, which keep
+their VMs as a real host shut down with libvirt-guests does (lab/hoststate.py): the next run
+finds them as they were.
 """
 
 import contextlib

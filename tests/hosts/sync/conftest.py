@@ -1,28 +1,12 @@
 """A host of the simulated cluster that is lost (its daemon killed), for the failover and
 fencing tests."""
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from hosts import driver, sync
 from hosts.models import Host
 from hosts.operations import spec_for
 from lab import simhosts
-
-
-@pytest.fixture
-def fragile_daemon():
-    """A simulated host of this test's own, free to be killed and restarted."""
-    base = Path(tempfile.mkdtemp(prefix="corral-lost-", dir="/tmp"))
-    base.chmod(0o755)
-    daemon = simhosts.SimHost(name="lost", directory=base / "lost")
-    simhosts.start(daemon)
-    yield daemon
-    simhosts.stop(daemon)
-    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
