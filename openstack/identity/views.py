@@ -12,7 +12,6 @@ check goes through the log-in lockout.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, timedelta
 
@@ -27,7 +26,7 @@ from openstack.identity import application_credentials as credentials
 from openstack.identity import tokens
 from openstack.identity.catalog import base_url, catalog
 from openstack.identity.tokens import TOKEN_HOURS, IdentityToken
-from project import lockout
+from project import json_input, lockout
 from project.permissions import holds_at_system
 
 VERSION_ID = "v3.14"
@@ -166,9 +165,11 @@ class VersionView(KeystoneView):
 
 def _json_body(request) -> dict:
     try:
-        body = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError):
+        body = json_input.loads(request.body or b"{}")
+    except json_input.NotJSON:
         raise Refused(400, "The request body is not valid JSON.") from None
+    except json_input.OutOfLimits as exc:
+        raise Refused(400, f"The request body is refused: {exc}") from None
     if not isinstance(body, dict):
         raise Refused(400, "The request body must be a JSON object.")
     return body
