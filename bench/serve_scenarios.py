@@ -33,12 +33,12 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from bench.pool_scenarios import _pool, _remove
 from hosts.models import VirtualMachine
 from lab.childprocess import child_env, free_port
+from project import tokens as api_tokens
 from project.grants import grant_role
 from project.live.event_scopes import event_keys
 from project.models import Role
@@ -273,7 +273,7 @@ def served_allocation(measure):
     floor_pool = _pool(REQUESTS, up=REQUESTS)
     users = _takers(pool, CONCURRENCY)
     floor_users = _takers(floor_pool, CONCURRENCY)
-    tokens = [Token.objects.get_or_create(user=user)[0].key for user in users]
+    tokens = [api_tokens.issue(user)[1] for user in users]
     me_queries = _queries(users[0], "/api/me/")
     allocate_queries = _queries(users[0], f"/api/vmpools/{pool.pk}/allocatevm/", "post")
     with web_server() as base_url:

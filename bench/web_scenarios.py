@@ -35,13 +35,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from bench.pool_scenarios import _pool, _remove
 from bench.scenarios import ALL
 from hosts.models import Job, VirtualMachine
 from lab.childprocess import asgi_command, child_env, free_port
 from project import events
+from project import tokens as api_tokens
 from project.grants import grant_role
 from project.models import Event, EventKind, Role
 
@@ -185,7 +185,7 @@ class Crowd:
             grant_role(user_role, self.pool, user=user)
             grant_role(user_role, self.shared, user=user)
             self.users.append(user)
-        self.tokens = [Token.objects.get_or_create(user=user)[0].key for user in self.users]
+        self.tokens = [api_tokens.issue(user)[1] for user in self.users]
         self.cookies = []
         for user in self.users:
             client = Client()

@@ -14,11 +14,11 @@ class ProjectConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_out
         from django.contrib.sessions.models import Session
         from django_q.signals import post_spawn
-        from rest_framework.authtoken.models import Token
 
         from project import dashboard, scopes, tasks, ticker
         from project.accounts import refuse_username_in_use
         from project.live.asgi import forget_credentials
+        from project.models import APIToken
         from project.roles import sync_builtin_roles
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
@@ -29,10 +29,10 @@ class ProjectConfig(AppConfig):
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="corral-username-unique-ignoring-case",
         )
-        # A token deleted, a session ended or a user changed (deactivated) in this process
+        # A token revoked, a session ended or a user changed (deactivated) in this process
         # counts at once for the live requests answered directly (project/live/asgi.py).
         for name, signal, sender in (
-            ("token", post_delete, Token),
+            ("token", post_delete, APIToken),
             ("session", post_delete, Session),
             ("user", post_save, settings.AUTH_USER_MODEL),
             ("log-out", user_logged_out, None),

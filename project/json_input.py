@@ -1,7 +1,9 @@
 """JSON that comes in from outside: how deep it may nest, which characters it may hold, and
 which values a map of properties may take.
 
-Every JSON request body passes ``problem_in()`` (through the API's JSON parser), and so does
+Every JSON request body passes ``problem_in()``: through the API's JSON parser
+(project/api/parsers.py, which Nova's, Glance's and Blazar's views use too) or ``loads()``
+(Keystone's bodies, JSON inside a value such as Blazar's expression strings), and so does
 JSON typed into the admin console (``JSONFormField``), so nothing nested deeper than
 ``MAX_DEPTH`` and no lone surrogate reaches a serializer, a renderer or the database. JSON is
 the only way such a character can arrive: Django decodes query strings, form fields and
@@ -80,18 +82,28 @@ def _join(path: str, key) -> str:
     return f"{path}.{key}" if path else key
 
 
-def loads(text: str):
-    """Decode JSON found inside a value (a Blazar expression string) under the limits of a
-    body; a ValueError saying what is wrong otherwise."""
+class NotJSON(ValueError):
+    """The text is not JSON at all."""
+
+
+class OutOfLimits(ValueError):
+    """The text is JSON, nested too deep or holding a lone surrogate."""
+
+
+def loads(text: str | bytes):
+    """Decode a JSON body that no DRF parser reads (Keystone's) or JSON found inside a value
+    (a Blazar expression string) under the limits of a body: NotJSON or OutOfLimits (both
+    ValueErrors) saying what is wrong otherwise. The only place Corral decodes JSON that came
+    from outside (tests/project/test_json_input_guard.py keeps it so)."""
     try:
         document = json.loads(text)
     except RecursionError:
-        raise ValueError(f"Nested deeper than {MAX_DEPTH} levels.") from None
-    except ValueError:
-        raise ValueError("Not valid JSON.") from None
+        raise OutOfLimits(f"Nested deeper than {MAX_DEPTH} levels.") from None
+    except ValueError:  # a UnicodeDecodeError of bytes too
+        raise NotJSON("Not valid JSON.") from None
     problem = problem_in(document)
     if problem is not None:
-        raise ValueError(problem.message())
+        raise OutOfLimits(problem.message())
     return document
 
 

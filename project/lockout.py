@@ -35,11 +35,8 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, permissions, status
+from rest_framework import exceptions, status
 from rest_framework.authtoken.serializers import AuthTokenSerializer
-from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.settings import api_settings
 
 from project.models import LoginFailure
 from project.web.client_address import Address, client_address
@@ -216,26 +213,3 @@ class TokenSerializer(AuthTokenSerializer):
             attrs["user"] = user
             return attrs
         return super().validate(attrs)
-
-
-class ObtainTokenView(ObtainAuthToken):
-    """A token for a username and password (refused with 429 while the username or the
-    client's address is locked out)."""
-
-    serializer_class = TokenSerializer
-    # DRF's token view names its own parsers; the API's JSON parser refuses what they let by.
-    parser_classes = api_settings.DEFAULT_PARSER_CLASSES
-    # Anyone may ask (DRF's view has no permission classes); said so, the schema says so too.
-    permission_classes = [permissions.AllowAny]
-
-    @extend_schema(
-        request=AuthTokenSerializer,
-        responses={
-            200: AuthTokenSerializer,
-            429: OpenApiResponse(
-                description="Too many failed log-ins for this username or from this address."
-            ),
-        },
-    )
-    def post(self, request, *args, **kwargs):
-        return super().post(request, *args, **kwargs)

@@ -8,7 +8,9 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils import timezone
 from guardian.models import GroupObjectPermission, UserObjectPermission
+from knox.models import AbstractAuthToken
 
 
 class System(models.Model):
@@ -276,18 +278,42 @@ class ApplicationCredential(models.Model):
         return f"{self.name} ({self.id})"
 
 
-class ApplicationCredentialToken(models.Model):
-    """A Keystone token given for an application credential: it lasts no longer than the
-    credential, and goes with it. Only a SHA-256 of the token is kept."""
+class TokenKind(models.TextChoices):
+    API = "api", "API"
+    KEYSTONE = "keystone", "OpenStack log-in"
 
-    key_hash = models.CharField(max_length=64, primary_key=True)
-    credential = models.ForeignKey(
-        ApplicationCredential, on_delete=models.CASCADE, related_name="tokens"
+
+class APIToken(AbstractAuthToken):
+    """A token a client signs in with: to Corral's API (``Authorization: Token``, made at
+    /api/auth/token/, /api/me/tokens/ or the portal) or to the OpenStack APIs
+    (``X-Auth-Token``, made by a Keystone log-in, for a password or an application
+    credential). Only a SHA-512 of it is kept (django-rest-knox's model): the token itself is
+    shown once, when it is made. Each expires, and goes at once when revoked; one made for an
+    application credential goes with the credential too (project/tokens.py)."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Knox's primary key; here a unique column, so the id that names a token tells nothing of it.
+    digest = models.CharField(max_length=128, unique=True, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
-    expires_at = models.DateTimeField(db_index=True)
+    # Set by project/tokens.py, at the same moment as the expiry is reckoned from.
+    created = models.DateTimeField(default=timezone.now, editable=False)
+    kind = models.CharField(max_length=16, choices=TokenKind.choices, default=TokenKind.API)
+    name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    credential = models.ForeignKey(
+        ApplicationCredential,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="tokens",
+        help_text="The application credential a Keystone log-in gave it for.",
+    )
 
     class Meta:
+        ordering = ["-created", "-id"]
         default_permissions = ()
+        verbose_name = "token"
 
     def __str__(self) -> str:
-        return f"token of {self.credential} until {self.expires_at}"
+        return f"{self.get_kind_display()} token {self.pk} of {self.user}"

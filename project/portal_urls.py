@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from project import lockout, sshkey_pages, views
+from project import lockout, sshkey_pages, token_pages, views
 
 urlpatterns = [
     path(
@@ -21,6 +21,8 @@ urlpatterns = [
     path("events/stream/", views.event_stream, name="event-stream"),
     path("keys/", sshkey_pages.ssh_keys, name="ssh-keys"),
     path("keys/<int:key_id>/delete/", sshkey_pages.ssh_key_delete, name="ssh-key-delete"),
+    path("tokens/", token_pages.api_tokens, name="api-tokens"),
+    path("tokens/<int:token_id>/revoke/", token_pages.api_token_revoke, name="api-token-revoke"),
     *(
         path("", include(config.portal_urls))
         for config in apps.get_app_configs()

@@ -52,7 +52,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    # Hashed, expiring tokens; its model swapped for Corral's (project.APIToken).
+    "knox",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -201,6 +202,13 @@ CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS = int(
     os.environ.get("CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS", "20")
 )
 CORRAL_LOGIN_LOCKOUT_MINUTES = float(os.environ.get("CORRAL_LOGIN_LOCKOUT_MINUTES", "15"))
+# How long tokens last (project/tokens.py): an API token (/api/auth/token/, the portal's
+# Tokens page), and a Keystone log-in's (Keystone's own default: an hour).
+CORRAL_API_TOKEN_DAYS = float(os.environ.get("CORRAL_API_TOKEN_DAYS", "30"))
+CORRAL_KEYSTONE_TOKEN_MINUTES = float(os.environ.get("CORRAL_KEYSTONE_TOKEN_MINUTES", "60"))
+KNOX_TOKEN_MODEL = "project.APIToken"
+# Knox's own migrations make the table of its model, which Corral's replaces: none of them run.
+MIGRATION_MODULES = {"knox": None}
 # Reverse proxies (addresses or networks) whose X-Forwarded-For is believed for the client's
 # address (project/web/client_address.py); from anywhere else the header is ignored.
 CORRAL_TRUSTED_PROXIES = env_list("CORRAL_TRUSTED_PROXIES", [])
@@ -221,7 +229,7 @@ SILENCED_SYSTEM_CHECKS = ["guardian.W001"]
 REST_FRAMEWORK = {
     # Token first: an unauthenticated request gets 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "project.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -258,6 +266,7 @@ SPECTACULAR_SETTINGS = {
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
         "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
+        "TokenKindEnum": "project.models.TokenKind",
     },
     # The registered refusal codes (project/error_codes.py) as the RefusalCode component.
     "POSTPROCESSING_HOOKS": [

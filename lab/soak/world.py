@@ -10,7 +10,6 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from hosts.models import Cluster, Host, Template
 from hosts.sync import sync_host
@@ -18,6 +17,7 @@ from lab import simhosts
 from lab.lightsim import driver as lightsim
 from pools.models import PoolType, VmPool
 from pools.services import create_pool
+from project import tokens as api_tokens
 from project.grants import grant_role, scope_object
 from project.models import Role
 
@@ -121,7 +121,7 @@ def build(base: Path, users: int, light_hosts: int) -> Fleet:
         user.save()
         if not is_admin:
             user.groups.add(group)
-        token = Token.objects.create(user=user).key
+        token = api_tokens.issue(user)[1]
         (fleet.admins if is_admin else fleet.users)[user.pk] = token
         if is_admin:
             # A signed-in browser's session, for the portal's live stream.

@@ -7,7 +7,6 @@ property operators) are left to it.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 from django.utils import timezone
@@ -22,6 +21,7 @@ from openstack.blazar.errors import (
     malformed_requirements,
     missing_parameter,
 )
+from project import json_input
 
 # Blazar's parameter -> the spellings Corral takes for it.
 DATES = {"start_date": ("start_date", "start"), "end_date": ("end_date", "end")}
@@ -157,6 +157,8 @@ def check_reservation(reservation: dict) -> None:
         value = reservation.get(name)
         if isinstance(value, str) and value.strip():
             try:
-                json.loads(value)
-            except ValueError:
+                json_input.loads(value)
+            except json_input.NotJSON:
                 raise malformed_requirements(value) from None
+            except json_input.OutOfLimits as exc:
+                raise BlazarError(400, f"{name}: {exc}") from None

@@ -1,75 +1,69 @@
-"""Keystone tokens: a password log-in gives the user's Corral API token (valid until revoked);
-an application credential log-in gives a token of that credential, which expires with it (or
-after a day) and goes when it is deleted."""
+"""Keystone tokens: a log-in by password or by application credential gives a token of its own
+(project/tokens.py keeps them: hashed, expiring, revocable), lasting
+``CORRAL_KEYSTONE_TOKEN_MINUTES`` (Keystone's default: an hour), no longer than its application
+credential, and going when the credential is deleted. Revoking one (``DELETE
+/identity/v3/auth/tokens``, ``openstack token revoke``) ends that token alone."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
-from django.utils import timezone
-from rest_framework.authtoken.models import Token
-
-from project.models import ApplicationCredential, ApplicationCredentialToken
-
-# Clients log in again after this (an API token itself stays valid until it is revoked).
-TOKEN_HOURS = 24
+from project import tokens
+from project.models import APIToken, ApplicationCredential, TokenKind
 
 
 @dataclass(frozen=True)
 class IdentityToken:
-    """A token a client holds: whose it is, and the application credential it came from."""
+    """A token a client holds (``key``) and what is kept of it: whose it is, until when, and
+    the application credential it came from."""
 
     key: str
-    user: object
-    credential: ApplicationCredential | None = None
-    expires_at: datetime | None = None
+    row: APIToken
+
+    @property
+    def user(self):
+        return self.row.user
+
+    @property
+    def credential(self) -> ApplicationCredential | None:
+        return self.row.credential
+
+    @property
+    def expires_at(self):
+        return self.row.expiry
+
+    @property
+    def issued_at(self):
+        return self.row.created
+
+    @property
+    def audit_id(self) -> str:
+        # Keystone's audit ids name a token in logs without being it: 22 characters.
+        return self.row.digest[:22]
 
     def revoke(self) -> None:
-        if self.credential is None:
-            Token.objects.filter(key=self.key).delete()
-        else:
-            ApplicationCredentialToken.objects.filter(key_hash=_hash(self.key)).delete()
-
-
-def _hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+        tokens.revoke(self.row)
 
 
 def find(key: str | None) -> IdentityToken | None:
-    """The valid token ``key`` names, of an active user, or None."""
-    key = (key or "").strip()
-    if not key or len(key) > 64 or not key.isalnum():
-        return None
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is not None:
-        return IdentityToken(token.key, token.user) if token.user.is_active else None
-    issued = (
-        ApplicationCredentialToken.objects.select_related("credential__owner")
-        .filter(key_hash=_hash(key), expires_at__gt=timezone.now())
-        .first()
-    )
-    if issued is None or not issued.credential.owner.is_active:
-        return None
-    return IdentityToken(key, issued.credential.owner, issued.credential, issued.expires_at)
+    """The valid token ``key`` names (any of a Keystone log-in's or an API token), of an active
+    user, or None."""
+    row = tokens.find(key)
+    return IdentityToken(key.strip(), row) if row is not None else None
 
 
 def for_password(user) -> IdentityToken:
-    token, _ = Token.objects.get_or_create(user=user)
-    return IdentityToken(token.key, user)
+    row, key = tokens.issue(user, TokenKind.KEYSTONE, name="Keystone password log-in")
+    return IdentityToken(key, row)
 
 
 def for_credential(credential: ApplicationCredential) -> IdentityToken:
-    """A new token of ``credential``, lasting a day or until the credential expires."""
-    now = timezone.now()
-    expires_at = now + timedelta(hours=TOKEN_HOURS)
-    if credential.expires_at is not None:
-        expires_at = min(expires_at, credential.expires_at)
-    ApplicationCredentialToken.objects.filter(expires_at__lte=now).delete()
-    key = secrets.token_hex(24)
-    ApplicationCredentialToken.objects.create(
-        key_hash=_hash(key), credential=credential, expires_at=expires_at
+    """A new token of ``credential``, lasting no longer than it."""
+    row, key = tokens.issue(
+        credential.owner,
+        TokenKind.KEYSTONE,
+        name=f"application credential {credential.name}",
+        credential=credential,
+        expires_at=credential.expires_at,
     )
-    return IdentityToken(key, credential.owner, credential, expires_at)
+    return IdentityToken(key, row)

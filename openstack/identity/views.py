@@ -4,21 +4,20 @@ caller's own project and catalog, and users (the caller themself; anyone, for an
 (application credentials themselves: credential_views.py).
 
 A Corral user is a Keystone user in the domain ``Default`` with one project of their own,
-named after them; a password log-in's token is their Corral API token, so one token works for
-the OpenStack clients and for Corral's own API; an application credential's token acts as its
-owner too, until it expires or the credential is deleted (identity/tokens.py). Every secret
+named after them; each log-in gives a token of its own, which expires after
+``CORRAL_KEYSTONE_TOKEN_MINUTES`` and which revoking ends alone (identity/tokens.py). A
+password log-in's token opens Corral's own API too; an application credential's acts as its
+owner on the OpenStack APIs only, until it expires or the credential is deleted. Every secret
 check goes through the log-in lockout.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from datetime import UTC, timedelta
+from datetime import UTC
 
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse, JsonResponse
-from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
@@ -26,8 +25,8 @@ from django.views.decorators.csrf import csrf_exempt
 from openstack.identity import application_credentials as credentials
 from openstack.identity import tokens
 from openstack.identity.catalog import base_url, catalog
-from openstack.identity.tokens import TOKEN_HOURS, IdentityToken
-from project import lockout
+from openstack.identity.tokens import IdentityToken
+from project import json_input, lockout
 from project.permissions import holds_at_system
 
 VERSION_ID = "v3.14"
@@ -97,16 +96,16 @@ def roles_of(user) -> list[dict]:
 
 
 def token_body(request, token: IdentityToken, methods: list[str]) -> dict:
-    user, now = token.user, timezone.now()
+    user = token.user
     body = {
         "methods": methods,
         "user": {**user_view(user), "password_expires_at": None},
         "project": {"id": str(user.pk), "name": user.username, "domain": DOMAIN},
         "roles": roles_of(user),
         "is_domain": False,
-        "audit_ids": [token.key[:22]],
-        "issued_at": _time(now),
-        "expires_at": _time(token.expires_at or now + timedelta(hours=TOKEN_HOURS)),
+        "audit_ids": [token.audit_id],
+        "issued_at": _time(token.issued_at),
+        "expires_at": _time(token.expires_at),
         "catalog": catalog(request),
     }
     if token.credential is not None:
@@ -171,9 +170,11 @@ class VersionView(KeystoneView):
 
 def _json_body(request) -> dict:
     try:
-        body = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError):
+        body = json_input.loads(request.body or b"{}")
+    except json_input.NotJSON:
         raise Refused(400, "The request body is not valid JSON.") from None
+    except json_input.OutOfLimits as exc:
+        raise Refused(400, f"The request body is refused: {exc}") from None
     if not isinstance(body, dict):
         raise Refused(400, "The request body must be a JSON object.")
     return body
@@ -332,8 +333,8 @@ class TokensView(KeystoneView):
         return HttpResponse(status=200)
 
     def delete(self, request):
-        """Revoke: the token stops working everywhere (a Corral API token: the next password
-        log-in makes another)."""
+        """Revoke: that token stops working everywhere; the user's other tokens (other
+        log-ins, their API tokens) go on."""
         self._subject(request).revoke()
         return HttpResponse(status=204)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import FileResponse
 from rest_framework import status
-from rest_framework.parsers import JSONParser as PlainJSONParser
 from rest_framework.response import Response
 
 from hosts import images as corral_images
@@ -82,7 +81,7 @@ class ImagesView(GlanceView):
 
 
 class ImageView(GlanceView):
-    parser_classes = [JSONPatchParser, PlainJSONParser]
+    parser_classes = [JSONPatchParser, JSONParser]
 
     def get(self, request, image_id):
         return Response(image_view(_entry(request, image_id)))

@@ -13,14 +13,13 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import mixins, status, viewsets
-from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from project import grants as grant_service
-from project import scopes
+from project import scopes, tokens
 from project.accounts import RENAME_REFUSED, may_rename
 from project.api.access_serializers import (
     ActionSerializer,
@@ -276,7 +275,7 @@ class UserViewSet(ScopedModelViewSet):
             raise ValidationError({"detail": "You cannot deactivate yourself."})
         user.is_active = False
         user.save(update_fields=["is_active"])
-        Token.objects.filter(user=user).delete()
+        tokens.revoke_all(user)
         return Response(self.get_serializer(user).data)
 
     @extend_schema(request=None)

@@ -15,8 +15,9 @@ other requests:
   last answer to the same kind of request. Anything else, and the first request of each kind
   in each process, goes through Django as usual, which also writes every refusal. The user of
   a session or token is read once per CREDENTIAL_TTL_S per process, with Django's own
-  authentication: a signed-out session, a deleted token or a deactivated user stops being
-  answered here within that, at once in the process it happened in.
+  authentication (project/tokens.py for tokens): a signed-out session, a revoked token or a
+  deactivated user stops being answered here within that, at once in the process it happened
+  in; an expired token within that too.
 - **The gate.** The live requests that do go through Django run their synchronous part
   (middleware, authentication, the view's checks) at most LIVE_THREADS at a time per process;
   the rest wait their turn as coroutines, while other requests go by. The gate is held until
@@ -138,11 +139,11 @@ def live_view(
 
 
 def _token_user(key: str):
-    from rest_framework.authtoken.models import Token
+    from project import tokens
 
     try:
-        token = Token.objects.select_related("user").filter(key=key).first()
-        return token.user if token is not None and token.user.is_active else None
+        token = tokens.find(key, api=True)
+        return token.user if token is not None else None
     finally:
         connection.close()
 

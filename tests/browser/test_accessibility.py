@@ -55,6 +55,11 @@ def _submit_empty_lease(page: Page) -> None:
     expect(page.locator("#field-name .errorlist")).to_be_visible()
 
 
+def _make_token(page: Page) -> None:
+    page.locator("#api-token-submit").click()
+    expect(page.locator("#new-token-value")).to_be_visible()
+
+
 PAGES = [
     PortalPage("log in", lambda p: "/login/", anonymous=True),
     PortalPage("take a VM", lambda p: "/"),
@@ -65,6 +70,7 @@ PAGES = [
     PortalPage("new lease with errors", lambda p: "/leases/new/", then=_submit_empty_lease),
     PortalPage("delete a lease", lambda p: f"/leases/{p.lease.pk}/delete/"),
     PortalPage("SSH keys", lambda p: "/keys/"),
+    PortalPage("API tokens with a new one", lambda p: "/tokens/", then=_make_token),
     PortalPage("not found", lambda p: "/vms/999999999/"),
 ]
 

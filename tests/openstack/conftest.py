@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from project.tokens import issue as issue_token
 
 PASSWORD = "pw-Corral-1"  # what tests.conftest.make_user gives every user
 API = "/reservation/v1"
@@ -21,10 +22,13 @@ def blazar_for(db):
     """blazar_for(user) -> an APIClient sending the user's token in X-Auth-Token (and CSRF
     checks on, as for any browser: a token-authenticated request must not need them)."""
 
+    keys: dict[int, str] = {}
+
     def make(user) -> APIClient:
-        token, _ = Token.objects.get_or_create(user=user)
+        if user.pk not in keys:
+            keys[user.pk] = issue_token(user)[1]
         client = APIClient(enforce_csrf_checks=True)
-        client.credentials(HTTP_X_AUTH_TOKEN=token.key)
+        client.credentials(HTTP_X_AUTH_TOKEN=keys[user.pk])
         return client
 
     return make

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from rest_framework.authtoken.models import Token
 
 from lab.childprocess import database_env, free_port
+from project.tokens import issue as issue_token
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,6 +154,5 @@ def web_server(transactional_db, tmp_path):
 
 
 def token_for(user) -> dict[str, str]:
-    """The Authorization header of an API token for ``user`` (made if it has none)."""
-    token, _ = Token.objects.get_or_create(user=user)
-    return {"Authorization": f"Token {token.key}"}
+    """The Authorization header of a new API token for ``user``."""
+    return {"Authorization": f"Token {issue_token(user)[1]}"}

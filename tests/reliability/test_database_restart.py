@@ -31,11 +31,11 @@ BACK_WITHIN_S = 5.0
 MAKE_USER = """
 from django.contrib.auth import get_user_model
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from project.tokens import issue
 user = get_user_model().objects.create_superuser("ops", password=None)
 browser = Client()
 browser.force_login(user)
-print(Token.objects.create(user=user).key, browser.cookies["sessionid"].value)
+print(issue(user)[1], browser.cookies["sessionid"].value)
 """
 
 

@@ -16,7 +16,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from hosts.models import (
     Cluster,
@@ -35,6 +34,7 @@ from project.grants import grant_role
 from project.models import Role, SshKey
 from project.permissions import permission_for
 from project.roles import ensure_grant_permissions
+from project.tokens import issue as issue_token
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
 from tests.conftest import unique
 from tests.project.sshkeys_data import ED25519
@@ -194,8 +194,11 @@ def pool_user(world, make_user, grant):
 def token_for(db):
     """token_for(user) -> the value of an ``Authorization`` header for that user."""
 
+    keys: dict[int, str] = {}
+
     def make(user) -> str:
-        token, _ = Token.objects.get_or_create(user=user)
-        return f"Token {token.key}"
+        if user.pk not in keys:
+            keys[user.pk] = issue_token(user)[1]
+        return f"Token {keys[user.pk]}"
 
     return make

@@ -28,11 +28,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from hosts.models import Cluster, Host, Image, Template, VirtualMachine
 from leases.models import Lease
 from pools.models import VmPool
+from project.tokens import issue as issue_token
 from scheduling.models import AffinityGroup, Policy, PolicyUnit
 from tests.conftest import unique
 from tests.project.access.conftest import STRONG_PASSWORD, Place, listed_ids
@@ -907,10 +907,10 @@ def test_public_endpoint_names_still_exist():
 
 def test_deactivated_user_token_is_refused(caller, token_client, home):
     user = caller("SuperUser")
-    token = Token.objects.create(user=user)
+    token = issue_token(user)[1]
     _deactivate_first(user)
 
-    response = token_client(token.key).get("/api/vms/")
+    response = token_client(token).get("/api/vms/")
 
     assert response.status_code == 401, response.content
     assert response["WWW-Authenticate"] == "Token"

@@ -3,8 +3,8 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from rest_framework.authtoken.models import Token
 
+from project.models import APIToken
 from tests.project.access.conftest import STRONG_PASSWORD, listed_ids
 
 User = get_user_model()
@@ -107,7 +107,7 @@ def test_wrong_password_gets_no_token(alice, anonymous):
 
     assert response.status_code == 400
     assert "token" not in response.json()
-    assert not Token.objects.filter(user=alice).exists()
+    assert not APIToken.objects.filter(user=alice).exists()
 
 
 def test_unknown_token_is_refused(token_client, db):

@@ -114,8 +114,14 @@ def make_admin_object(
 
         return create(make_user(), "ci")[0]
 
+    def api_token():
+        from project.tokens import issue
+
+        return issue(make_user(), name="ci-farm")[0]
+
     factories = {
         "project.ApplicationCredential": application_credential,
+        "project.APIToken": api_token,
         "leases.Reservation": reservation,
         "scheduling.Policy": policy,
         "scheduling.PolicyUnit": policy_unit,
@@ -165,6 +171,7 @@ SCREENS = [
     "scheduling.AffinityGroup",
     "leases.Reservation",
     "project.ApplicationCredential",
+    "project.APIToken",
 ]
 # Records Corral writes itself: listed and opened, never added by hand.
 READ_ONLY = {
@@ -173,6 +180,7 @@ READ_ONLY = {
     "hosts.ExternalDomain",
     "project.Event",
     "project.ApplicationCredential",  # made by their owners through Keystone's API
+    "project.APIToken",  # made by their owners, shown to them alone
     "scheduling.PolicyUnit",
     "leases.Lease",
     "leases.Reservation",

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles import finders
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from hosts.models import Cluster, VmStatus
+from project import tokens
+from project.models import APIToken
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,9 @@ def test_token_endpoint_returns_a_token_for_username_and_password(make_user):
     )
 
     assert response.status_code == 200
-    assert response.json() == {"token": Token.objects.get(user=user).key}
+    body = response.json()
+    assert set(body) == {"token", "expires_at"}
+    assert tokens.find(body["token"]).user == user
 
 
 def test_token_endpoint_accepts_a_form_post(make_user):
@@ -82,14 +85,17 @@ def test_a_token_authenticates_api_requests(make_user):
     assert response.json()["username"] == "tina"
 
 
-def test_asking_twice_returns_the_same_token(make_user):
+def test_asking_twice_gives_two_tokens_that_both_work(make_user):
     make_user("tina")
     body = {"username": "tina", "password": PASSWORD}
 
     first = APIClient().post("/api/auth/token/", body, format="json").json()["token"]
     second = APIClient().post("/api/auth/token/", body, format="json").json()["token"]
 
-    assert first == second
+    assert first != second
+    for token in (first, second):
+        response = APIClient().get("/api/me/", HTTP_AUTHORIZATION=f"Token {token}")
+        assert response.status_code == 200
 
 
 def test_wrong_password_is_a_json_400_and_no_token(make_user):
@@ -102,7 +108,7 @@ def test_wrong_password_is_a_json_400_and_no_token(make_user):
     assert response.status_code == 400
     body = assert_json_error(response)
     assert "token" not in body
-    assert not Token.objects.filter(user=user).exists()
+    assert not APIToken.objects.filter(user=user).exists()
 
 
 def test_unknown_user_is_a_json_400(db):
@@ -122,7 +128,7 @@ def test_inactive_user_gets_no_token(make_user):
     )
 
     assert response.status_code == 400
-    assert not Token.objects.exists()
+    assert not APIToken.objects.exists()
 
 
 def test_token_without_username_is_400_naming_the_field(db):
@@ -144,11 +150,11 @@ def test_a_bad_token_is_refused_with_json(make_user, header):
 
 def test_a_token_of_a_deactivated_user_stops_working(make_user):
     user = make_user("tina")
-    token = Token.objects.create(user=user)
+    token = tokens.issue(user)[1]
     user.is_active = False
     user.save()
 
-    response = APIClient().get("/api/me/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    response = APIClient().get("/api/me/", HTTP_AUTHORIZATION=f"Token {token}")
 
     assert response.status_code == 401
     assert_json_error(response)
@@ -180,9 +186,9 @@ def test_a_session_write_without_csrf_token_is_refused(admin_user):
 
 
 def test_a_token_write_needs_no_csrf_token(admin_user):
-    token = Token.objects.create(user=admin_user)
+    token = tokens.issue(admin_user)[1]
     client = APIClient(enforce_csrf_checks=True)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
 
     response = client.post("/api/clusters/", {"name": "with-token"}, format="json")
 

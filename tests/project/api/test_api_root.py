@@ -1,9 +1,9 @@
 """``GET /api/``: the API's collections, each with its absolute URL, for authenticated callers."""
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from project.tokens import issue as issue_token
 from tests.project.api.routes import api_routes
 
 pytestmark = pytest.mark.django_db
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)[1]}")
     return client
 
 

@@ -14,11 +14,11 @@ import pytest
 import requests
 from django.conf import settings
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from bench.web_load import Page, run_pages
 from project import events
 from project.models import Event, EventKind
+from project.tokens import issue as issue_token
 from tests.conftest import wait_until
 from tests.project.fixtures import session_cookie
 
@@ -58,7 +58,7 @@ def _crowd(make_user, grant, vm, users: int) -> tuple[list[str], list[str]]:
     for _ in range(users):
         user = make_user()
         grant(user, "UserRole", vm)
-        tokens.append(Token.objects.create(user=user).key)
+        tokens.append(issue_token(user)[1])
         cookies.append(session_cookie(user)[settings.SESSION_COOKIE_NAME])
     return tokens, cookies
 

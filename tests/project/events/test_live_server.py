@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 import requests
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from project import events
 from project.models import Event, EventKind
+from project.tokens import issue as issue_token
 from tests.project.fixtures import StreamReader, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,13 +106,13 @@ def test_a_resume_point_older_than_the_feed_gets_a_resync_signal_then_what_is_le
     _vm_event(vm, "kept")
     Event.objects.exclude(message="kept").update(created_at=timezone.now() - timedelta(days=3))
     events.prune()
-    token = Token.objects.create(user=user)
+    token = issue_token(user)[1]
 
     stream = _open(server, user, last_event_id=seen_last.pk)
     poll = requests.get(
         f"{server.url}/api/events/",
         params={"since": seen_last.pk},
-        headers={"Authorization": f"Token {token.key}"},
+        headers={"Authorization": f"Token {token}"},
         timeout=30,
     ).json()
 
@@ -129,7 +129,7 @@ def test_a_long_poll_is_answered_by_the_first_event_the_user_may_see(
     mine, theirs = make_vm(), make_vm()
     user = make_user()
     grant(user, "UserRole", mine)
-    token = Token.objects.create(user=user)
+    token = issue_token(user)[1]
     since = events.latest_token()
     answer = {}
 
@@ -138,7 +138,7 @@ def test_a_long_poll_is_answered_by_the_first_event_the_user_may_see(
             requests.get(
                 f"{server.url}/api/events/",
                 params={"since": since, "timeout": 30},
-                headers={"Authorization": f"Token {token.key}"},
+                headers={"Authorization": f"Token {token}"},
                 timeout=60,
             ).json()
         )
@@ -175,11 +175,11 @@ def test_two_hundred_open_streams_leave_the_api_answering_on_one_worker(
     for user in users:
         grant(user, "UserRole", vm)
     cookies = [session_cookie(user) for user in users]
-    token = Token.objects.create(user=users[0])
+    token = issue_token(users[0])[1]
     streams = [_open_raw_stream(server, cookies[n % len(cookies)]) for n in range(200)]
     try:
         me = requests.get(
-            f"{server.url}/api/me/", headers={"Authorization": f"Token {token.key}"}, timeout=10
+            f"{server.url}/api/me/", headers={"Authorization": f"Token {token}"}, timeout=10
         )
         assert me.status_code == 200
         assert me.json()["username"] == users[0].username
