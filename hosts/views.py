@@ -40,15 +40,16 @@ def extend_vm_pages(*, decorate=None, leaves_on_stop_if=None) -> None:
         leaves_on_stop.append(leaves_on_stop_if)
 
 
-# The buttons a VM offers, in order: (operation, label, the statuses it applies to).
-PORTAL_VM_ACTIONS = [
-    (JobKind.START, "Start", services.ALLOWED_FROM[JobKind.START]),
-    (JobKind.SHUTDOWN, "Shut down", services.ALLOWED_FROM[JobKind.SHUTDOWN]),
-    (JobKind.POWEROFF, "Power off", services.ALLOWED_FROM[JobKind.POWEROFF]),
-    (JobKind.SUSPEND, "Suspend", services.ALLOWED_FROM[JobKind.SUSPEND]),
-    (JobKind.RESUME, "Resume", services.ALLOWED_FROM[JobKind.RESUME]),
+# The operations the portal offers, in order (what the VM's state allows of them:
+# ``services.operations_allowed_now``); each button says its job kind's name.
+PORTAL_OPERATIONS = [
+    JobKind.START,
+    JobKind.SHUTDOWN,
+    JobKind.POWEROFF,
+    JobKind.SUSPEND,
+    JobKind.RESUME,
 ]
-OPERATION_KINDS = {kind.value for kind, _, _ in PORTAL_VM_ACTIONS}
+OPERATION_KINDS = {kind.value for kind in PORTAL_OPERATIONS}
 STOPS = {JobKind.SHUTDOWN.value, JobKind.POWEROFF.value}
 SCREEN_STATUSES = {VmStatus.UP, VmStatus.PAUSED}
 
@@ -86,11 +87,11 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         )
     )
     for vm in vms:
-        busy = bool(vm.active_jobs)
+        allowed = services.operations_allowed_now(vm.status, [j.kind for j in vm.active_jobs])
         vm.offered = [
-            (kind.value, label)
-            for kind, label, allowed in PORTAL_VM_ACTIONS
-            if vm.pk in operable and (busy or vm.status in allowed)
+            (kind.value, kind.label)
+            for kind in PORTAL_OPERATIONS
+            if vm.pk in operable and kind in allowed
         ]
         # Holding a pool's VM for the admins (or releasing it) is for those who may change it.
         vm.can_change = vm.pk in changeable
