@@ -258,6 +258,8 @@ SPECTACULAR_SETTINGS = {
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
         "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
+        "JobKindEnum": "hosts.models.jobs.JobKind",
+        "JobStateEnum": "hosts.models.jobs.JobState",
     },
     # The registered refusal codes (project/error_codes.py) as the RefusalCode component.
     "POSTPROCESSING_HOOKS": [

@@ -10,6 +10,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from hosts import jobs, services
+from hosts.after_stop import after_stop
 from hosts.api.filtersets import (
     ClusterFilterSet,
     ExternalDomainFilterSet,
@@ -26,6 +27,7 @@ from hosts.api.serializers import (
     JobSerializer,
     MigrateSerializer,
     SerialTicketSerializer,
+    StopJobSerializer,
     TemplateSerializer,
     VirtualMachineSerializer,
 )
@@ -92,26 +94,37 @@ class TemplateViewSet(ScopedModelViewSet):
     ordering_fields = ["name", "id", "vcpus", "memory_mb", "disk_gb"]
 
 
-def _operation(kind: str, description: str):
-    """A POST action on a VM that queues ``kind`` and answers 202 with the job."""
+def _operation(kind: str, description: str, *, stops: bool = False):
+    """A POST action on a VM that queues ``kind`` and answers 202 with the job; with
+    ``stops``, the answer also says what follows once the VM stops (``after_stop``)."""
+    answer = StopJobSerializer if stops else JobSerializer
 
     def handler(self, request, pk=None):
         vm = self.get_object()
         job = services.request_operation(vm, kind, requested_by=request.user)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        context = {"after_stop": after_stop(vm)} if stops else {}
+        return Response(answer(job, context=context).data, status=status.HTTP_202_ACCEPTED)
 
     handler.__name__ = kind
     # The schema goes on last: @action replaces what a decorator below it left on the function.
-    schema = extend_schema(request=None, responses={202: JobSerializer}, description=description)
+    schema = extend_schema(request=None, responses={202: answer}, description=description)
     return schema(action(detail=True, methods=["post"])(handler))
+
+
+# Said of both stops: what may follow them.
+AFTER_STOP = (
+    " A VM of an automatic pool then goes back to its pool, and a stateless pool reverts its "
+    "disk (everything written to it since it was taken is lost): the answer's after_stop says "
+    "what follows, null when nothing does."
+)
 
 
 class VirtualMachineOperations:
     """The VM power operations; each returns 202 and the job that carries it out."""
 
     start = _operation(JobKind.START, "Start the VM (placing it on a host if needed).")
-    shutdown = _operation(JobKind.SHUTDOWN, "Ask the guest to shut down.")
-    poweroff = _operation(JobKind.POWEROFF, "Stop the VM at once.")
+    shutdown = _operation(JobKind.SHUTDOWN, "Ask the guest to shut down." + AFTER_STOP, stops=True)
+    poweroff = _operation(JobKind.POWEROFF, "Stop the VM at once." + AFTER_STOP, stops=True)
     suspend = _operation(JobKind.SUSPEND, "Pause the running VM.")
     resume = _operation(JobKind.RESUME, "Resume the paused VM.")
 
