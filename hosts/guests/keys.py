@@ -73,7 +73,7 @@ def put_keys(ctx: JobContext) -> dict:
         try:
             cloudinit.write_seed(vm)
         except driver.DriverError as exc:
-            ctx.log(f"The seed was not rewritten: {exc.message}")
+            ctx.log(f"The seed was not rewritten: {exc.message}", detail=exc.detail)
     if not template.login_user or not template.guest_agent:
         missing = "names no login account" if not template.login_user else "has no guest agent"
         note = (
@@ -99,22 +99,26 @@ def put_keys(ctx: JobContext) -> dict:
                 ctx.check_cancelled()
                 time.sleep(POLL_S)
                 continue
+            failure, wait = exc, settings.CORRAL_GUEST_KEYS_WAIT
             note = (
-                f"The guest agent did not answer within {settings.CORRAL_GUEST_KEYS_WAIT:.0f} s "
-                f"({exc.message}): {who}'s SSH keys reach the guest at its next boot."
+                f"The guest agent did not answer within {wait:.0f} s: {who}'s SSH keys reach "
+                "the guest at its next boot."
             )
         except driver.NotSupported as exc:
-            note = f"{vm.host.name} cannot reach guest agents ({exc.message}): keys reach the "
-            note += "guest at its next boot."
+            failure = exc
+            note = (
+                f"Host {vm.host.name} cannot put SSH keys into running guests: {who}'s SSH keys "
+                "reach the guest at its next boot."
+            )
         except driver.HostUnreachable as exc:
             raise JobFailed(JobErrorCode.HOST_UNREACHABLE, exc.message) from exc
         except driver.DriverError as exc:
-            note = f"The guest refused the SSH keys: {exc.message}"
-            ctx.log(note)
-            _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
-            raise JobFailed(exc.code, note) from exc
-        ctx.log(note)
+            failure = exc
+            note = f"The guest refused {who}'s SSH keys: they are not in its account {account}."
+        ctx.log(note, detail=failure.detail)
         _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
+        if not isinstance(failure, (driver.GuestAgentUnavailable, driver.NotSupported)):
+            raise JobFailed(failure.code, note) from failure
         return {"in_guest": False, "account": account}
     _note(vm, "", guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
     ctx.log(f"{len(keys)} SSH key(s) of {who} in {account}'s authorized_keys")

@@ -252,7 +252,7 @@ def test_a_host_without_guest_agents_says_the_keys_arrive_at_the_next_boot(held_
     assert job.result == {"in_guest": False, "account": "debian"}
     shown = client_for(user).get(f"/api/vms/{vm.pk}/").json()["guest_keys"]
     assert shown["state"] == "not_in_guest"
-    assert "cannot reach guest agents" in shown["message"]
+    assert f"Host {vm.host.name} cannot put SSH keys into running guests" in shown["message"]
     assert "next boot" in shown["message"]
     assert any("next boot" in line.message for line in job.journal.all())
 
