@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from hosts import services
 from hosts.after_stop import after_stop
 from hosts.forms import VmSettingsForm
-from hosts.guests import ssh
+from hosts.guests import consoles, ssh
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
@@ -95,7 +95,11 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         vm.can_hold = vm.can_change and vm.pool_id is not None
         vm.can_console = vm.pk in operable
         vm.screen_shown = vm.status in SCREEN_STATUSES and bool(vm.graphics_port)
-        vm.terminal_shown = vm.status in SCREEN_STATUSES and vm.host_id is not None
+        # A host that gives guests no serial console: no Terminal button, and the page says why.
+        vm.no_terminal = consoles.no_terminal(vm) if vm.status in SCREEN_STATUSES else ""
+        vm.terminal_shown = (
+            vm.status in SCREEN_STATUSES and vm.host_id is not None and not vm.no_terminal
+        )
         vm.starting = any(job.kind == JobKind.START for job in vm.active_jobs)
         # Asked before a stop that loses more than the guest's unsaved work.
         vm.after_stop = after_stop(vm)

@@ -169,7 +169,9 @@ class HostReport:
 @runtime_checkable
 class HostDriver(Protocol):
     """What a backend does for the hosts whose URIs it serves. Every call takes the host's URI
-    (already accepted by the allowlist) and plain values, and raises ``DriverError``s."""
+    (already accepted by the allowlist) and plain values, and raises ``DriverError``s. A
+    backend whose guests have serial consoles also has ``has_serial_consoles(uri)``
+    (``hosts.driver.has_serial_consoles``)."""
 
     def host_report(
         self, uri: str, storage_pool: str = "", storage_path: str = ""

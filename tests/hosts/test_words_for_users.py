@@ -1,8 +1,8 @@
 """What the people using VMs read never shows the hosts' internals (a libvirt URI with its socket
 path, libvirt's API names): the demo's flows on simulated hosts, and their failures, read in
 every place a user reads them (the VM page and its refreshes, job progress, My VMs, the API's
-VM, jobs and event feed). The host's own words stay for the admins: the job's journal in the
-admin console."""
+VM, jobs and event feed, the terminal asked for). The host's own words stay for the admins:
+the job's journal in the admin console."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def _what_the_user_reads(user, client_for, vms: list[VirtualMachine]) -> str:
         pages += [portal.get(f"/jobs/{job.pk}/") for job in Job.objects.filter(vm=vm)]
     for page in pages:
         assert page.status_code == 200, page
+    # Asking for a terminal on these hosts is refused, in words.
+    for vm in vms:
+        pages += [
+            portal.post(f"/vms/{vm.pk}/terminal/", follow=True),
+            api.post(f"/api/vms/{vm.pk}/serial-console/"),
+        ]
     return "\n".join(page.content.decode() for page in pages)
 
 
@@ -82,6 +88,7 @@ def test_what_users_read_of_vms_on_simulated_hosts_names_no_host_internals(
     # What happened is said, in words for them:
     assert f"Host {vm.host.name} cannot put SSH keys into running guests" in shown
     assert "The host does not answer." in shown
+    assert f"its host {vm.host.name} gives its guests no serial console" in shown
     # The admins read what the hosts said, in the journals of the jobs.
     admin = signed_in(admin_user)
     for job, said in ((keys_job, "virDomainAuthorizedSSHKeys"), (power_off, "socket=")):
