@@ -1,6 +1,7 @@
 """Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
 
 from django.db import transaction
+from django.db.models import Prefetch
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -44,6 +45,7 @@ from hosts.models import (
     Template,
     VirtualMachine,
 )
+from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
@@ -184,7 +186,14 @@ class VirtualMachineConsole:
 class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
-    queryset = VirtualMachine.objects.select_related("owner", "template", "host")
+    # Its active jobs say whether its keys are on their way into the guest (``guest_keys``).
+    queryset = VirtualMachine.objects.select_related("owner", "template", "host").prefetch_related(
+        Prefetch(
+            "jobs",
+            queryset=Job.objects.filter(state__in=ACTIVE_JOB_STATES).order_by("id"),
+            to_attr="active_jobs",
+        )
+    )
     serializer_class = VirtualMachineSerializer
     filterset_class = VirtualMachineFilterSet
     search_fields = ["name", "description"]
