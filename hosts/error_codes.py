@@ -80,15 +80,21 @@ class JobErrorCode(ErrorCode):
     IMAGE_DELETED = "image_deleted", "The image was deleted while the job copied it."
     IMAGE_MISSING = "image_missing", "The image's file is missing from the image store."
     COPY_FAILED = "copy_failed", "Copying the image to the host failed."
-    INTERNAL_ERROR = "internal_error", "An unexpected error in Corral (the message says which)."
+    INTERNAL_ERROR = (
+        "internal_error",
+        "An unexpected error in Corral (the job's journal and the server log say which).",
+    )
     CHANGED_OUTSIDE = (
         "changed_outside",
         "The host's last word on the VM contradicts the job: changed outside Corral.",
     )
     WORKER_LOST = "worker_lost", "The worker running the job stopped responding or is gone."
     # From the host driver.
-    DRIVER_ERROR = "driver_error", "The host refused or failed the operation (libvirt's words)."
-    DOMAIN_NOT_FOUND = "domain_not_found", "The host has no domain for the VM."
+    DRIVER_ERROR = (
+        "driver_error",
+        "The host refused or failed the operation (its own words: the job's journal, for admins).",
+    )
+    DOMAIN_NOT_FOUND = "domain_not_found", "The host has no such VM."
     NOT_SUPPORTED = "not_supported", "The host does not support the operation."
     GUEST_AGENT_UNAVAILABLE = (
         "guest_agent_unavailable",

@@ -73,6 +73,19 @@ ALLOWED_FROM = {
     JobKind.RESUME: {VmStatus.PAUSED},
     JobKind.MIGRATE: {VmStatus.UP, VmStatus.PAUSED},
 }
+# Jobs that leave a VM's power as it is: while only these are queued on it, its status alone
+# says what it can do next.
+KEEP_POWER = {JobKind.GUEST_KEYS, JobKind.NOOP}
+
+
+def operations_allowed_now(status: str, active_kinds) -> list[str]:
+    """The operations of ``ALLOWED_FROM`` a VM in ``status`` can start now (in its order), with
+    ``active_kinds`` the kinds of the jobs queued or running on it: none while one of them
+    changes its power (a start, a stop, a migration, a revert…), for it is on its way to
+    another status and what it can do follows once it is there. What the portal offers."""
+    if any(kind not in KEEP_POWER for kind in active_kinds):
+        return []
+    return [kind.value for kind, allowed in ALLOWED_FROM.items() if status in allowed]
 
 
 @transaction.atomic

@@ -11,8 +11,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from hosts import services
+from hosts.after_stop import after_stop
 from hosts.forms import VmSettingsForm
-from hosts.guests import ssh
+from hosts.guests import consoles, ssh
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.errors import Refused
@@ -24,31 +25,28 @@ CHANGE = "hosts.change_virtualmachine"
 RECENT_JOBS = 8
 
 # What the apps above add to the VM pages (registered from their ``AppConfig.ready()``):
-# ``decorators`` are ``decorate(user, vms)`` setting more attributes on the listed VMs (in a
-# fixed number of queries), which the templates read (pools set ``can_return``);
-# ``leaves_on_stop`` are ``predicate(vm)``: true when stopping the VM takes it out of its
-# user's sight (a VM of an automatic pool goes back to its pool).
+# ``decorate(user, vms)`` setting more attributes on the listed VMs (in a fixed number of
+# queries), which the templates read (pools set ``can_return``). What follows a stop (a pool's
+# VM going back to its pool) they say through ``hosts.after_stop``.
 decorators: list = []
-leaves_on_stop: list = []
 
 
-def extend_vm_pages(*, decorate=None, leaves_on_stop_if=None) -> None:
-    """Plug an app into the VM pages (see ``decorators`` and ``leaves_on_stop``)."""
+def extend_vm_pages(*, decorate=None) -> None:
+    """Plug an app into the VM pages (see ``decorators``)."""
     if decorate is not None and decorate not in decorators:
         decorators.append(decorate)
-    if leaves_on_stop_if is not None and leaves_on_stop_if not in leaves_on_stop:
-        leaves_on_stop.append(leaves_on_stop_if)
 
 
-# The buttons a VM offers, in order: (operation, label, the statuses it applies to).
-PORTAL_VM_ACTIONS = [
-    (JobKind.START, "Start", services.ALLOWED_FROM[JobKind.START]),
-    (JobKind.SHUTDOWN, "Shut down", services.ALLOWED_FROM[JobKind.SHUTDOWN]),
-    (JobKind.POWEROFF, "Power off", services.ALLOWED_FROM[JobKind.POWEROFF]),
-    (JobKind.SUSPEND, "Suspend", services.ALLOWED_FROM[JobKind.SUSPEND]),
-    (JobKind.RESUME, "Resume", services.ALLOWED_FROM[JobKind.RESUME]),
+# The operations the portal offers, in order (what the VM's state allows of them:
+# ``services.operations_allowed_now``); each button says its job kind's name.
+PORTAL_OPERATIONS = [
+    JobKind.START,
+    JobKind.SHUTDOWN,
+    JobKind.POWEROFF,
+    JobKind.SUSPEND,
+    JobKind.RESUME,
 ]
-OPERATION_KINDS = {kind.value for kind, _, _ in PORTAL_VM_ACTIONS}
+OPERATION_KINDS = {kind.value for kind in PORTAL_OPERATIONS}
 STOPS = {JobKind.SHUTDOWN.value, JobKind.POWEROFF.value}
 SCREEN_STATUSES = {VmStatus.UP, VmStatus.PAUSED}
 
@@ -86,19 +84,25 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         )
     )
     for vm in vms:
-        busy = bool(vm.active_jobs)
+        allowed = services.operations_allowed_now(vm.status, [j.kind for j in vm.active_jobs])
         vm.offered = [
-            (kind.value, label)
-            for kind, label, allowed in PORTAL_VM_ACTIONS
-            if vm.pk in operable and (busy or vm.status in allowed)
+            (kind.value, kind.label)
+            for kind in PORTAL_OPERATIONS
+            if vm.pk in operable and kind in allowed
         ]
         # Holding a pool's VM for the admins (or releasing it) is for those who may change it.
         vm.can_change = vm.pk in changeable
         vm.can_hold = vm.can_change and vm.pool_id is not None
         vm.can_console = vm.pk in operable
         vm.screen_shown = vm.status in SCREEN_STATUSES and bool(vm.graphics_port)
-        vm.terminal_shown = vm.status in SCREEN_STATUSES and vm.host_id is not None
+        # A host that gives guests no serial console: no Terminal button, and the page says why.
+        vm.no_terminal = consoles.no_terminal(vm) if vm.status in SCREEN_STATUSES else ""
+        vm.terminal_shown = (
+            vm.status in SCREEN_STATUSES and vm.host_id is not None and not vm.no_terminal
+        )
         vm.starting = any(job.kind == JobKind.START for job in vm.active_jobs)
+        # Asked before a stop that loses more than the guest's unsaved work.
+        vm.after_stop = after_stop(vm)
     for decorate in decorators:
         decorate(user, vms)
     return vms
@@ -199,7 +203,7 @@ def vm_operation(request, vm_id: int, operation: str):
         messages.error(request, refused.message)
         return redirect("portal:vm", vm_id=vm.pk)
     messages.info(request, f"{job.get_kind_display()} of {vm.name} queued (job {job.pk}).")
-    if operation in STOPS and any(leaves(vm) for leaves in leaves_on_stop):
+    if operation in STOPS and after_stop(vm) is not None:
         # Once stopped it goes back to its pool, out of its user's sight (often before the
         # browser follows this redirect): follow the job from My VMs, not from its page.
         return redirect("portal:vms")

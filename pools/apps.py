@@ -10,7 +10,7 @@ class PoolsConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models, which are loaded only
         # once every app is configured.
-        from hosts import checks
+        from hosts import after_stop, checks
         from hosts import views as vm_pages
         from hosts.signals import job_finished, vm_stopped
         from pools import dashboard, demo, metrics, monitor, roles, services, tasks, views
@@ -28,9 +28,8 @@ class PoolsConfig(AppConfig):
         dashboard.register()
         tasks.register()
         demo.register()
-        vm_pages.extend_vm_pages(
-            decorate=views.decorate_vms, leaves_on_stop_if=views.leaves_on_stop
-        )
+        vm_pages.extend_vm_pages(decorate=views.decorate_vms)
+        after_stop.register(views.after_stop)
 
         checks.add_operation_rule(services.hold_when_started_by_another)
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")

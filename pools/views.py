@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from hosts.after_stop import AfterStop
 from hosts.models import VirtualMachine
 from pools import services
 from pools.models import PoolType, VmPool
@@ -93,9 +94,31 @@ def decorate_vms(user, vms: list[VirtualMachine]) -> None:
         vm.can_return = vm.pool_id is not None and (vm.owner_id == user.pk or vm.pk in returnable)
 
 
-def leaves_on_stop(vm: VirtualMachine) -> bool:
-    """A VM of an automatic pool goes back to its pool when it stops."""
-    return vm.pool_id is not None and vm.pool.type == PoolType.AUTOMATIC
+def after_stop(vm: VirtualMachine) -> AfterStop | None:
+    """What follows a stop of a VM of an automatic pool (``services.on_vm_stopped``): a held
+    VM goes back to its pool, and a stateless pool reverts it to its base."""
+    if vm.pool_id is None or vm.pool.type != PoolType.AUTOMATIC:
+        return None
+    pool = vm.pool
+    if vm.owner_id is not None and pool.stateless:
+        return AfterStop(
+            "returned_and_reverted",
+            f"Once it is stopped, VM {vm.name} goes back to pool {pool.name} and its disk is "
+            "reverted to the pool's base: everything written to it since it was taken is lost.",
+        )
+    if vm.owner_id is not None:
+        return AfterStop(
+            "returned_to_pool",
+            f"Once it is stopped, VM {vm.name} goes back to pool {pool.name} as it is, for "
+            "others to take: whoever holds it now can no longer use it.",
+        )
+    if pool.stateless:
+        return AfterStop(
+            "reverted",
+            f"Once it is stopped, VM {vm.name} is reverted to pool {pool.name}'s base: "
+            "everything written to its disk is lost.",
+        )
+    return None
 
 
 @require_POST

@@ -266,6 +266,8 @@ SPECTACULAR_SETTINGS = {
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
         "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
+        "JobKindEnum": "hosts.models.jobs.JobKind",
+        "JobStateEnum": "hosts.models.jobs.JobState",
         "TokenKindEnum": "project.models.TokenKind",
     },
     # The registered refusal codes (project/error_codes.py) as the RefusalCode component.

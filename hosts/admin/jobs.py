@@ -13,8 +13,8 @@ from project.permissions import holds
 
 class JobJournalInline(LabelledTabularInline):
     model = JobJournal
-    fields = ["at", "message"]
-    readonly_fields = ["at", "message"]
+    fields = ["at", "message", "detail"]
+    readonly_fields = ["at", "message", "detail"]
     extra = 0
     can_delete = False
 

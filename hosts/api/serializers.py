@@ -383,6 +383,35 @@ class JobSerializer(serializers.ModelSerializer):
         return [{"at": line.at, "message": line.message} for line in job.journal.all()]
 
 
+class AfterStopSerializer(serializers.Serializer):
+    code = serializers.CharField(
+        help_text="returned_to_pool: the VM goes back to its pool as it is, and whoever held "
+        "it loses it; returned_and_reverted: it goes back and its disk is reverted to its "
+        "stateless pool's base, everything written to it since it was taken lost; reverted: "
+        "an unheld VM of a stateless pool is reverted to its base."
+    )
+    message = serializers.CharField(help_text="The same, in words for people.")
+
+
+class StopJobSerializer(JobSerializer):
+    """The job of a shutdown or power off, and what follows once the VM stops."""
+
+    after_stop = serializers.SerializerMethodField(
+        help_text="What follows once the VM stops, besides stopping: null when nothing does. "
+        "A VM of an automatic pool goes back to its pool when it stops, its disk reverted "
+        "when the pool is stateless."
+    )
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "after_stop"]
+        read_only_fields = fields
+
+    @extend_schema_field(AfterStopSerializer(allow_null=True))
+    def get_after_stop(self, job: Job) -> dict | None:
+        found = self.context.get("after_stop")
+        return found.as_dict() if found is not None else None
+
+
 class MigrateSerializer(serializers.Serializer):
     host = ScopedRelatedField(
         queryset=Host.objects.all(),

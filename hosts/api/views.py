@@ -1,6 +1,7 @@
 """Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
 
 from django.db import transaction
+from django.db.models import Prefetch
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -10,6 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from hosts import jobs, services
+from hosts.after_stop import after_stop
 from hosts.api.filtersets import (
     ClusterFilterSet,
     ExternalDomainFilterSet,
@@ -26,6 +28,7 @@ from hosts.api.serializers import (
     JobSerializer,
     MigrateSerializer,
     SerialTicketSerializer,
+    StopJobSerializer,
     TemplateSerializer,
     VirtualMachineSerializer,
 )
@@ -42,6 +45,7 @@ from hosts.models import (
     Template,
     VirtualMachine,
 )
+from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
@@ -92,26 +96,37 @@ class TemplateViewSet(ScopedModelViewSet):
     ordering_fields = ["name", "id", "vcpus", "memory_mb", "disk_gb"]
 
 
-def _operation(kind: str, description: str):
-    """A POST action on a VM that queues ``kind`` and answers 202 with the job."""
+def _operation(kind: str, description: str, *, stops: bool = False):
+    """A POST action on a VM that queues ``kind`` and answers 202 with the job; with
+    ``stops``, the answer also says what follows once the VM stops (``after_stop``)."""
+    answer = StopJobSerializer if stops else JobSerializer
 
     def handler(self, request, pk=None):
         vm = self.get_object()
         job = services.request_operation(vm, kind, requested_by=request.user)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        context = {"after_stop": after_stop(vm)} if stops else {}
+        return Response(answer(job, context=context).data, status=status.HTTP_202_ACCEPTED)
 
     handler.__name__ = kind
     # The schema goes on last: @action replaces what a decorator below it left on the function.
-    schema = extend_schema(request=None, responses={202: JobSerializer}, description=description)
+    schema = extend_schema(request=None, responses={202: answer}, description=description)
     return schema(action(detail=True, methods=["post"])(handler))
+
+
+# Said of both stops: what may follow them.
+AFTER_STOP = (
+    " A VM of an automatic pool then goes back to its pool, and a stateless pool reverts its "
+    "disk (everything written to it since it was taken is lost): the answer's after_stop says "
+    "what follows, null when nothing does."
+)
 
 
 class VirtualMachineOperations:
     """The VM power operations; each returns 202 and the job that carries it out."""
 
     start = _operation(JobKind.START, "Start the VM (placing it on a host if needed).")
-    shutdown = _operation(JobKind.SHUTDOWN, "Ask the guest to shut down.")
-    poweroff = _operation(JobKind.POWEROFF, "Stop the VM at once.")
+    shutdown = _operation(JobKind.SHUTDOWN, "Ask the guest to shut down." + AFTER_STOP, stops=True)
+    poweroff = _operation(JobKind.POWEROFF, "Stop the VM at once." + AFTER_STOP, stops=True)
     suspend = _operation(JobKind.SUSPEND, "Pause the running VM.")
     resume = _operation(JobKind.RESUME, "Resume the paused VM.")
 
@@ -171,7 +186,14 @@ class VirtualMachineConsole:
 class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
-    queryset = VirtualMachine.objects.select_related("owner", "template", "host")
+    # Its active jobs say whether its keys are on their way into the guest (``guest_keys``).
+    queryset = VirtualMachine.objects.select_related("owner", "template", "host").prefetch_related(
+        Prefetch(
+            "jobs",
+            queryset=Job.objects.filter(state__in=ACTIVE_JOB_STATES).order_by("id"),
+            to_attr="active_jobs",
+        )
+    )
     serializer_class = VirtualMachineSerializer
     filterset_class = VirtualMachineFilterSet
     search_fields = ["name", "description"]

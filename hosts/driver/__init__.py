@@ -34,6 +34,18 @@ from hosts.driver.base import (
 set_default_backend(_libvirt)
 
 
+def has_serial_consoles(uri: str) -> bool:
+    """Whether the guests of the host at ``uri`` have serial consoles Corral can open, known
+    from the URI alone (no call to the host, so a request may ask): a backend says so with a
+    ``has_serial_consoles(uri)`` of its own; one that does not has none."""
+    try:
+        backend = backend_for(uri)
+    except DriverError:
+        return False
+    says = getattr(backend, "has_serial_consoles", None)
+    return bool(says is not None and says(uri))
+
+
 def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
     """Capacity, CPU counters and every domain's power state, in one round of calls. With
     ``storage_path``, a missing storage pool is made there; without, it reports no storage."""

@@ -24,14 +24,23 @@ STORAGE_POOL = "corral"
 
 
 class DriverError(Exception):
-    """A host refused or failed an operation. ``code`` is stable, ``message`` is for people."""
+    """A host refused or failed an operation. ``code`` is stable; ``message`` is for the people
+    using the VM: what failed and what it means for them, never the host's URI or its
+    hypervisor's own words, which ``detail`` holds for the admins (the job's journal in the
+    admin console, the server log, the host's status)."""
 
     code = "driver_error"
 
-    def __init__(self, message: str, *, uri: str | None = None):
+    def __init__(self, message: str, *, uri: str | None = None, detail: str = ""):
         super().__init__(message)
         self.message = message
         self.uri = uri
+        self.detail = detail
+
+    @property
+    def for_admins(self) -> str:
+        """The message and the host's own words."""
+        return f"{self.message} ({self.detail})" if self.detail else self.message
 
 
 class HostUnreachable(DriverError):
@@ -160,7 +169,9 @@ class HostReport:
 @runtime_checkable
 class HostDriver(Protocol):
     """What a backend does for the hosts whose URIs it serves. Every call takes the host's URI
-    (already accepted by the allowlist) and plain values, and raises ``DriverError``s."""
+    (already accepted by the allowlist) and plain values, and raises ``DriverError``s. A
+    backend whose guests have serial consoles also has ``has_serial_consoles(uri)``
+    (``hosts.driver.has_serial_consoles``)."""
 
     def host_report(
         self, uri: str, storage_pool: str = "", storage_path: str = ""
@@ -231,5 +242,5 @@ def backend_for(uri: str) -> HostDriver:
     check_uri(uri)
     backend = _BACKENDS.get(scheme(uri), _default)
     if backend is None:
-        raise NotSupported(f"No host driver serves {uri}.", uri=uri)
+        raise NotSupported("No host driver serves this host's URI.", uri=uri, detail=uri)
     return backend

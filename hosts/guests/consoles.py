@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from hosts import driver
 from hosts.driver.uris import host_name, is_local
 from hosts.error_codes import HostErrorCode
 from hosts.models import ConsoleKind, ConsoleTicket, VirtualMachine, VmStatus
@@ -89,9 +90,23 @@ def issue_ticket(vm: VirtualMachine, user) -> tuple[str, datetime]:
 def issue_serial_ticket(vm: VirtualMachine, user) -> tuple[str, datetime]:
     """A one-time ticket for ``user`` to open ``vm``'s serial terminal; returns it and its
     expiry. The caller has checked that ``user`` may operate the VM. Refused when the VM is
-    not running."""
+    not running, or its host gives guests no serial console."""
     _refuse_unless_running(vm, HostErrorCode.TERMINAL_UNAVAILABLE, "serial terminal")
+    why_not = no_terminal(vm)
+    if why_not:
+        raise Refused(HostErrorCode.TERMINAL_UNAVAILABLE, why_not)
     return _new_ticket(vm, user, ConsoleKind.SERIAL)
+
+
+def no_terminal(vm: VirtualMachine) -> str:
+    """Why the VM, placed on a host, has no serial terminal whatever it does ("" when it has
+    one): its host gives guests no serial console. Read from the host's URI: no call to it."""
+    if vm.host is None or driver.has_serial_consoles(vm.host.uri):
+        return ""
+    return (
+        f"VM {vm.name} has no terminal: its host {vm.host.name} gives its guests no serial "
+        "console (simulated hosts have none)."
+    )
 
 
 def _new_ticket(vm: VirtualMachine, user, kind: ConsoleKind) -> tuple[str, datetime]:

@@ -7,8 +7,10 @@ returned or given to someone else, it has started, its holder adds or deletes a 
 ``guest_keys`` job makes them the whole of the template's login account's
 ``~/.ssh/authorized_keys`` (libvirt's ``virDomainAuthorizedSSHKeysSet``): the template's own
 keys and the holder's, nobody else's. The job waits a while for an agent that is not up yet
-(a guest still booting); a guest without one is said so, in the job's journal and on the VM
-(``guest_keys_note``), and then gets its holder's keys from its seed at its next boot.
+(a guest still booting). It succeeds only when the keys are in the guest: a guest without an
+agent, or a host that cannot reach agents, fails it with the words the VM shows
+(``guest_keys_note``, the VM page, the API's ``guest_keys``), and the guest then gets its
+holder's keys from its seed at its next boot.
 
 The guest-info loop (``hosts.guests.guestinfo``) catches any change made elsewhere: a running
 VM whose guest holds other keys than it should, and with no job queued, gets a job.
@@ -91,7 +93,7 @@ def put_keys(ctx: JobContext) -> dict:
         try:
             cloudinit.write_seed(vm)
         except driver.DriverError as exc:
-            ctx.log(f"The seed was not rewritten: {exc.message}")
+            ctx.log(f"The seed was not rewritten: {exc.message}", detail=exc.detail)
     if not template.login_user or not template.guest_agent:
         missing = "names no login account" if not template.login_user else "has no guest agent"
         note = (
@@ -117,23 +119,31 @@ def put_keys(ctx: JobContext) -> dict:
                 ctx.check_cancelled()
                 time.sleep(POLL_S)
                 continue
+            failure, wait = exc, settings.CORRAL_GUEST_KEYS_WAIT
             note = (
-                f"The guest agent did not answer within {settings.CORRAL_GUEST_KEYS_WAIT:.0f} s "
-                f"({exc.message}): {who}'s SSH keys reach the guest at its next boot."
+                f"The guest agent did not answer within {wait:.0f} s: {who}'s SSH keys reach "
+                "the guest at its next boot."
             )
         except driver.NotSupported as exc:
-            note = f"{vm.host.name} cannot reach guest agents ({exc.message}): keys reach the "
-            note += "guest at its next boot."
+            failure = exc
+            note = (
+                f"Host {vm.host.name} cannot put SSH keys into running guests: {who}'s SSH keys "
+                "reach the guest at its next boot."
+            )
         except driver.HostUnreachable as exc:
-            raise JobFailed(JobErrorCode.HOST_UNREACHABLE, exc.message) from exc
+            note = (
+                f"Host {vm.host.name} did not answer: {who}'s SSH keys may not be in the guest; "
+                "they are put there once it answers."
+            )
+            # No digest: the guest-info loop queues the keys again once the host answers.
+            _note(vm, note, guest_keys_digest="", guest_keys_of=vm.owner_id)
+            raise JobFailed(JobErrorCode.HOST_UNREACHABLE, note) from exc
         except driver.DriverError as exc:
-            note = f"The guest refused the SSH keys: {exc.message}"
-            ctx.log(note)
-            _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
-            raise JobFailed(exc.code, note) from exc
-        ctx.log(note)
+            failure = exc
+            note = f"The guest refused {who}'s SSH keys: they are not in its account {account}."
         _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
-        return {"in_guest": False, "account": account}
+        # Failed, as the VM's keys say (the same note): they are not in the guest.
+        raise JobFailed(failure.code, note, {"in_guest": False, "account": account}) from failure
     _note(vm, "", guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
     ctx.log(f"{len(keys)} SSH key(s) of {who} in {account}'s authorized_keys")
     return {"in_guest": True, "account": account, "keys": len(keys)}

@@ -1,5 +1,7 @@
 """The serial terminal websocket: redeems a one-time ticket and relays the guest's serial
-console between the browser (xterm.js) and the VM's host, byte for byte.
+console between the browser (xterm.js) and the VM's host, byte for byte. A ticket refused
+(unknown, used, expired) refuses the websocket; a console the host could not open closes it
+(code 4502) with the reason in words, which the terminal page shows.
 
 A terminal opens showing the console's last lines (its log's tail, read through libvirt), the
 prompt the guest printed before anyone connected among them. Then each terminal opens a
@@ -32,6 +34,20 @@ logger = logging.getLogger(__name__)
 OPEN_TIMEOUT_S = 10
 
 
+# A websocket close frame's reason holds at most 123 bytes.
+REASON_BYTES = 123
+
+
+def why_not_opened(exc: Exception) -> str:
+    """What the terminal page says when the guest's console could not be opened: in words (a
+    driver error's message), never the host's internals, cut to fit a close frame."""
+    if isinstance(exc, DriverError):
+        why = exc.message
+    else:
+        why = f"The host did not open the guest's serial console within {OPEN_TIMEOUT_S} s."
+    return why.encode()[:REASON_BYTES].decode(errors="ignore")
+
+
 class SerialRelay(AsyncWebsocketConsumer):
     console: SerialConsole | None = None
     reader: threading.Thread | None = None
@@ -53,15 +69,19 @@ class SerialRelay(AsyncWebsocketConsumer):
         except DriverError as exc:
             logger.info("Serial terminal of VM %s: no recent output: %s", target.vm_id, exc)
             shown = b""
+        offered = self.scope.get("subprotocols") or []
         try:
             self.console = await asyncio.wait_for(
                 asyncio.to_thread(open_serial_console, target.uri, target.uuid), OPEN_TIMEOUT_S
             )
         except (DriverError, TimeoutError) as exc:
-            logger.warning("Serial terminal of VM %s: cannot open it: %s", target.vm_id, exc)
-            await self.close(code=UNREACHABLE)
+            detail = exc.for_admins if isinstance(exc, DriverError) else "timed out"
+            logger.warning("Serial terminal of VM %s: cannot open it: %s", target.vm_id, detail)
+            # Accepted, then closed with the reason in words: a refused handshake would tell
+            # the page nothing, and its user would blame the ticket.
+            await self.accept("binary" if "binary" in offered else None)
+            await self.close(code=UNREACHABLE, reason=why_not_opened(exc))
             return
-        offered = self.scope.get("subprotocols") or []
         await self.accept("binary" if "binary" in offered else None)
         if shown:
             await self.send(bytes_data=shown)

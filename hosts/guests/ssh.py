@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from django.db import transaction
 
 from hosts.guests.consoles import console_address
-from hosts.models import Host, VirtualMachine, VmStatus
+from hosts.models import Host, Job, JobKind, VirtualMachine, VmStatus
+from hosts.models.jobs import ACTIVE_JOB_STATES
 
 SSH_PORT = 22
 # Statuses in which the guest runs and so answers SSH.
@@ -121,7 +122,11 @@ def _free(port: int) -> bool:
 class KeysState:
     """Whether the holder's SSH keys are in the running guest: ``state`` is ``in_guest``,
     ``pending`` (a job puts them there), ``not_in_guest`` (``message`` says why) or ``at_boot``
-    (the template has its guests take keys only from cloud-init's seed, at boot)."""
+    (the template has its guests take keys only from cloud-init's seed, at boot).
+
+    One truth with the ``guest_keys`` jobs: while one is queued or running the keys are
+    pending; after it, the VM holds what it recorded (``hosts.guests.keys``): in the guest when
+    it succeeded, not in it, with the words of its failure, when it failed."""
 
     state: str
     message: str
@@ -144,6 +149,9 @@ def keys_state(vm: VirtualMachine, viewer_id: int | None = None) -> KeysState | 
             f"{whose.capitalize()} SSH keys reach this VM through cloud-init when it boots; a "
             "guest already running when it was taken gets them at its next boot.",
         )
+    pending = KeysState("pending", f"Putting {whose} SSH keys in the guest…")
+    if _keys_job_active(vm):
+        return pending
     if vm.guest_keys_of == vm.owner_id and vm.guest_keys_at is not None:
         if vm.guest_keys_note:
             return KeysState("not_in_guest", vm.guest_keys_note)
@@ -151,4 +159,13 @@ def keys_state(vm: VirtualMachine, viewer_id: int | None = None) -> KeysState | 
             "in_guest",
             f"{whose.capitalize()} SSH keys are in the guest's account {template.login_user}.",
         )
-    return KeysState("pending", f"Putting {whose} SSH keys in the guest…")
+    return pending
+
+
+def _keys_job_active(vm: VirtualMachine) -> bool:
+    """A ``guest_keys`` job is queued or running on the VM: from its ``active_jobs`` when the
+    caller prefetched them (the VM pages, the API), else one query."""
+    active = getattr(vm, "active_jobs", None)
+    if active is not None:
+        return any(job.kind == JobKind.GUEST_KEYS for job in active)
+    return Job.objects.filter(vm=vm, kind=JobKind.GUEST_KEYS, state__in=ACTIVE_JOB_STATES).exists()

@@ -19,6 +19,7 @@ from hosts.jobs.context import (
     JobContext,
     JobFailed,
     JobLost,
+    host_detail,
     log_extra,
 )
 from hosts.jobs.dispatch import (
@@ -44,6 +45,7 @@ __all__ = [
     "changed_outside",
     "dispatch_next",
     "finish_vm",
+    "host_detail",
     "log_extra",
     "reap",
     "request_cancel",

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from hosts.driver import DriverError
 from hosts.error_codes import JobErrorCode
 from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import RUNNING_JOB_STATES
@@ -38,6 +39,18 @@ class JobFailed(Exception):
         self.code = code
         self.message = message
         self.result = result
+
+
+def host_detail(exc: BaseException | None) -> str:
+    """The host's own words behind ``exc`` (the ``DriverError`` it was raised from, however
+    deep), for the admins; "" when no host said anything."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, DriverError) and exc.detail:
+            return exc.detail
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return ""
 
 
 def log_extra(job: Job) -> dict:
@@ -100,9 +113,14 @@ class JobContext:
         logger.info("%s", label, extra=log_extra(self.job))
         job_event(self.job, label)
 
-    def log(self, message: str) -> None:
-        JobJournal.objects.create(job=self.job, message=message)
-        logger.info("%s", message, extra=log_extra(self.job))
+    def log(self, message: str, *, detail: str = "") -> None:
+        """A journal line in words for everyone who sees the job; ``detail`` (the host's own
+        words) goes with it to the admin console and the server log only."""
+        JobJournal.objects.create(job=self.job, message=message, detail=detail)
+        if detail:
+            logger.info("%s [%s]", message, detail, extra=log_extra(self.job))
+        else:
+            logger.info("%s", message, extra=log_extra(self.job))
 
     def check_cancelled(self) -> None:
         """Stop at a step boundary when a cancel was asked, or when the job is no longer this

@@ -19,6 +19,7 @@ from hosts.jobs.context import (
     JobContext,
     JobFailed,
     JobLost,
+    host_detail,
     job_event,
     log_extra,
     logger,
@@ -32,6 +33,7 @@ from project import events
 from project.workers import worker_name
 
 Operation = Callable[[JobContext], dict | None]
+UNEXPECTED = "The job stopped on an unexpected error; the admins find it in its journal."
 
 
 def claim(job_id: int) -> Job | None:
@@ -80,15 +82,16 @@ def run(job_id: int, operations: Mapping[str, Operation]) -> str:
         except JobFailed as exc:
             state, error_code, error_message = JobState.FAILED, exc.code, exc.message
             result = exc.result
-            context.log(f"Failed: {exc.message}")
+            context.log(f"Failed: {exc.message}", detail=host_detail(exc))
         except Exception as exc:  # a bug or an unexpected libvirt answer: fail, never hang
             logger.exception("job %s crashed", job.pk, extra=extra)
+            # What went wrong is the admins' to read (the journal, the server log), not users'.
             state, error_code, error_message = (
                 JobState.FAILED,
                 JobErrorCode.INTERNAL_ERROR,
-                str(exc),
+                UNEXPECTED,
             )
-            context.log(f"Failed: {exc}")
+            context.log(f"Failed: {UNEXPECTED}", detail=f"{type(exc).__name__}: {exc}")
         finally:
             # A job failed meanwhile by the reaper (it ran too long, say, in one long call) is
             # lost too: its VM was settled then and may be another job's by now.

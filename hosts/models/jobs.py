@@ -122,6 +122,11 @@ class JobJournal(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="journal")
     at = models.DateTimeField(auto_now_add=True)
     message = models.TextField()
+    detail = models.TextField(
+        blank=True,
+        help_text="The host's own words behind this line (its URI, libvirt's text), for the "
+        "admins: shown in the admin console and the server log, not to the VM's users.",
+    )
 
     class Meta:
         ordering = ["id"]

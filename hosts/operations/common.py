@@ -12,7 +12,7 @@ from hosts.error_codes import JobErrorCode
 from hosts.guests.consoles import listen_address
 from hosts.hooks import HookFailed, hooks_for, run_hooks
 from hosts.host_choice import NoHostAvailable, SchedulerBusy, decision, place, wait_for_pending
-from hosts.jobs import JobContext, JobFailed
+from hosts.jobs import JobContext, JobFailed, host_detail
 from hosts.jobs.settle import RUNNING, STOPPED
 from hosts.models import Host, VirtualMachine
 from hosts.sync import vm_changed
@@ -194,7 +194,7 @@ class Attempts:
             {"host": host.name, "outcome": "failed", "reason": exc.message, "code": exc.code}
         )
         self.failed.add(host.pk)
-        self.ctx.log(f"{self.what} on {host.name} failed: {exc.message}")
+        self.ctx.log(f"{self.what} on {host.name} failed: {exc.message}", detail=host_detail(exc))
         if len(self.tried) >= self.limit:
             names = ", ".join(attempt["host"] for attempt in self.tried)
             raise JobFailed(
@@ -231,7 +231,7 @@ def clear_from(ctx: JobContext, vm: VirtualMachine, host: Host) -> bool:
     try:
         driver.undefine(host.uri, str(vm.uuid))
     except driver.DriverError as exc:
-        ctx.log(f"Could not remove the VM from {host.name}: {exc.message}")
+        ctx.log(f"Could not remove the VM from {host.name}: {exc.message}", detail=exc.detail)
         return False
     return True
 

@@ -61,7 +61,8 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
     except driver.DriverError as exc:
-        result = mark_unreachable(host_id, exc.message, owner)
+        # The host's status and alert are for its admins: with the host's own words.
+        result = mark_unreachable(host_id, exc.for_admins, owner)
         if result.host_status == HostStatus.NON_RESPONSIVE and not result.skipped:
             fence_if_due(host_id, result, owner)  # after the commit: no lock held while hooks run
         return result

@@ -111,16 +111,18 @@ def request(uri: str, op: str, what: str, **values) -> dict:
         except OSError as exc:
             _forget(path)
             if attempt:
-                raise HostUnreachable(f"Cannot reach the host at {uri}: {exc}", uri=uri) from exc
+                raise HostUnreachable(
+                    "The host does not answer.", uri=uri, detail=f"{uri}: {exc}"
+                ) from exc
     reply = json.loads(answer)
     if reply.get("ok"):
         return reply
-    message = f"Could not {what}: {reply.get('message', '')}"
+    detail = f"{uri}: {reply.get('message', '')}"
     if reply.get("error") == "no_host":
-        raise HostUnreachable(f"Cannot reach the host at {uri}: {reply.get('message')}", uri=uri)
+        raise HostUnreachable("The host does not answer.", uri=uri, detail=detail)
     if reply.get("error") == "no_domain":
-        raise DomainNotFound(message, uri=uri)
-    raise DriverError(message, uri=uri)
+        raise DomainNotFound(f"Could not {what}: the host has no such VM.", uri=uri, detail=detail)
+    raise DriverError(f"Could not {what}: the host refused it.", uri=uri, detail=detail)
 
 
 def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
@@ -169,7 +171,7 @@ def undefine(uri: str, uuid: str) -> None:
 
 
 def _no_snapshots(uri: str) -> NotSupported:
-    return NotSupported(f"The light simulated host at {uri} keeps no snapshots.", uri=uri)
+    return NotSupported("The light simulated host keeps no snapshots.", uri=uri, detail=uri)
 
 
 def snapshot_create(uri: str, uuid: str, name: str) -> None:
@@ -185,7 +187,9 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
 
 
 def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
-    raise NotSupported(f"The light simulated host at {source_uri} cannot migrate.", uri=source_uri)
+    raise NotSupported(
+        "The light simulated host cannot migrate.", uri=source_uri, detail=source_uri
+    )
 
 
 def control(uri: str, op: str, **values) -> dict:

@@ -1,6 +1,7 @@
-"""The buttons that lose something ask first: Return to pool and Power off open a dialog saying
-what is lost; Cancel (or Escape) leaves the VM as it was, the dialog's button does it. Without
-JavaScript the same buttons still work, at once."""
+"""The buttons that lose something ask first: Return to pool, Power off, and Shut down of a VM
+that then goes back to its pool open a dialog saying what is lost; Cancel (or Escape) leaves
+the VM as it was, the dialog's button does it. Without JavaScript the same buttons still work,
+at once."""
 
 from __future__ import annotations
 
@@ -93,6 +94,46 @@ def test_power_off_says_unsaved_work_is_lost_and_only_confirming_it_queues_the_j
 
     expect(page.locator("#messages")).to_contain_text(f"Power off of {vm.name} queued")
     assert Job.objects.filter(vm=vm, kind=JobKind.POWEROFF).count() == 1
+
+
+def test_shut_down_of_a_stateless_pools_vm_asks_first_as_return_to_pool_does(page, held_vm):
+    """Stopped, the VM goes back to its pool and its disk is reverted: like Return to pool."""
+    user, vm = held_vm(stateless=True)
+    log_in(page, user)
+    page.goto(f"/vms/{vm.pk}/")
+    shut_down = page.locator('#vm-panel button[data-operation="shutdown"]')
+
+    shut_down.click()
+    dialog = _dialog(page)
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text(f"Shut down {vm.name}?")
+    expect(dialog).to_contain_text(f"goes back to pool {vm.pool.name}")
+    expect(dialog).to_contain_text("its disk is reverted")
+    expect(dialog).to_contain_text("everything written to it since it was taken is lost")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    assert not Job.objects.filter(vm=vm, kind=JobKind.SHUTDOWN).exists()
+
+    shut_down.click()
+    dialog.get_by_role("button", name="Shut down").click()
+
+    expect(page).to_have_url(re.compile(r"/vms/$"))
+    expect(page.locator("#messages")).to_contain_text(f"Shut down of {vm.name} queued")
+    assert Job.objects.filter(vm=vm, kind=JobKind.SHUTDOWN).count() == 1
+
+
+def test_shut_down_of_a_vm_in_no_pool_asks_nothing(page, make_vm, make_user, grant):
+    vm = make_vm(status=VmStatus.UP)
+    user = make_user()
+    grant(user, "UserRole", vm)
+    log_in(page, user)
+    page.goto(f"/vms/{vm.pk}/")
+
+    page.locator('#vm-panel button[data-operation="shutdown"]').click()
+
+    expect(page.locator("#messages")).to_contain_text(f"Shut down of {vm.name} queued")
+    expect(_dialog(page)).to_be_hidden()
+    assert Job.objects.filter(vm=vm, kind=JobKind.SHUTDOWN).count() == 1
 
 
 def test_the_dialog_takes_the_keyboard_focus_escape_cancels_and_the_focus_goes_back(page, held_vm):

@@ -64,6 +64,8 @@ def test_a_user_takes_a_prestarted_vm_that_is_up_at_once_and_shutting_it_down_gi
     expect(page.locator("#vm-status")).to_have_text("Up")
 
     page.locator('button[data-operation="shutdown"]').click()
+    # It goes back to its pool once stopped (and its stateless pool reverts it): asked first.
+    page.get_by_role("dialog").get_by_role("button", name="Shut down").click()
 
     # Stopped, the VM goes back to its (automatic) pool and out of the user's hands: My VMs
     # follows the shutdown until it no longer lists the VM.

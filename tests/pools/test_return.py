@@ -286,3 +286,66 @@ def test_a_vm_outside_every_pool_cannot_be_returned(make_vm, admin):
 
     assert response.status_code == 409
     assert response.json()["detail"] == f"VM {vm.name} is not in a pool."
+
+
+# -- what a stop says will follow ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("operation", ["shutdown", "poweroff"])
+def test_stopping_a_vm_of_a_stateless_pool_answers_that_it_goes_back_reverted(
+    held, client_for, operation
+):
+    pool, vm, owner = held
+
+    response = client_for(owner).post(f"/api/vms/{vm.pk}/{operation}/")
+
+    assert response.status_code == 202, response.json()
+    assert response.json()["kind"] == operation
+    assert response.json()["after_stop"] == {
+        "code": "returned_and_reverted",
+        "message": f"Once it is stopped, VM {vm.name} goes back to pool {pool.name} and its "
+        "disk is reverted to the pool's base: everything written to it since it was taken "
+        "is lost.",
+    }
+
+
+@pytest.mark.django_db
+def test_stopping_a_vm_of_a_stateful_pool_answers_that_it_goes_back_as_it_is(
+    pool_of, pool_user, client_for
+):
+    pool = pool_of(up=1, stateless=False)
+    owner = pool_user(pool)
+    client = client_for(owner)
+    vm_id = client.post(f"/api/vmpools/{pool.pk}/allocatevm/").json()["vm"]["id"]
+
+    response = client.post(f"/api/vms/{vm_id}/shutdown/")
+
+    assert response.status_code == 202, response.json()
+    assert response.json()["after_stop"]["code"] == "returned_to_pool"
+    assert "as it is, for others to take" in response.json()["after_stop"]["message"]
+
+
+@pytest.mark.django_db
+def test_stopping_a_vm_that_only_stops_answers_nothing_follows(make_vm, admin):
+    manual = make_vm(status=VmStatus.UP)
+
+    response = admin.post(f"/api/vms/{manual.pk}/shutdown/")
+
+    assert response.status_code == 202, response.json()
+    assert response.json()["after_stop"] is None
+
+
+@pytest.mark.django_db
+def test_the_schema_documents_what_follows_a_stop():
+    from rest_framework.test import APIClient
+
+    schema = APIClient().get("/api/schema/", {"format": "json"}).json()
+
+    for operation in ("shutdown", "poweroff"):
+        answer = schema["paths"][f"/api/vms/{{id}}/{operation}/"]["post"]
+        assert "goes back to its pool" in answer["description"]
+        ref = answer["responses"]["202"]["content"]["application/json"]["schema"]["$ref"]
+        fields = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]["properties"]
+        assert "after_stop" in fields
+        assert "reverted" in fields["after_stop"]["description"]

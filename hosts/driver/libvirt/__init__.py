@@ -22,10 +22,12 @@ from hosts.driver.libvirt.domains import (
     suspend,
     undefine,
 )
+from hosts.driver.libvirt.serial import has_serial_consoles
 
 __all__ = [
     "define",
     "domain_power_state",
+    "has_serial_consoles",
     "has_snapshot",
     "host_report",
     "migrate",

@@ -96,7 +96,7 @@ def connection(uri: str) -> libvirt.virConnect:
     """
     check_uri(uri)
     if claimed(uri):
-        raise NotSupported(f"The host at {uri} has no libvirt connection.", uri=uri)
+        raise _without_libvirt(uri)
     ensure_event_loop()
     with _lock:
         _forget_after_fork()
@@ -112,7 +112,7 @@ def connection(uri: str) -> libvirt.virConnect:
         try:
             conn = libvirt.open(uri)
         except libvirt.libvirtError as exc:
-            raise HostUnreachable(f"Cannot reach the host at {uri}: {_text(exc)}", uri=uri) from exc
+            raise _unreachable(uri, exc) from exc
         # Drivers without keepalive (the in-process test driver) need none.
         with contextlib.suppress(libvirt.libvirtError):
             conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)
@@ -126,12 +126,12 @@ def open_dedicated(uri: str) -> libvirt.virConnect:
     and backend checks as ``connection()``."""
     check_uri(uri)
     if claimed(uri):
-        raise NotSupported(f"The host at {uri} has no libvirt connection.", uri=uri)
+        raise _without_libvirt(uri)
     ensure_event_loop()
     try:
         conn = libvirt.open(uri)
     except libvirt.libvirtError as exc:
-        raise HostUnreachable(f"Cannot reach the host at {uri}: {_text(exc)}", uri=uri) from exc
+        raise _unreachable(uri, exc) from exc
     with contextlib.suppress(libvirt.libvirtError):
         conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)
     return conn
@@ -162,6 +162,24 @@ def _text(exc: libvirt.libvirtError) -> str:
     return (exc.get_error_message() or str(exc)).strip()
 
 
+def host_words(uri: str, exc: libvirt.libvirtError) -> str:
+    """What the host said, for the admins (``DriverError.detail``): its URI and libvirt's own
+    text, which names sockets, drivers and API calls the people using a VM need not read."""
+    return f"{uri}: {_text(exc)}"
+
+
+def _unreachable(uri: str, exc: libvirt.libvirtError) -> HostUnreachable:
+    return HostUnreachable("The host does not answer.", uri=uri, detail=host_words(uri, exc))
+
+
+def _without_libvirt(uri: str) -> NotSupported:
+    return NotSupported(
+        "The host is served without libvirt: it has no guest consoles or agents to reach.",
+        uri=uri,
+        detail=f"{uri} is served by another host driver than libvirt",
+    )
+
+
 def lookup_domain(conn: libvirt.virConnect, uuid: str) -> libvirt.virDomain | None:
     """The domain ``uuid`` on the host, or None when the host has no such domain."""
     try:
@@ -172,21 +190,38 @@ def lookup_domain(conn: libvirt.virConnect, uuid: str) -> libvirt.virDomain | No
         raise
 
 
+# What a libvirt error means for the people using the VM, by its code (``translate``).
+MEANINGS = {
+    libvirt.VIR_ERR_NO_DOMAIN: "the host has no such VM",
+    libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT: "the host has no such snapshot of the VM",
+    libvirt.VIR_ERR_OPERATION_INVALID: "the VM is not in a state that allows it on its host",
+    libvirt.VIR_ERR_NO_MEMORY: "the host is out of memory",
+    libvirt.VIR_ERR_AGENT_UNRESPONSIVE: "the guest agent does not answer",
+    libvirt.VIR_ERR_AGENT_UNSYNCED: "the guest agent does not answer",
+    libvirt.VIR_ERR_OPERATION_TIMEOUT: "the host took too long",
+}
+
+
 def translate(uri: str, exc: libvirt.libvirtError, what: str) -> DriverError:
-    """Turn a libvirt error into the DriverError a caller can act on."""
+    """Turn a libvirt error into the DriverError a caller can act on: its message says what
+    failed and what it means, in words (``what``: "start the VM"); libvirt's own text and the
+    host's URI go in its ``detail``, for the admins."""
     code = exc.get_error_code()
+    detail = host_words(uri, exc)
     if code in UNREACHABLE_CODES:
         drop(uri)
         return HostUnreachable(
-            f"Lost the host at {uri} while trying to {what}: {_text(exc)}", uri=uri
+            f"Lost the connection to the host while trying to {what}.", uri=uri, detail=detail
         )
-    if code in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT):
-        return DomainNotFound(f"Could not {what}: {_text(exc)}", uri=uri)
-    if code in (libvirt.VIR_ERR_AGENT_UNRESPONSIVE, libvirt.VIR_ERR_AGENT_UNSYNCED):
-        return GuestAgentUnavailable(f"Could not {what}: {_text(exc)}", uri=uri)
     if code == libvirt.VIR_ERR_NO_SUPPORT:
-        return NotSupported(f"The host at {uri} cannot {what}: {_text(exc)}", uri=uri)
-    return DriverError(f"Could not {what}: {_text(exc)}", uri=uri)
+        return NotSupported(f"The host cannot {what}.", uri=uri, detail=detail)
+    kind = DriverError
+    if code in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT):
+        kind = DomainNotFound
+    elif code in (libvirt.VIR_ERR_AGENT_UNRESPONSIVE, libvirt.VIR_ERR_AGENT_UNSYNCED):
+        kind = GuestAgentUnavailable
+    meaning = MEANINGS.get(code, "the host refused it")
+    return kind(f"Could not {what}: {meaning}.", uri=uri, detail=detail)
 
 
 def call(uri: str, what: str, fn: Callable[[libvirt.virConnect], T], *, retry: bool = False) -> T:

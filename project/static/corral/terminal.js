@@ -19,10 +19,18 @@ socket.addEventListener("open", () => {
 socket.addEventListener("message", (event) => {
   term.write(typeof event.data === "string" ? event.data : new Uint8Array(event.data));
 });
-socket.addEventListener("close", () => {
-  status.textContent = opened
-    ? "Disconnected. Open the terminal again from the VM's page."
-    : "The terminal could not be reached (the ticket may have expired or been used).";
+// Close codes of the relay (hosts/guests/serial_relay.py): 4502, the guest's console could not
+// be opened (the reason says why, in words). A refused ticket refuses the websocket itself.
+const NOT_OPENED = 4502;
+socket.addEventListener("close", (event) => {
+  if (event.code === NOT_OPENED) {
+    status.textContent = `${event.reason || "The guest's serial console could not be opened."} Open the terminal again from the VM's page to retry.`;
+  } else if (opened) {
+    status.textContent = "Disconnected. Open the terminal again from the VM's page.";
+  } else {
+    status.textContent =
+      "The terminal's ticket was refused: it is used once, within seconds. Open the terminal again from the VM's page.";
+  }
   term.options.disableStdin = true;
 });
 

@@ -34,7 +34,7 @@ def test_a_refused_uri_reaches_no_backend():
 
 
 def test_libvirt_never_opens_a_uri_another_backend_serves():
-    with pytest.raises(driver.NotSupported, match="no libvirt connection"):
+    with pytest.raises(driver.NotSupported, match="served without libvirt"):
         connection(_light_uri())
 
 

@@ -111,10 +111,24 @@ def test_defining_a_second_domain_with_a_taken_name_is_refused(spec):
         driver.define(URI, twin)
 
 
-def test_an_unreachable_host_raises_host_unreachable_with_the_uri():
+def test_an_unreachable_host_says_so_in_words_and_keeps_its_uri_for_the_admins():
     uri = "test+unix:///default?socket=/nonexistent/libvirt-sock"
-    with pytest.raises(driver.HostUnreachable, match="Cannot reach the host at test\\+unix"):
+    with pytest.raises(driver.HostUnreachable) as raised:
         driver.host_report(uri)
+    assert raised.value.message == "The host does not answer."
+    assert raised.value.detail.startswith(f"{uri}: ")
+    assert "/nonexistent/libvirt-sock" in raised.value.detail
+
+
+def test_an_operation_the_host_cannot_do_says_what_in_words_and_libvirts_words_to_admins(spec):
+    from hosts.driver.libvirt import guests
+
+    driver.define(URI, spec)
+    driver.start(URI, spec.uuid)
+    with pytest.raises(driver.NotSupported) as raised:
+        guests.set_authorized_keys(URI, spec.uuid, "debian", ["ssh-ed25519 AAAA k"])
+    assert raised.value.message == "The host cannot put SSH keys in the guest's account debian."
+    assert "virDomainAuthorizedSSHKeysSet" in raised.value.detail
 
 
 def test_connections_are_reused_within_a_process():

@@ -1,12 +1,15 @@
 """The portal's ways to reach a guest: the Console button (noVNC on a one-time ticket), the
 Terminal button (xterm.js on one), the serial console's tail and the guest's addresses on the
-VM page. The relays themselves and the log's content on real QEMU:
+VM page; a host whose guests have no serial console offers no Terminal, and says why. The
+relays themselves and the log's content on real QEMU:
 tests/hosts/guests/test_guest_access.py and tests/hosts/guests/test_serial_terminal.py."""
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
 
 from hosts.models import ConsoleKind, ConsoleLog, ConsoleTicket, VirtualMachine
-from tests.portal import signed_in
+from tests.portal import messages_of, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -181,3 +184,69 @@ def test_the_serial_log_without_scripts_shows_no_escape_sequences(shown_vm):
 
     shown = log[log.index(">", log.index("<pre")) + 1 : log.index("</pre>")]
     assert shown == "corral-guest: ready\n"
+
+
+# -- where no terminal can work ----------------------------------------------------------------
+
+
+@pytest.fixture
+def on_simulated_host(make_vm, make_host, make_user, grant):
+    """A running VM on a simulated host (libvirt's test driver: no serial consoles), its user."""
+    host = make_host(uri="test+unix:///default?socket=/tmp/corral-sim-x/sim-1/libvirt-sock")
+    vm = make_vm(cluster=host.cluster, host=host, status="up")
+    user = make_user()
+    grant(user, "UserRole", vm)
+    return vm, user
+
+
+def test_a_vm_whose_host_has_no_serial_consoles_offers_no_terminal_and_says_why(
+    on_simulated_host, client_for
+):
+    vm, user = on_simulated_host
+    why = (
+        f"VM {vm.name} has no terminal: its host {vm.host.name} gives its guests no serial "
+        "console (simulated hosts have none)."
+    )
+    client = signed_in(user)
+
+    page = client.get(f"/vms/{vm.pk}/").content.decode()
+    asked = client.post(f"/vms/{vm.pk}/terminal/", follow=True)
+    api = client_for(user).post(f"/api/vms/{vm.pk}/serial-console/")
+
+    assert f'action="/vms/{vm.pk}/terminal/"' not in page
+    assert f'<p id="vm-no-terminal" class="muted">{why}</p>' in page
+    assert messages_of(asked) == [why]
+    assert (api.status_code, api.json()["detail"]) == (409, why)
+    assert not ConsoleTicket.objects.exists()
+
+
+async def _closed_by_relay(path: str, cookie: str) -> tuple[bool, dict]:
+    from project.asgi import application  # the whole web tier: loaded only where it is used
+
+    headers = [(b"origin", b"http://testserver"), (b"cookie", cookie.encode())]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect(timeout=15)
+    closing = await communicator.receive_output(timeout=15) if connected else {}
+    await communicator.disconnect()
+    return connected, closing
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_terminal_whose_console_the_host_cannot_open_closes_saying_why_in_words(
+    shown_vm, client_for
+):
+    vm, user = shown_vm  # its host's daemon (the socket in its URI) is not there
+    browser = signed_in(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    url = client_for(user).post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
+
+    connected, closing = async_to_sync(_closed_by_relay)(
+        url.removeprefix("ws://testserver"), cookie
+    )
+
+    assert connected
+    assert closing == {
+        "type": "websocket.close",
+        "code": 4502,
+        "reason": "The host does not answer.",
+    }

@@ -9,11 +9,12 @@ from xml.etree import ElementTree
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from hosts import driver, jobs, sync
 from hosts.driver.libvirt.domains import domain_xml, with_forwarded_ssh_port
 from hosts.guests import guestinfo, ssh
-from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
+from hosts.models import Host, Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.operations import OPERATION_BY_KIND, spec_for
 from project.sshkeys import add_key
 from tests.conftest import unique
@@ -241,20 +242,79 @@ def _keys_jobs(vm) -> list[Job]:
     return list(Job.objects.filter(vm=vm, kind=JobKind.GUEST_KEYS).order_by("pk"))
 
 
-def test_a_host_without_guest_agents_says_the_keys_arrive_at_the_next_boot(held_on_sim, client_for):
+def test_a_host_without_guest_agents_fails_the_keys_job_with_the_words_the_vm_shows(
+    held_on_sim, client_for
+):
     user, vm = held_on_sim(login_user="debian", guest_agent=True)
     job = jobs.submit(JobKind.GUEST_KEYS, vm=vm)
 
     jobs.run(job.pk, OPERATION_BY_KIND)
 
     job.refresh_from_db()
-    assert job.state == JobState.SUCCEEDED
-    assert job.result == {"in_guest": False, "account": "debian"}
     shown = client_for(user).get(f"/api/vms/{vm.pk}/").json()["guest_keys"]
-    assert shown["state"] == "not_in_guest"
-    assert "cannot reach guest agents" in shown["message"]
-    assert "next boot" in shown["message"]
-    assert any("next boot" in line.message for line in job.journal.all())
+    assert (job.state, job.error_code) == (JobState.FAILED, "not_supported")
+    assert job.result == {"in_guest": False, "account": "debian"}
+    assert shown == {
+        "state": "not_in_guest",
+        "message": f"Host {vm.host.name} cannot put SSH keys into running guests: "
+        f"{user.username}'s SSH keys reach the guest at its next boot.",
+    }
+    assert job.error_message == shown["message"]
+    page = Client()
+    page.force_login(user)
+    html = page.get(f"/vms/{vm.pk}/").content.decode()
+    assert 'data-state="not_in_guest"' in html
+    assert html.count(shown["message"].replace("'", "&#x27;")) == 2  # the keys, the job
+
+
+def _recorded_in_guest(vm) -> None:
+    """As after a job that put its holder's keys in the guest."""
+    VirtualMachine.objects.filter(pk=vm.pk).update(
+        guest_keys_of=vm.owner_id, guest_keys_at=timezone.now(), guest_keys_note=""
+    )
+
+
+def test_while_a_keys_job_is_on_its_way_the_vm_says_its_keys_are_being_put_in(
+    held_on_sim, client_for
+):
+    user, vm = held_on_sim(login_user="debian", guest_agent=True)
+    _recorded_in_guest(vm)
+    assert client_for(user).get(f"/api/vms/{vm.pk}/").json()["guest_keys"]["state"] == "in_guest"
+
+    with_new_key = jobs.submit(JobKind.GUEST_KEYS, vm=vm)  # the holder added a key, say
+
+    listed = client_for(user).get("/api/vms/").json()["results"]
+    page = Client()
+    page.force_login(user)
+    html = page.get(f"/vms/{vm.pk}/").content.decode()
+    assert with_new_key.state == JobState.PENDING
+    assert [vm_["guest_keys"]["state"] for vm_ in listed] == ["pending"]
+    assert 'data-state="pending"' in html and "Putting your SSH keys in the guest" in html
+
+
+def test_a_keys_job_that_finds_the_host_gone_leaves_the_vm_saying_so_and_retried_later(
+    held_on_sim, client_for
+):
+    user, vm = held_on_sim(login_user="debian", guest_agent=True)
+    _recorded_in_guest(vm)
+    # Its host stops answering (its daemon's socket is gone) as the job runs.
+    there = vm.host
+    Host.objects.filter(pk=there.pk).update(
+        uri=f"test+unix:///default?socket=/tmp/{unique('gone')}/sock"
+    )
+    job = jobs.submit(JobKind.GUEST_KEYS, vm=vm)
+    jobs.run(job.pk, OPERATION_BY_KIND)
+    job.refresh_from_db()
+    assert (job.state, job.error_code) == (JobState.FAILED, "host_unreachable")
+    assert job.error_message.startswith(f"Host {there.name} did not answer")
+
+    Host.objects.filter(pk=there.pk).update(uri=there.uri)  # it answers again
+    sync.sync_host(there.pk)
+    shown = client_for(user).get(f"/api/vms/{vm.pk}/").json()["guest_keys"]
+    guestinfo.refresh_host(there.pk)
+
+    assert shown == {"state": "not_in_guest", "message": job.error_message}
+    assert [j.state for j in _keys_jobs(vm)] == [JobState.FAILED, JobState.PENDING]
 
 
 def test_a_template_without_agent_or_account_says_keys_come_from_the_seed(held_on_sim, client_for):

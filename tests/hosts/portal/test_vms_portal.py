@@ -79,6 +79,55 @@ def test_my_vms_lists_the_users_vms_with_status_host_pool_and_actions(holder):
     assert all(f'data-vm="{other.name}"' not in page for other in others)
 
 
+POWER_OPERATIONS = ("start", "shutdown", "poweroff", "suspend", "resume")
+
+
+def _offered(page: str) -> set[str]:
+    return {op for op in POWER_OPERATIONS if f'data-operation="{op}"' in page}
+
+
+def test_a_taken_vm_that_is_starting_offers_no_power_operation_on_its_page_or_in_my_vms(
+    pool_of, pool_user
+):
+    pool = pool_of(down=1)
+    user = pool_user(pool)
+    client = signed_in(user)
+    client.post(f"/pools/{pool.pk}/take/")
+    vm = VirtualMachine.objects.get(owner=user)
+    assert Job.objects.get(vm=vm).kind == JobKind.START  # queued by the allocation
+
+    page = client.get(f"/vms/{vm.pk}/").content.decode()
+    rows = client.get("/vms/rows/").content.decode()
+
+    assert "is starting now" in page
+    assert _offered(page) == set()
+    assert _offered(rows) == set()
+
+
+@pytest.mark.parametrize(
+    ("status", "offered"),
+    [
+        (VmStatus.UP, {"shutdown", "poweroff", "suspend"}),
+        (VmStatus.PAUSED, {"start", "shutdown", "poweroff", "resume"}),
+        (VmStatus.DOWN, {"start"}),
+        (VmStatus.STOPPING, set()),
+        (VmStatus.UNKNOWN, set()),
+    ],
+)
+def test_a_vm_offers_what_its_status_allows_also_while_its_keys_are_put_in(
+    make_vm, make_user, grant, status, offered
+):
+    vm = make_vm(status=status)
+    user = make_user()
+    grant(user, "UserRole", vm)
+    # Putting SSH keys in the guest leaves its power as it is.
+    Job.objects.create(kind=JobKind.GUEST_KEYS, vm=vm)
+
+    page = signed_in(user).get(f"/vms/{vm.pk}/").content.decode()
+
+    assert _offered(page) == offered
+
+
 def test_another_users_vm_and_its_jobs_are_404_by_url(holder, make_user):
     user, vm = holder
     job = Job.objects.create(kind=JobKind.NOOP, vm=vm, requested_by=user)
