@@ -20,6 +20,7 @@ class ProjectConfig(AppConfig):
         from project.live.asgi import forget_credentials
         from project.models import APIToken
         from project.roles import sync_builtin_roles
+        from project.tokens import end_password_logins
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
         post_migrate.connect(ticker.ensure_schedules, sender=self, dispatch_uid="corral-schedules")
@@ -28,6 +29,11 @@ class ProjectConfig(AppConfig):
             refuse_username_in_use,
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="corral-username-unique-ignoring-case",
+        )
+        pre_save.connect(
+            end_password_logins,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="corral-password-ends-keystone-logins",
         )
         # A token revoked, a session ended or a user changed (deactivated) in this process
         # counts at once for the live requests answered directly (project/live/asgi.py).

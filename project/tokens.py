@@ -107,6 +107,20 @@ def revoke_all(user) -> None:
     APIToken.objects.filter(user=user).delete()
 
 
+def end_password_logins(sender, instance, update_fields=None, **kwargs) -> None:
+    """pre_save of the user model: a new password ends the Keystone log-ins made with the old
+    one (Keystone revokes a user's tokens when their password changes; Django's own sessions
+    end through their password hash). API tokens and application credentials' tokens stay:
+    each is a credential of its own, listed and revoked on its own."""
+    if instance.pk is None or (update_fields is not None and "password" not in update_fields):
+        return
+    old = type(instance).objects.filter(pk=instance.pk).values_list("password", flat=True)
+    if old and old[0] != instance.password:
+        APIToken.objects.filter(
+            user_id=instance.pk, kind=TokenKind.KEYSTONE, credential__isnull=True
+        ).delete()
+
+
 def prune() -> int:
     """Delete expired tokens (none of them works any more); how many."""
     deleted, _ = APIToken.objects.filter(expiry__lte=timezone.now()).delete()

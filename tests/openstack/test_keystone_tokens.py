@@ -63,6 +63,25 @@ def test_revoking_a_keystone_token_leaves_the_users_api_token_and_other_log_ins(
     assert opens_blazar(api_token) == 200
 
 
+def test_a_new_password_ends_the_keystone_log_ins_made_with_the_old_one(make_user):
+    cy = make_user("cy-ks")
+    _, api_token = tokens.issue(cy)
+    login = password_login("cy-ks")["X-Subject-Token"]
+    assert opens_blazar(login) == 200
+
+    changed = APIClient().patch(
+        f"/api/users/{cy.pk}/",
+        {"password": "a-new-long-passphrase"},
+        format="json",
+        HTTP_AUTHORIZATION=f"Token {api_token}",
+    )
+
+    assert changed.status_code == 200
+    assert opens_blazar(login) == 401
+    assert opens_api(api_token) == 200
+    assert password_login("cy-ks", password="a-new-long-passphrase").status_code == 201
+
+
 def test_a_keystone_token_is_listed_by_its_user_and_revoked_from_the_api(make_user):
     make_user("cleo-ks")
     key = password_login("cleo-ks")["X-Subject-Token"]
