@@ -1,7 +1,7 @@
 """Inventory API: clusters, hosts, templates and VMs, restricted by role grants."""
 
 from django.db import transaction
-from django.db.models import Prefetch
+from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -186,12 +186,12 @@ class VirtualMachineConsole:
 class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
-    # Its active jobs say whether its keys are on their way into the guest (``guest_keys``).
-    queryset = VirtualMachine.objects.select_related("owner", "template", "host").prefetch_related(
-        Prefetch(
-            "jobs",
-            queryset=Job.objects.filter(state__in=ACTIVE_JOB_STATES).order_by("id"),
-            to_attr="active_jobs",
+    # Whether its keys are on their way into the guest (``guest_keys``), in the same query.
+    queryset = VirtualMachine.objects.select_related("owner", "template", "host").annotate(
+        keys_job_active=Exists(
+            Job.objects.filter(
+                vm=OuterRef("pk"), kind=JobKind.GUEST_KEYS, state__in=ACTIVE_JOB_STATES
+            )
         )
     )
     serializer_class = VirtualMachineSerializer

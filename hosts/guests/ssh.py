@@ -163,8 +163,12 @@ def keys_state(vm: VirtualMachine, viewer_id: int | None = None) -> KeysState | 
 
 
 def _keys_job_active(vm: VirtualMachine) -> bool:
-    """A ``guest_keys`` job is queued or running on the VM: from its ``active_jobs`` when the
-    caller prefetched them (the VM pages, the API), else one query."""
+    """A ``guest_keys`` job is queued or running on the VM: from its ``keys_job_active``
+    annotation (the API) or its ``active_jobs`` (the VM pages) when the caller read them, else
+    one query."""
+    annotated = getattr(vm, "keys_job_active", None)
+    if annotated is not None:
+        return annotated
     active = getattr(vm, "active_jobs", None)
     if active is not None:
         return any(job.kind == JobKind.GUEST_KEYS for job in active)
