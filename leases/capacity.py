@@ -23,13 +23,11 @@ from django.utils import timezone
 
 from hosts.capacity import schedulable
 from hosts.models import HOLDING_STATUSES, Host, HostStatus, VirtualMachine
-from leases.models import Allocation, LeaseStatus, ReservationStatus, ResourceType
+from leases.models import Allocation, ResourceType
 from leases.properties import matches
 from leases.shortfall import Limit, hosts_short, instances_short
 from leases.sizes import slots_in
 
-LIVE_LEASES = [LeaseStatus.PENDING, LeaseStatus.ACTIVE]
-LIVE_RESERVATIONS = [ReservationStatus.PENDING, ReservationStatus.ACTIVE]
 # How long a VM outside the leases is counted on its host: for as long as it runs.
 EVER = datetime.min.replace(tzinfo=UTC)
 FOREVER = datetime.max.replace(tzinfo=UTC)
@@ -192,13 +190,7 @@ def reservable_rooms(
             memory_mb=capacity.memory_mb,
             disk_bytes=host.storage_free_bytes,
         )
-    allocations = Allocation.objects.filter(
-        host_id__in=list(rooms),
-        reservation__status__in=LIVE_RESERVATIONS,
-        reservation__lease__status__in=LIVE_LEASES,
-        reservation__lease__start_date__lt=end,
-        reservation__lease__end_date__gt=start,
-    )
+    allocations = Allocation.objects.live(start, end).filter(host_id__in=list(rooms))
     if exclude_lease is not None:
         allocations = allocations.exclude(reservation__lease=exclude_lease)
     # Plain values: a year of reservations overlaps a long window by a thousand rows, and
@@ -249,13 +241,11 @@ def _count_outside_use(rooms: dict[int, HostRoom], exclude_lease, leave_vms_of) 
     reservations = {row[3] for row in rows if row[3] is not None}
     covering: dict[tuple[int, int], float] = {}
     if reservations:
-        held = Allocation.objects.filter(
-            reservation_id__in=reservations,
-            host_id__in=hosts,
-            reservation__status__in=LIVE_RESERVATIONS,
-            reservation__lease__status__in=LIVE_LEASES,
-            reservation__lease__end_date__gt=timezone.now(),
-        ).values_list("reservation_id", "host_id", "slots", "whole_host")
+        held = (
+            Allocation.objects.live(timezone.now())
+            .filter(reservation_id__in=reservations, host_id__in=hosts)
+            .values_list("reservation_id", "host_id", "slots", "whole_host")
+        )
         for reservation_id, host_id, slots, whole in held:
             covering[(reservation_id, host_id)] = float("inf") if whole else slots
     for host_id, arriving_on, status, reservation_id, vcpus, memory_mb in rows:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Q
 
 from leases.properties import validate_host_properties
 
@@ -121,6 +122,42 @@ class ReservationStatus(models.TextChoices):
     ERROR = "error", "Error"
 
 
+# A lease, or a reservation, holds capacity while it is pending or active.
+LIVE_LEASES = (LeaseStatus.PENDING, LeaseStatus.ACTIVE)
+LIVE_RESERVATIONS = (ReservationStatus.PENDING, ReservationStatus.ACTIVE)
+
+
+def live_reservation(path: str = "", *, start=None, end=None) -> Q:
+    """Rows whose reservation holds capacity: the reservation and its lease are live
+    (``LIVE_RESERVATIONS``, ``LIVE_LEASES``), and with ``start`` or ``end`` the lease overlaps
+    [start, end): it ends after ``start``, starts before ``end``. ``path`` leads from the rows
+    to their reservation: "" for reservations, "reservation__" for allocations and VMs.
+
+    The one statement of the rule: ``Reservation.objects.live()`` and
+    ``Allocation.objects.live()`` apply it; a VM queryset filters with it directly.
+    """
+    live = Q(**{f"{path}status__in": LIVE_RESERVATIONS, f"{path}lease__status__in": LIVE_LEASES})
+    if start is not None:
+        live &= Q(**{f"{path}lease__end_date__gt": start})
+    if end is not None:
+        live &= Q(**{f"{path}lease__start_date__lt": end})
+    return live
+
+
+class ReservationQuerySet(models.QuerySet):
+    def live(self, start=None, end=None) -> "ReservationQuerySet":
+        """The reservations holding capacity (over [start, end), when given):
+        ``live_reservation``."""
+        return self.filter(live_reservation(start=start, end=end))
+
+
+class AllocationQuerySet(models.QuerySet):
+    def live(self, start=None, end=None) -> "AllocationQuerySet":
+        """Capacity held by live reservations (over [start, end), when given):
+        ``live_reservation``."""
+        return self.filter(live_reservation("reservation__", start=start, end=end))
+
+
 class Reservation(models.Model):
     """What a lease reserves: instances of a size, or whole hosts."""
 
@@ -162,6 +199,8 @@ class Reservation(models.Model):
 
     grant_scopes = {"lease": "lease_id"}
 
+    objects = ReservationQuerySet.as_manager()
+
     class Meta:
         ordering = ["id"]
 
@@ -188,6 +227,8 @@ class Allocation(models.Model):
     )
     slots = models.PositiveIntegerField(default=0)
     whole_host = models.BooleanField(default=False)
+
+    objects = AllocationQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]

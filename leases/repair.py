@@ -27,13 +27,15 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from hosts.models import Host, HostStatus
-from leases.capacity import (
+from leases.capacity import lock_reservable_hosts, reservable_rooms
+from leases.models import (
     LIVE_LEASES,
     LIVE_RESERVATIONS,
-    lock_reservable_hosts,
-    reservable_rooms,
+    Allocation,
+    Lease,
+    Reservation,
+    ResourceType,
 )
-from leases.models import Allocation, Lease, Reservation, ResourceType
 from leases.properties import matches
 from leases.reservations import launched_on, lease_scope
 from project import events
@@ -73,20 +75,13 @@ class Outcome:
         }
 
 
-def _live(reservations):
-    return reservations.filter(
-        status__in=LIVE_RESERVATIONS,
-        lease__status__in=LIVE_LEASES,
-        lease__end_date__gt=timezone.now(),
-    )
-
-
 def withdraw_host(host_id: int, why: str, *, leaves_pool: bool) -> list[Outcome]:
     """Host ``host_id`` gives no capacity from now on (``why``: "is in maintenance", …): every
     live reservation holding it is repaired. With ``leaves_pool`` (no longer reservable,
     deleted) what cannot move is left unplaced, otherwise it stays parked on the host for its
     return. Inside the caller's transaction when there is one (its locks come first)."""
-    holding = _live(Reservation.objects.filter(allocations__host_id=host_id)).distinct()
+    holding = Reservation.objects.live(timezone.now()).filter(allocations__host_id=host_id)
+    holding = holding.distinct()
     reservable = Host.objects.filter(pk=host_id, reservable=True).exists()
     if not reservable and not holding.exists():
         return []  # nothing was ever planned on it: no lock needed
@@ -99,8 +94,8 @@ def make_whole() -> list[Outcome]:
     unusable = Allocation.objects.filter(reservation=OuterRef("pk")).filter(
         Q(host__isnull=True) | Q(host__reservable=False) | Q(host__status__in=list(LOST))
     )
-    candidates = _live(
-        Reservation.objects.filter(Q(missing__gt=0) | Q(lease__degraded=True) | Exists(unusable))
+    candidates = Reservation.objects.live(timezone.now()).filter(
+        Q(missing__gt=0) | Q(lease__degraded=True) | Exists(unusable)
     )
     if not candidates.exists():
         return []

@@ -16,9 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import HOLDING_STATUSES, Cluster, Host
-from leases.capacity import LIVE_LEASES, lock_reservable_hosts
+from leases.capacity import lock_reservable_hosts
 from leases.error_codes import LeaseErrorCode
-from leases.models import Allocation, HostProperty, ReservationStatus
+from leases.models import Allocation, HostProperty, live_reservation
 from leases.properties import HYPERVISOR_PROPERTIES
 from leases.repair import Outcome, withdraw_host
 from project import events
@@ -32,12 +32,11 @@ class HostRefused(Refused):
 
 
 def _live_allocations(host: Host):
-    return Allocation.objects.filter(
-        host=host,
-        reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
-        reservation__lease__status__in=LIVE_LEASES,
-        reservation__lease__end_date__gt=timezone.now(),
-    ).select_related("reservation__lease")
+    return (
+        Allocation.objects.live(timezone.now())
+        .filter(host=host)
+        .select_related("reservation__lease")
+    )
 
 
 def _lease_names(allocations) -> str:
@@ -107,11 +106,7 @@ def update_capabilities(host: Host, values: dict) -> Host:
 def running_lease_vms(host: Host) -> list[str]:
     """Names of the VMs of live leases running on the host (at most six)."""
     return list(
-        host.vms.filter(
-            status__in=HOLDING_STATUSES,
-            reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
-            reservation__lease__status__in=LIVE_LEASES,
-        )
+        host.vms.filter(live_reservation("reservation__"), status__in=HOLDING_STATUSES)
         .order_by("name")
         .values_list("name", flat=True)[:6]
     )

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import Host, VirtualMachine
-from leases.capacity import LIVE_LEASES, DoesNotFit, earliest_fit, lock_reservable_hosts, plan
+from leases.capacity import DoesNotFit, earliest_fit, lock_reservable_hosts, plan
 from leases.error_codes import LeaseErrorCode
 from leases.lifecycle import end_lease
 from leases.models import (
@@ -99,13 +99,7 @@ def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) 
     }
     if not any(quotas.values()):
         return
-    live = Reservation.objects.filter(
-        lease__owner=owner,
-        lease__status__in=LIVE_LEASES,
-        status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
-        lease__start_date__lt=end,
-        lease__end_date__gt=start,
-    )
+    live = Reservation.objects.live(start, end).filter(lease__owner=owner)
     if exclude is not None:
         live = live.exclude(lease=exclude)
     held = {"instances": 0, "vcpus": 0, "memory_mb": 0}

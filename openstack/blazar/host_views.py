@@ -19,8 +19,7 @@ from rest_framework.response import Response
 
 from hosts.models import Host
 from leases import reservable
-from leases.capacity import LIVE_LEASES
-from leases.models import Allocation, ReservationStatus
+from leases.models import Allocation
 from openstack.blazar.errors import BlazarView, missing, policy_refused
 from openstack.blazar.serializers import blazar_time, capabilities_of, host_view
 from project.permissions import holds, holds_at_system, restrict
@@ -125,12 +124,8 @@ class HostView(BlazarView):
 def _allocations(hosts, query) -> dict[int, list[dict]]:
     """Host id -> the live reservations holding capacity on it from now on (filtered by the
     ``lease_id`` and ``reservation_id`` Blazar's query accepts)."""
-    rows = Allocation.objects.filter(
-        host__in=hosts,
-        reservation__status__in=[ReservationStatus.PENDING, ReservationStatus.ACTIVE],
-        reservation__lease__status__in=LIVE_LEASES,
-        reservation__lease__end_date__gt=timezone.now(),
-    ).select_related("reservation__lease")
+    rows = Allocation.objects.live(timezone.now()).filter(host__in=hosts)
+    rows = rows.select_related("reservation__lease")
     held: dict[int, list[dict]] = {host.pk: [] for host in hosts}
     for allocation in rows.order_by("reservation__lease__start_date", "id"):
         lease = allocation.reservation.lease

@@ -13,8 +13,7 @@ from django.db import close_old_connections, connection, transaction
 from rest_framework.test import APIClient
 
 from hosts.models import Host
-from leases.capacity import LIVE_LEASES
-from leases.models import Allocation, Lease
+from leases.models import LIVE_LEASES, Allocation, Lease
 from project.grants import grant_role, scope_object
 from project.models import Role
 from tests.conftest import lock_waiters, unique, wait_until

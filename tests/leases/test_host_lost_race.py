@@ -29,8 +29,7 @@ from hosts.driver.libvirt.connection import drop
 from hosts.models import Host, HostStatus
 from lab import simhosts
 from leases import services
-from leases.capacity import LIVE_LEASES, LIVE_RESERVATIONS
-from leases.models import Allocation, Lease, Reservation
+from leases.models import LIVE_LEASES, LIVE_RESERVATIONS, Allocation, Lease, Reservation
 from project.models import Event, EventKind
 from tests.conftest import lock_waiters, wait_until
 from tests.leases.fixtures import at, instances

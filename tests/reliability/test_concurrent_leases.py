@@ -23,8 +23,8 @@ from django.utils import timezone
 from guardian.models import UserObjectPermission
 
 from hosts.models import Host, HostStatus
-from leases.capacity import LIVE_LEASES
 from leases.models import (
+    LIVE_LEASES,
     Allocation,
     EventType,
     Lease,
