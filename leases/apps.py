@@ -14,7 +14,7 @@ class LeasesConfig(AppConfig):
 
         from hosts import checks, signals
         from hosts.models import Host
-        from leases import demo, host_changes, launch, metrics, reserved_hosts, roles, tasks
+        from leases import demo, host_changes, launch, metrics, roles, tasks
         from leases.error_codes import LeaseErrorCode
         from project import error_codes, events, scopes
         from project import metrics as project_metrics
@@ -25,7 +25,7 @@ class LeasesConfig(AppConfig):
         roles.register()
         events.register_object_type("lease", "leases.view_lease")
         project_metrics.register(metrics.collect)
-        constraints.register(reserved_hosts.reserved_hosts)
+        constraints.register(launch.reserved_hosts)
         checks.add_launch_rule(launch.check_launch)
         tasks.register()
         demo.register()

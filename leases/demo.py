@@ -7,7 +7,7 @@ leases, the others keep the pool's and the plain VMs.
 """
 
 from hosts.models import Host
-from leases.reservable import HostRefused, make_reservable
+from leases.free_pool import HostRefused, make_reservable
 from project import demo
 
 

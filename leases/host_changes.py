@@ -18,8 +18,8 @@ from django.db import transaction
 
 from hosts.models import Host, HostStatus
 from leases.capacity import lock_reservable_hosts
+from leases.free_pool import running_lease_vms
 from leases.repair import LOST, make_whole_quietly, withdraw_host
-from leases.reservable import running_lease_vms
 
 logger = logging.getLogger(__name__)
 

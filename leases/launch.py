@@ -1,14 +1,18 @@
-"""Launching a VM into a lease's reservation, as the VMs API checks it (a rule registered in
-``hosts.checks``): the lease must be active, the reservation have an instance left, the VM
-fit the reserved size; the VM goes to the cluster of the reserved hosts."""
+"""Launching a VM into a lease's reservation. Whether it may, as the VMs API checks it (a rule
+registered in ``hosts.checks``): the lease must be active, the reservation have an instance
+left, the VM fit the reserved size; the VM goes to the cluster of the reserved hosts. And where
+it may run (``reserved_hosts``, registered with the scheduler's ``constraints``): the hosts
+with a slot left for it."""
 
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import pluralize
 
+from hosts.models import VirtualMachine
 from leases.error_codes import LeaseErrorCode
 from leases.models import LeaseStatus
+from leases.reservations import reserved_slots
 from leases.sizes import RESOURCES, quantity
 from project.errors import Refused
 
@@ -90,3 +94,16 @@ def fit_errors(attrs: dict, reservation) -> dict:
     if attrs.get("cluster") is not None and attrs["cluster"].pk not in clusters:
         errors["cluster"] = "The reservation's hosts are in another cluster."
     return errors
+
+
+def reserved_hosts(vm: VirtualMachine) -> set[int] | None:
+    """For a VM launched into a lease's reservation: the hosts with a slot left for it (none
+    while the lease is not active). None for any other VM."""
+    if vm.reservation_id is None:
+        return None
+    reservation = vm.reservation
+    if reservation.lease.status != LeaseStatus.ACTIVE:
+        return set()
+    return {
+        host for host, left in reserved_slots(reservation, exclude_vm=vm.pk).items() if left > 0
+    }

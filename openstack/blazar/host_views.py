@@ -18,7 +18,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from hosts.models import Host
-from leases import reservable
+from leases import free_pool
 from leases.models import Allocation
 from openstack.blazar.errors import BlazarView, missing, policy_refused
 from openstack.blazar.serializers import blazar_time, capabilities_of, host_view
@@ -92,7 +92,7 @@ class HostsView(BlazarView):
         host = _corral_host(request, body)
         if not holds(request.user, ADMIN, host):
             raise PermissionDenied(f"Making host {host.name} reservable needs an admin role on it.")
-        host = reservable.make_reservable(host, capabilities_of(body, removals=False))
+        host = free_pool.make_reservable(host, capabilities_of(body, removals=False))
         return Response({"host": host_view(host)}, status=status.HTTP_201_CREATED)
 
 
@@ -106,14 +106,14 @@ class HostView(BlazarView):
         body = self.body()
         if not body:
             raise ValidationError("No data to update")
-        host = reservable.update_capabilities(host, capabilities_of(body, removals=True))
+        host = free_pool.update_capabilities(host, capabilities_of(body, removals=True))
         return Response({"host": host_view(host)})
 
     def delete(self, request, host_id):
         """204 as Blazar answers when no live lease held the host; otherwise 200 with what
         happened to each reservation that did (where Blazar would have refused)."""
         require_admin_role(request.user, "delete")
-        host, outcomes = reservable.make_unreservable(reservable_host(request, host_id, admin=True))
+        host, outcomes = free_pool.make_unreservable(reservable_host(request, host_id, admin=True))
         if not outcomes:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(
@@ -177,7 +177,7 @@ class PropertiesView(BlazarView):
 
     def get(self, request):
         everything = _flag(request.query_params.get("all")) and holds_at_system(request.user, ADMIN)
-        found = reservable.host_properties(include_private=everything)
+        found = free_pool.host_properties(include_private=everything)
         if not _flag(request.query_params.get("detail")):
             found = [{"property": item["property"]} for item in found]
         return Response({"resource_properties": found})
@@ -195,7 +195,7 @@ class PropertyView(BlazarView):
             )
         if not isinstance(body.get("private"), bool):
             raise ValidationError({"private": "true or false."})
-        prop = reservable.set_property_private(property_name, body["private"])
+        prop = free_pool.set_property_private(property_name, body["private"])
         if prop is None:
             raise missing("Property", property_name)
         return Response(

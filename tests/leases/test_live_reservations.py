@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from leases.capacity import reservable_rooms
+from leases.free_pool import HostRefused, running_lease_vms, update_capabilities
 from leases.models import Lease, LeaseStatus, ReservationStatus
 from leases.repair import withdraw_host
-from leases.reservable import HostRefused, running_lease_vms, update_capabilities
 from project.errors import Refused
 from tests.leases.fixtures import at, instances
 

@@ -11,8 +11,8 @@ from hosts import driver, services, sync
 from hosts.models import Host, VirtualMachine
 from leases import lifecycle, repair
 from leases import services as leases
+from leases.launch import reserved_hosts
 from leases.models import Allocation, Lease
-from leases.reserved_hosts import reserved_hosts
 from project.models import Event, EventKind
 from tests.conftest import unique
 from tests.leases.fixtures import PER_HOST, allocations_of, at, instances, whole_hosts
@@ -245,7 +245,7 @@ def test_a_host_joining_the_pool_makes_a_degraded_lease_whole(
     Host.objects.get(pk=host.pk).delete()
     spare = make_host(cluster=host.cluster, status="up", cpus=16, memory_mb=3072)
 
-    committed(leases_reservable_make, spare)
+    committed(make_reservable, spare)
 
     reservation = lease.reservations.get()
     assert allocations_of(lease) == {spare.name: 2}
@@ -259,10 +259,10 @@ def test_a_host_joining_the_pool_makes_a_degraded_lease_whole(
     ]
 
 
-def leases_reservable_make(host):
-    from leases import reservable
+def make_reservable(host):
+    from leases import free_pool
 
-    return reservable.make_reservable(host, {})
+    return free_pool.make_reservable(host, {})
 
 
 def test_a_lease_ending_makes_a_degraded_lease_whole(reservable_hosts, make_lease, committed):

@@ -1,5 +1,6 @@
-"""Reservable hosts (Blazar's os-hosts): a Corral host marked reservable, its capabilities
-(Blazar's extra capabilities) and which host properties are private.
+"""The free pool of leases (Blazar's os-hosts): the hosts marked reservable, which leases may
+reserve; joining and leaving it, the hosts' capabilities (Blazar's extra capabilities) and which
+host properties are private.
 
 Marking and un-marking lock the reservable hosts' rows, as lease planning does, so a lease is
 never planned on a host that is leaving the free pool at the same moment. A host joins the
