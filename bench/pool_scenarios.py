@@ -17,9 +17,8 @@ from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from hosts.models import Cluster, Job, Template, VirtualMachine, VmStatus
-from pools import monitor, services
+from pools import monitor, services, tasks
 from pools.models import VmPool
-from pools.tasks import monitor_pool
 from project.grants import grant_role, revoke_role
 from project.models import Role
 from project.workers import task_path
@@ -176,7 +175,7 @@ def pool_monitor(measure):
             first = free.filter(pool_index__lte=10 + up)
             first.update(status=VmStatus.UP)
 
-        ms, queries, started = _timed(monitor.monitor_all, reset)
+        ms, queries, started = _timed(monitor.run_for_all_pools, reset)
         rows.append(
             (
                 f"prestart monitor, 100 pools x 50 VMs ({label})",
@@ -201,11 +200,12 @@ def pool_refill(measure):
     burst_end = time.perf_counter()
     runs = 0
     while monitor.prestarted_count(pool) < pool.prestarted_vms:
-        nudges = [t for t in OrmQ.objects.order_by("id") if t.func() == task_path(monitor_pool)]
+        queued = OrmQ.objects.order_by("id")
+        nudges = [t for t in queued if t.func() == task_path(tasks.run_monitor_on_nudge)]
         if not nudges:
             raise RuntimeError("the burst left too few nudges to refill the pool")
         nudges[0].delete()
-        monitor.run_nudged(*nudges[0].args())  # what the nudge task runs
+        tasks.run_nudged(*nudges[0].args())  # what the nudge task runs
         runs += 1
     seconds = time.perf_counter() - burst_end
     _remove([pool])

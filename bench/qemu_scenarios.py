@@ -246,7 +246,7 @@ def _allocate_to_console(
         VmPool(name="bench-tiny", cluster=cluster, template=template, size=1, prestarted_vms=1)
     )
     _run_pending(pool)
-    monitor.monitor_pool(pool.pk)
+    monitor.run_for_pool(pool.pk)
     _run_pending(pool)
     vm = VirtualMachine.objects.get(pool=pool)
 
@@ -304,7 +304,7 @@ def _allocate_to_ssh(tiny, cluster: Cluster) -> tuple[float, float]:
         )
     )
     _run_pending(pool)
-    monitor.monitor_pool(pool.pk)
+    monitor.run_for_pool(pool.pk)
     _run_pending(pool)  # the start, then the keys job (which waits for the agent)
     folder = Path(tempfile.mkdtemp(prefix="bench-ssh-"))
     user, key = _user_with_key("bench-ssh", folder)

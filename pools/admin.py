@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import F
 
 from hosts.models import VirtualMachine
-from pools import monitor, services
+from pools import monitor, services, tasks
 from pools.models import VmPool
 from project.admin_base import ScopedAdmin, extend_admin
 from project.errors import Refused
@@ -128,7 +128,7 @@ class VmPoolAdmin(ScopedAdmin):
                     request, f"You may not prestart VMs of pool {pool.name}.", messages.ERROR
                 )
                 continue
-            started += monitor.monitor_pool(pool.pk)
+            started += monitor.run_for_pool(pool.pk)
         self.message_user(request, f"Queued {started} start job(s).")
 
 
@@ -156,7 +156,7 @@ class PoolVmActions:
             prestart_failures=0, prestart_retry_at=None
         )
         for pool_id in {vm.pool_id for vm in cleared if vm.pool_id}:
-            monitor.nudge_monitor(pool_id)
+            tasks.nudge_monitor(pool_id)
         if cleared:
             self.message_user(
                 request,

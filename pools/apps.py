@@ -34,3 +34,4 @@ class PoolsConfig(AppConfig):
         checks.add_operation_rule(services.hold_when_started_by_another)
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
         job_finished.connect(monitor.on_job_finished, dispatch_uid="pools-prestart-failures")
+        job_finished.connect(tasks.nudge_when_ready, dispatch_uid="pools-nudge-when-ready")

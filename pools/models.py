@@ -133,7 +133,7 @@ class VmPool(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # Until when allocations queue no further monitor nudge (``monitor.nudge_monitor``).
+    # Until when allocations queue no further monitor nudge (``tasks.nudge_monitor``).
     nudge_due_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = VmPoolQuerySet.as_manager()

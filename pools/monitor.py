@@ -1,9 +1,10 @@
 """The prestart monitor: keeps each pool's ``prestarted_vms`` running and unassigned, so a user
-who takes a VM gets one at once. Run by the ticker over every pool, and nudged for one pool
-after an allocation, a return or a pool change. It counts failed prestarts per VM, waits longer
-after each before trying the VM again (``VMPOOL_MONITOR_INTERVAL`` doubled each time), and
-gives up on a VM, with one alert, after ``VMPOOL_MONITOR_MAX_ATTEMPTS`` or at once when the
-failure is one no retry can fix."""
+who takes a VM gets one at once. One run starts what pools miss: ``run_for_all_pools`` (the
+ticker's) or ``run_for_pool`` (what a nudge queues for one pool after an allocation, a return or
+a pool change: ``pools.tasks``). It counts failed prestarts per VM, waits longer after each
+before trying the VM again (``VMPOOL_MONITOR_INTERVAL`` doubled each time), and gives up on a
+VM, with one alert, after ``VMPOOL_MONITOR_MAX_ATTEMPTS`` or at once when the failure is one no
+retry can fix."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from pools.models import VmPool
 from pools.queries import active_job, free_vms, prestarted
 from project import events
 from project.db import count_of
-from project.workers import queue_task
 
 # The reason a prestart's start job carries: its failures are counted against the VM.
 PRESTART = "prestart"
@@ -33,8 +33,9 @@ def prestarted_count(pool: VmPool) -> int:
     return prestarted().filter(pool=pool).count()
 
 
-def monitor_pool(pool_id: int) -> int:
-    """Start up to a batch of the VMs the pool misses to reach ``prestarted_vms``; how many.
+def run_for_pool(pool_id: int) -> int:
+    """One monitor run over one pool: start up to a batch of the VMs the pool misses to reach
+    ``prestarted_vms``; how many.
 
     The pool's row is locked while counting and queueing, so two monitors at once (two task
     clusters, or a tick and a nudge) never start more than needed; VMs already starting count.
@@ -42,7 +43,7 @@ def monitor_pool(pool_id: int) -> int:
     return _start_missing([pool_id])[pool_id]
 
 
-def monitor_all() -> dict[int, int]:
+def run_for_all_pools() -> dict[int, int]:
     """One monitor run over every pool short of its prestarted VMs; pool id -> VMs started.
 
     The run starts at most ``VMPOOL_MONITOR_BATCH_SIZE`` VMs in all, shared fairly among the
@@ -123,61 +124,10 @@ def _start_missing(pool_ids: list[int]) -> dict[int, int]:
     return counts
 
 
-def run_nudged(pool_id: int) -> int:
-    """A nudge's monitor run (the task ``nudge_monitor`` queues); VMs started.
-
-    One nudge may stand for a whole burst of allocations: a run that started a full batch may
-    leave the pool short still, so it queues the next run at once instead of leaving the rest
-    to the ticker. The chain ends with the first run that starts less than a batch.
-    """
-    started = monitor_pool(pool_id)
-    if started >= settings.VMPOOL_MONITOR_BATCH_SIZE > 0:
-        nudge_monitor(pool_id)
-    return started
-
-
-def nudge_monitor(pool_id: int, *, coalesce: bool = False) -> None:
-    """Run the pool's monitor now, on a task worker (after an allocation or a pool change).
-
-    With ``coalesce`` (allocations), at most one nudge per pool is queued every
-    ``VMPOOL_NUDGE_INTERVAL`` seconds, across every process: the first caller of an interval
-    claims it with a conditional UPDATE of the pool's ``nudge_due_at``, the others queue
-    nothing (the monitor run they would queue counts everything at once anyway, and the
-    ticker's run follows within ``VMPOOL_MONITOR_INTERVAL``).
-    """
-    from pools.tasks import monitor_pool  # the task module imports this one
-
-    if coalesce and not _claim_nudge(pool_id):
-        return
-    # With the broker down, the ticker's monitor run starts the VMs instead.
-    queue_task(monitor_pool, pool_id, task_name=f"prestart-{pool_id}")
-
-
-def _claim_nudge(pool_id: int) -> bool:
-    """True for the one caller per pool and interval that may queue a nudge."""
-    now = timezone.now()
-    due = VmPool.objects.filter(pk=pool_id).filter(
-        Q(nudge_due_at__isnull=True) | Q(nudge_due_at__lte=now)
-    )
-    interval = timedelta(seconds=settings.VMPOOL_NUDGE_INTERVAL)
-    return bool(due.update(nudge_due_at=now + interval))
-
-
 def on_job_finished(sender=None, job: Job | None = None, **kwargs) -> None:
     """Count failed prestarts per VM (giving up after the limit, with an alert); any start of
-    the VM that succeeds (a prestart, or one a user or admin asked for) clears the count.
-
-    A VM that became ready to start (prepared, or reverted after a return) nudges its pool's
-    monitor: a monitor run while the VM was busy could not start it.
-    """
-    if job is None or job.vm_id is None:
-        return
-    if job.kind in (JobKind.PREPARE, JobKind.REVERT) and job.state == "succeeded":
-        pool_id = VirtualMachine.objects.filter(pk=job.vm_id).values_list("pool_id", flat=True)
-        if pool_id and pool_id[0]:
-            nudge_monitor(pool_id[0])
-        return
-    if job.kind != JobKind.START:
+    the VM that succeeds (a prestart, or one a user or admin asked for) clears the count."""
+    if job is None or job.vm_id is None or job.kind != JobKind.START:
         return
     if job.state == "succeeded":
         VirtualMachine.objects.filter(pk=job.vm_id, prestart_failures__gt=0).update(

@@ -24,9 +24,9 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import emit_hold_changed
 from pools.error_codes import PoolErrorCode
 from pools.models import PoolType, VmPool
-from pools.monitor import nudge_monitor
 from pools.queries import active_job, pick_free_vm, unassigned
 from pools.takeable import DOWN, STARTING, UP
+from pools.tasks import nudge_monitor
 from project import events
 from project.errors import Refused
 from project.grants import add_user_grant, revoke_role

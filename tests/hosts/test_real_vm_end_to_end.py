@@ -124,7 +124,7 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     pool_id = pool.json()["id"]
     ran = run_pending_jobs()  # the VM defined on a host; the images copied to both, ahead of need
     assert [job.kind for job in ran].count(JobKind.COPY_IMAGE) == 6
-    assert monitor.monitor_pool(pool_id) == 1
+    assert monitor.run_for_pool(pool_id) == 1
     (started,) = run_pending_jobs()
     assert started.kind == JobKind.START
 
@@ -169,7 +169,7 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     assert client_for(user).get(f"/api/vms/{vm_id}/").status_code == 404  # no longer theirs
 
     # The pool starts it again; the admin moves it to the other host.
-    assert monitor.monitor_pool(pool_id) == 1
+    assert monitor.run_for_pool(pool_id) == 1
     run_pending_jobs()
     moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
     assert moved.status_code == 202, moved.content

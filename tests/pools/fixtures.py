@@ -21,9 +21,8 @@ from hosts import jobs
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.operations import OPERATION_BY_KIND
 from hosts.tasks import run_job
-from pools import monitor, services
+from pools import monitor, services, tasks
 from pools.models import VmPool
-from pools.tasks import monitor_pool
 from project.models import Role
 from project.workers import task_path
 from tests.conftest import unique
@@ -146,7 +145,7 @@ def queued_tasks(func: Callable | None = None) -> list[OrmQ]:
 # their closing of stale connections, which would end the test's transaction).
 TASK_BODIES = {
     task_path(run_job): lambda job_id: jobs.run(job_id, OPERATION_BY_KIND),
-    task_path(monitor_pool): monitor.run_nudged,
+    task_path(tasks.run_monitor_on_nudge): tasks.run_nudged,
 }
 
 

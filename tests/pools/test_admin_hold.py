@@ -83,7 +83,7 @@ def test_the_vms_own_user_starting_it_does_not_hold_it(pool_of, pool_user, clien
 @pytest.mark.django_db
 def test_the_start_an_allocation_queues_and_the_monitors_starts_hold_nothing(pool_of, pool_user):
     pool = pool_of(down=3, prestarted_vms=1)
-    monitor.monitor_pool(pool.pk)
+    monitor.run_for_pool(pool.pk)
     taken = services.allocate_vm(pool, pool_user(pool))
 
     assert taken.job is not None and taken.job.kind == JobKind.START
@@ -113,7 +113,7 @@ def test_a_held_vm_is_neither_handed_out_nor_counted_and_a_release_makes_it_both
     VirtualMachine.objects.filter(pk=held.pk).update(admin_hold=True)
     admin = client_for(pool_admin(pool))
 
-    assert monitor.monitor_pool(pool.pk) == 1  # the held one does not count
+    assert monitor.run_for_pool(pool.pk) == 1  # the held one does not count
     first = client_for(pool_user(pool)).post(f"/api/vmpools/{pool.pk}/allocatevm/")
     released = admin.patch(f"/api/vms/{held.pk}/", {"admin_hold": False}, format="json")
     second = client_for(pool_user(pool)).post(f"/api/vmpools/{pool.pk}/allocatevm/")
@@ -137,7 +137,7 @@ def test_a_released_vm_counts_again_and_the_monitor_starts_nothing_more(
     )
 
     assert response.status_code == 200
-    assert monitor.monitor_pool(pool.pk) == 0
+    assert monitor.run_for_pool(pool.pk) == 0
     assert VmPool.objects.with_counts().get(pk=pool.pk).prestarted_now == 1
 
 

@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
-from pools.tasks import monitor_pool
+from pools.tasks import run_monitor_on_nudge
 from tests.pools.fixtures import add_pool_vms, pool_vms, queued_tasks, run_queued_tasks
 
 pytestmark = pytest.mark.django_db
@@ -200,7 +200,7 @@ def test_an_allocation_nudges_the_prestart_monitor_of_the_pool(
     with django_capture_on_commit_callbacks(execute=True):
         assert _allocate(client, pool).status_code == 200
 
-    nudges = queued_tasks(monitor_pool)
+    nudges = queued_tasks(run_monitor_on_nudge)
     assert [task.args() for task in nudges] == [(pool.pk,)]
 
 
@@ -211,7 +211,7 @@ def test_a_refused_allocation_nudges_nothing(pool_of, taker, django_capture_on_c
     with django_capture_on_commit_callbacks(execute=True):
         assert _allocate(client, pool).status_code == 409
 
-    assert queued_tasks(monitor_pool) == []
+    assert queued_tasks(run_monitor_on_nudge) == []
 
 
 # -- cost --------------------------------------------------------------------------------------

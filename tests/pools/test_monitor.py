@@ -13,7 +13,7 @@ from hosts import jobs
 from hosts.models import Host, Job, JobKind, JobState, VirtualMachine, VmStatus
 from hosts.operations import OPERATION_BY_KIND
 from pools import monitor
-from pools.tasks import monitor_pool
+from pools.tasks import run_monitor_on_nudge
 from project.models import Event, EventKind
 from tests.pools.fixtures import (
     pool_vms,
@@ -37,7 +37,7 @@ def _started(pool) -> list[str]:
 def test_the_monitor_starts_the_missing_vms_lowest_numbers_first(pool_of):
     pool = pool_of(down=4, prestarted_vms=2)
 
-    started = monitor.monitor_pool(pool.pk)
+    started = monitor.run_for_pool(pool.pk)
 
     assert started == 2
     assert _started(pool) == sorted(vm.name for vm in pool_vms(pool)[:2])
@@ -51,7 +51,7 @@ def test_up_and_starting_unassigned_vms_count_towards_the_prestarted_level(pool_
     jobs.submit(JobKind.START, vm=start_pending)
     VirtualMachine.objects.filter(pk=status_starting.pk).update(status=VmStatus.STARTING)
 
-    started = monitor.monitor_pool(pool.pk)
+    started = monitor.run_for_pool(pool.pk)
 
     assert started == 1  # 4 wanted: up_free, start_pending and status_starting count
     assert _started(pool) == [down_one.name]
@@ -62,23 +62,23 @@ def test_a_start_job_already_running_counts_as_starting(pool_of):
     pool = pool_of(down=3, prestarted_vms=1)
     Job.objects.create(kind=JobKind.START, vm=pool_vms(pool)[2], state=JobState.RUNNING)
 
-    assert monitor.monitor_pool(pool.pk) == 0
+    assert monitor.run_for_pool(pool.pk) == 0
 
 
 @pytest.mark.django_db
 def test_a_pool_at_its_prestarted_level_starts_nothing(pool_of):
     pool = pool_of(up=2, down=2, prestarted_vms=2)
 
-    assert monitor.monitor_pool(pool.pk) == 0
+    assert monitor.run_for_pool(pool.pk) == 0
     assert not Job.objects.exists()
 
 
 @pytest.mark.django_db
 def test_running_the_monitor_again_starts_nothing_more(pool_of):
     pool = pool_of(down=5, prestarted_vms=3)
-    monitor.monitor_pool(pool.pk)
+    monitor.run_for_pool(pool.pk)
 
-    again = monitor.monitor_pool(pool.pk)
+    again = monitor.run_for_pool(pool.pk)
 
     assert again == 0
     assert prestart_jobs(pool).count() == 3
@@ -90,7 +90,7 @@ def test_vms_held_by_an_admin_are_neither_counted_nor_started(pool_of):
     held_up, held_down, free_down = pool_vms(pool)
     VirtualMachine.objects.filter(pk__in=[held_up.pk, held_down.pk]).update(admin_hold=True)
 
-    monitor.monitor_pool(pool.pk)
+    monitor.run_for_pool(pool.pk)
 
     assert _started(pool) == [free_down.name]
 
@@ -101,17 +101,17 @@ def test_the_monitor_starts_at_most_a_batch_per_run(pool_of, settings):
     settings.VMPOOL_MONITOR_BATCH_SIZE = 2
     pool = pool_of(down=6, prestarted_vms=5)
 
-    first, second, third = (monitor.monitor_pool(pool.pk) for _ in range(3))
+    first, second, third = (monitor.run_for_pool(pool.pk) for _ in range(3))
 
     assert (first, second, third) == (2, 2, 1)
     assert prestart_jobs(pool).count() == 5
 
 
 @pytest.mark.django_db
-def test_monitor_all_covers_every_pool_that_keeps_vms_prestarted(pool_of):
+def test_run_for_all_pools_covers_every_pool_that_keeps_vms_prestarted(pool_of):
     keeps, idle = pool_of(down=2, prestarted_vms=1), pool_of(down=2, prestarted_vms=0)
 
-    started = monitor.monitor_all()
+    started = monitor.run_for_all_pools()
 
     assert started == {keeps.pk: 1}
     assert prestart_jobs(idle).count() == 0
@@ -132,7 +132,7 @@ def _monitor_and_run(pool, capture, clock=None) -> list[str]:
     if clock is not None:
         clock.move_to(timezone.now() + timedelta(hours=1, seconds=1))
     with capture(execute=True):
-        monitor.monitor_pool(pool.pk)
+        monitor.run_for_pool(pool.pk)
         queued = list(prestart_jobs(pool).filter(state=JobState.PENDING))
         for job in queued:
             jobs.run(job.pk, OPERATION_BY_KIND)
@@ -246,7 +246,7 @@ def test_a_vm_given_up_on_is_prestarted_again_once_any_start_of_it_succeeds(
     pool = pool_of(down=1, prestarted_vms=1, cluster=sim_cluster, stateless=False)
     vm = pool_vms(pool)[0]
     VirtualMachine.objects.filter(pk=vm.pk).update(prestart_failures=3)
-    assert monitor.monitor_pool(pool.pk) == 0
+    assert monitor.run_for_pool(pool.pk) == 0
 
     # An admin starts it by hand (the host problem is fixed), then powers it off again.
     with django_capture_on_commit_callbacks(execute=True):
@@ -261,7 +261,7 @@ def test_a_vm_given_up_on_is_prestarted_again_once_any_start_of_it_succeeds(
             == JobState.SUCCEEDED
         )
 
-    assert monitor.monitor_pool(pool.pk) == 1
+    assert monitor.run_for_pool(pool.pk) == 1
     assert _started(pool) == [vm.name]
 
 
@@ -288,7 +288,7 @@ def test_one_monitor_run_over_100_pools_of_50_vms_takes_as_many_queries_as_over_
     cluster = make_cluster()
     one = pool_of(down=50, prestarted_vms=2, cluster=cluster)
     with CaptureQueriesContext(connection) as per_pool:
-        monitor.monitor_all()
+        monitor.run_for_all_pools()
     Job.objects.all().delete()
     for _ in range(99):
         pool_of(down=50, prestarted_vms=2, cluster=cluster)
@@ -297,7 +297,7 @@ def test_one_monitor_run_over_100_pools_of_50_vms_takes_as_many_queries_as_over_
     # their events come in a few chunks; PostgreSQL takes each in one.
     chunks = 6 if connection.vendor == "sqlite" else 0
     with django_assert_max_num_queries(len(per_pool) + chunks):
-        started = monitor.monitor_all()
+        started = monitor.run_for_all_pools()
 
     assert len(started) == 100 and set(started.values()) == {2}
     assert prestart_jobs(one).count() == 2
@@ -312,7 +312,7 @@ def test_a_monitor_run_over_pools_at_their_level_takes_one_query(
         VirtualMachine.objects.filter(pk=pool_vms(pool)[0].pk).update(owner=make_user())
 
     with django_assert_num_queries(1):
-        started = monitor.monitor_all()
+        started = monitor.run_for_all_pools()
 
     assert started == {}
 
@@ -336,7 +336,7 @@ def test_two_monitors_at_once_never_start_more_than_is_missing(postgres_only, po
         close_old_connections()
         try:
             ready.wait(10)
-            outcomes.append(monitor.monitor_pool(pool.pk))
+            outcomes.append(monitor.run_for_pool(pool.pk))
         finally:
             connection.close()
 
@@ -374,9 +374,9 @@ def test_a_monitor_run_that_comes_before_the_vms_are_prepared_still_reaches_the_
     real_pool,
 ):
     pool = real_pool(size=3, prestarted_vms=2)
-    [nudge] = queued_tasks(monitor_pool)
+    [nudge] = queued_tasks(run_monitor_on_nudge)
     nudge.delete()  # a second worker takes the nudge while the prepare jobs still run
-    monitor.monitor_pool(pool.pk)
+    monitor.run_for_pool(pool.pk)
 
     run_queued_tasks()
 

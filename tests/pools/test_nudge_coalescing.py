@@ -11,7 +11,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from pools.tasks import monitor_pool
+from pools.tasks import run_monitor_on_nudge
 from project.grants import grant_role
 from project.models import Role
 from tests.conftest import unique
@@ -49,7 +49,7 @@ def _allocate_all(pool, users: list) -> list[int]:
 
 
 def _nudges(pool) -> int:
-    return sum(1 for task in queued_tasks(monitor_pool) if task.args() == (pool.pk,))
+    return sum(1 for task in queued_tasks(run_monitor_on_nudge) if task.args() == (pool.pk,))
 
 
 def test_thirty_allocations_at_once_queue_one_monitor_task_then_again_after_the_interval(

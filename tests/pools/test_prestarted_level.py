@@ -43,7 +43,7 @@ def test_an_unassigned_vm_that_runs_pauses_moves_or_is_unknown_counts_as_prestar
     pool = pool_of(down=2, prestarted_vms=1)
     VirtualMachine.objects.filter(pk=pool_vms(pool)[0].pk).update(status=status)
 
-    assert monitor.monitor_pool(pool.pk) == 0
+    assert monitor.run_for_pool(pool.pk) == 0
     assert _started(pool) == 0
 
 
@@ -54,7 +54,7 @@ def test_a_stopped_or_stopping_vm_does_not_count_and_another_is_started(pool_of,
     first, second = pool_vms(pool)
     VirtualMachine.objects.filter(pk=first.pk).update(status=status)
 
-    assert monitor.monitor_pool(pool.pk) == 1
+    assert monitor.run_for_pool(pool.pk) == 1
     assert list(prestart_jobs(pool).values_list("vm_id", flat=True)) == [
         first.pk if status == "down" else second.pk
     ]
@@ -110,7 +110,7 @@ def test_the_api_the_admin_the_dashboard_metrics_and_the_monitor_count_alike(
     assert [pool.name for pool in changelist.context["cl"].result_list] == ["mixed"]
     assert changelist.context["cl"].result_list[0].prestarted_now == 4
     assert re.search(r'data-pool="mixed".*?data-prestarted="4" data-wanted="6"', dashboard)
-    assert monitor.monitor_pool(mixed_pool.pk) == 2  # the two Down ones: 4 + 2 = 6
+    assert monitor.run_for_pool(mixed_pool.pk) == 2  # the two Down ones: 4 + 2 = 6
 
 
 @pytest.mark.django_db
@@ -125,7 +125,7 @@ def test_a_pool_whose_paused_and_unknown_vms_reach_its_level_is_not_short_anywhe
 
     assert changelist.context["cl"].result_count == 0
     assert _scraped_prestarted(client, settings) == {"steady": 2}
-    assert monitor.monitor_all() == {}
+    assert monitor.run_for_all_pools() == {}
 
 
 # -- the batch across pools --------------------------------------------------------------------
@@ -137,8 +137,8 @@ def test_one_run_starts_at_most_a_batch_across_every_pool_round_robin(pool_of, s
     big = pool_of(down=12, prestarted_vms=10)
     small_a, small_b = pool_of(down=3, prestarted_vms=2), pool_of(down=3, prestarted_vms=2)
 
-    first = monitor.monitor_all()
-    second = monitor.monitor_all()
+    first = monitor.run_for_all_pools()
+    second = monitor.run_for_all_pools()
 
     assert first == {big.pk: 2, small_a.pk: 1, small_b.pk: 1}
     assert second == {big.pk: 2, small_a.pk: 1, small_b.pk: 1}
@@ -150,8 +150,8 @@ def test_pools_a_run_could_not_reach_are_served_first_by_the_next(pool_of, setti
     settings.VMPOOL_MONITOR_BATCH_SIZE = 2
     pools = [pool_of(down=2, prestarted_vms=2) for _ in range(4)]
 
-    first = monitor.monitor_all()
-    second = monitor.monitor_all()
+    first = monitor.run_for_all_pools()
+    second = monitor.run_for_all_pools()
 
     assert first == {pools[0].pk: 1, pools[1].pk: 1, pools[2].pk: 0, pools[3].pk: 0}
     assert second == {pools[0].pk: 0, pools[1].pk: 0, pools[2].pk: 1, pools[3].pk: 1}
@@ -164,7 +164,7 @@ def test_a_pool_with_fewer_prestarted_vms_is_served_before_a_fuller_one(pool_of,
     fuller = pool_of(up=3, down=3, prestarted_vms=6)
     emptier = pool_of(down=6, prestarted_vms=6)
 
-    started = monitor.monitor_all()
+    started = monitor.run_for_all_pools()
 
     assert started == {fuller.pk: 0, emptier.pk: 3}
 

@@ -373,7 +373,7 @@ def given_up_vm(make_pool, make_vm, cluster_a):
 def test_clearing_prestart_failures_lets_the_pool_prestart_the_vm_again(
     superuser_console, given_up_vm
 ):
-    assert monitor.monitor_pool(given_up_vm.pool_id) == 0
+    assert monitor.run_for_pool(given_up_vm.pool_id) == 0
 
     response = run_action(superuser_console, LABEL, "clear_prestart_failures", [given_up_vm])
 
@@ -383,7 +383,7 @@ def test_clearing_prestart_failures_lets_the_pool_prestart_the_vm_again(
         "success",
         "Cleared prestart failures of 1 VM(s): lab-1; their pools may prestart them again.",
     ) in shown_messages(response)
-    assert monitor.monitor_pool(given_up_vm.pool_id) == 1
+    assert monitor.run_for_pool(given_up_vm.pool_id) == 1
     assert Job.objects.filter(vm=given_up_vm, kind=JobKind.START).exists()
 
 

@@ -44,7 +44,7 @@ def test_a_user_logs_in_by_ssh_to_the_prestarted_vm_they_take_and_loses_it_when_
     assert pool.status_code == 201, pool.content
     pool_id = pool.json()["id"]
     run_pending_jobs()
-    assert monitor.monitor_pool(pool_id) == 1
+    assert monitor.run_for_pool(pool_id) == 1
     # Started with nobody's keys; the keys job waits for the agent, so the guest is up after it.
     assert [job.kind for job in run_pending_jobs()] == [JobKind.START, JobKind.GUEST_KEYS]
 
