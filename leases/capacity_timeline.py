@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from hosts.models import HostStatus
-from leases.capacity import HostRoom, reservable_rooms
+from leases.capacity import reservable_rooms
+from leases.rooms import HostRoom
 
 
 @dataclass

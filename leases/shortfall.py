@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 from django.template.defaultfilters import pluralize
 
 from hosts.models import HostStatus
 from leases.properties import matches, terms
+from leases.rooms import HostRoom
 from leases.sizes import RESOURCES, quantity, size_of, slots_in
-
-if TYPE_CHECKING:
-    from leases.capacity import HostRoom
 
 # What a limit's numbers count: one instance against the largest host; the instances asked
 # against one host's free capacity (affinity); or against all the usable hosts' together.
