@@ -1,6 +1,5 @@
 """Lease benchmarks: does a new lease fit, with a year of accepted reservations stored?
 
-They add themselves to ``bench.scenarios.ALL``, which imports this module from its last line.
 The scenario builds its own reservable hosts (names and URIs of its own); other scenarios'
 hosts are not reservable, so they do not count.
 """
@@ -130,8 +129,3 @@ def lease_capacity_check(measure):
         )
     )
     return rows
-
-
-from bench import scenarios  # noqa: E402 (a cycle: bench.scenarios imports this module last)
-
-scenarios.ALL.extend([lease_capacity_check])

@@ -38,7 +38,7 @@ from django.test.utils import CaptureQueriesContext
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
-from bench import scenarios
+from bench.fleet import make_fleet
 from bench.serve_scenarios import web_server
 from hosts import images, sync
 from hosts.models import Cluster, Host, HostStatus, Image, Template, VirtualMachine
@@ -128,7 +128,7 @@ def _image(folder: Path, cluster: Cluster):
 def _farm(daemons: list[simhosts.SimHost], folder: Path):
     """The cluster of ``daemons`` (synced Up), alice (PowerUser there), flavors m1.pool (with a
     pool alice may take from) and m1.cold, both of one image: (alice, pool, image)."""
-    scenarios._fleet(0, clusters=0)  # no hosts, clusters or templates of other scenarios
+    make_fleet(0, clusters=0)  # no hosts, clusters or templates of other scenarios
     cluster = Cluster.objects.create(name="nova-bench")
     for daemon in daemons:
         host = Host.objects.create(name=daemon.name, cluster=cluster, uri=daemon.uri)
@@ -444,6 +444,3 @@ def _rows(f: dict) -> list[tuple]:
             "yes" if f["http_hit"] < 1000 else "NO",
         ),
     ]
-
-
-scenarios.ALL.append(nova_server_create)

@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
-from hosts.models import Cluster, Job, Template, VirtualMachine, VmStatus
+from bench.fleet import make_pool, remove_pools
+from hosts.models import Cluster, Job, VirtualMachine, VmStatus
 from pools import monitor, services, tasks
 from pools.models import VmPool
 from project.grants import grant_role, revoke_role
@@ -26,53 +27,6 @@ from project.workers import task_path
 User = get_user_model()
 _serial = count(1)
 ALLOCATIONS = 50
-
-
-def _pool(vms: int, up: int, taken: int = 0, prestarted: int = 0, cluster=None) -> VmPool:
-    """A pool of ``vms`` VM rows: ``taken`` held by another user, then ``up`` prestarted
-    (Up, unassigned), the rest Down."""
-    tag = f"poolbench{next(_serial)}"
-    cluster = cluster or Cluster.objects.create(name=tag)
-    template = Template.objects.create(name=tag, vcpus=1, memory_mb=128, disk_gb=1)
-    pool = VmPool.objects.create(
-        name=tag,
-        cluster=cluster,
-        template=template,
-        size=vms,
-        prestarted_vms=prestarted,
-        max_user_vms=vms,
-    )
-    holder, _ = User.objects.get_or_create(username="poolbench-holder")
-    statuses = [VmStatus.UP] * taken + [VmStatus.UP] * up + [VmStatus.DOWN] * (vms - taken - up)
-    VirtualMachine.objects.bulk_create(
-        (
-            VirtualMachine(
-                name=pool.vm_name(i + 1),
-                cluster=cluster,
-                template=template,
-                pool=pool,
-                pool_index=i + 1,
-                owner=holder if i < taken else None,
-                status=status,
-                vcpus=1,
-                memory_mb=128,
-                disk_gb=1,
-            )
-            for i, status in enumerate(statuses)
-        ),
-        batch_size=2000,
-    )
-    return pool
-
-
-def _remove(pools: list[VmPool]) -> None:
-    clusters = {pool.cluster_id for pool in pools}
-    templates = {pool.template_id for pool in pools}
-    VirtualMachine.objects.filter(pool__in=pools).delete()
-    VmPool.objects.filter(pk__in=[pool.pk for pool in pools]).delete()
-    Template.objects.filter(pk__in=templates).delete()
-    Cluster.objects.filter(pk__in=clusters).delete()
-    OrmQ.objects.all().delete()
 
 
 def _pool_user(pool: VmPool) -> User:
@@ -120,7 +74,9 @@ def pool_allocation(measure):
     """POST /api/vmpools/{id}/allocatevm/ with a prestarted VM up, at 10 and 1,000 VMs."""
     rows, queries, made = [], {}, []
     for size in (10, 1_000):
-        pool = _pool(size, up=max(2, size // 20), taken=size // 2, prestarted=max(2, size // 20))
+        pool = make_pool(
+            size, up=max(2, size // 20), taken=size // 2, prestarted=max(2, size // 20)
+        )
         made.append(pool)
         times, queries[size] = _allocations(pool)
         p95 = _p95(times)
@@ -133,7 +89,7 @@ def pool_allocation(measure):
                 "yes" if p95 <= 150 else "NO",
             )
         )
-    _remove(made)
+    remove_pools(made)
     rows.append(
         (
             "queries of one allocation at 10 / 1,000 VMs",
@@ -163,7 +119,7 @@ def pool_monitor(measure):
     """One prestart monitor run over 100 pools of 50 VMs (10 of each taken by users): every
     pool at its level of 2 prestarted VMs, and every pool missing both (200 starts queued)."""
     cluster = Cluster.objects.create(name=f"poolbench-monitor{next(_serial)}")
-    pools = [_pool(50, up=0, taken=10, prestarted=2, cluster=cluster) for _ in range(100)]
+    pools = [make_pool(50, up=0, taken=10, prestarted=2, cluster=cluster) for _ in range(100)]
     rows = []
     for label, up in (("all at their level", 2), ("each missing 2", 0)):
 
@@ -184,7 +140,7 @@ def pool_monitor(measure):
                 "yes" if ms <= 1000 else "NO",
             )
         )
-    _remove(pools)
+    remove_pools(pools)
     return rows
 
 
@@ -192,7 +148,7 @@ def pool_refill(measure):
     """A burst of 20 allocations empties a pool's 20 prestarted VMs; then the nudges the burst
     queued run the pool's monitor (in this process, as the nudge task would) until start jobs
     for all 20 missing VMs are queued. The time from the burst's end until then."""
-    pool = _pool(60, up=20, prestarted=20)
+    pool = make_pool(60, up=20, prestarted=20)
     user = _pool_user(pool)
     OrmQ.objects.all().delete()
     for _ in range(20):
@@ -208,7 +164,7 @@ def pool_refill(measure):
         tasks.run_nudged(*nudges[0].args())  # what the nudge task runs
         runs += 1
     seconds = time.perf_counter() - burst_end
-    _remove([pool])
+    remove_pools([pool])
     return [
         (
             "back at prestarted level after 20 allocations (start jobs queued)",
@@ -218,8 +174,3 @@ def pool_refill(measure):
             "yes" if seconds <= 10 else "NO",
         )
     ]
-
-
-from bench import scenarios  # noqa: E402
-
-scenarios.ALL.extend([pool_allocation, pool_monitor, pool_refill])

@@ -38,7 +38,6 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from bench import scenarios
 from hosts import driver, jobs, sync
 from hosts.driver.libvirt import guests, volumes
 from hosts.guests import guestinfo
@@ -418,9 +417,6 @@ def _remove_rows() -> None:
     Image.objects.filter(name__in=("bench-kernel", "bench-initrd", "bench-disk")).delete()
 
 
-scenarios.ALL.append(real_guests)
-
-
 def cloud_image_boot(measure):
     """The Debian cloud image (lab/cloudimage.py, built once per package versions and cached)
     started cold as a user's VM through Corral's start job, to the first ``ssh … true`` with
@@ -499,6 +495,3 @@ def cloud_image_boot(measure):
         Job.objects.filter(host__cluster__name="bench-qemu").delete()
         Job.objects.filter(vm__cluster__name="bench-qemu").delete()
         _remove_rows()
-
-
-scenarios.ALL.append(cloud_image_boot)

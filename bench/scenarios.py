@@ -1,41 +1,20 @@
-"""The benchmark scenarios. Each takes ``measure`` and returns table rows
-(benchmark, figure, goal, met)."""
+"""Benchmarks of the API's lists and its restriction to what a caller may see, the power-state
+sync of a large host report, a job's own overhead and the event feed's latency.
+
+A scenario takes ``measure`` (bench/run.py) and returns table rows (benchmark, figure, goal,
+met); bench/run.py lists every scenario of every module."""
 
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from hosts.models import Cluster, Host, Template, VirtualMachine
+from bench.fleet import make_fleet
+from hosts.models import Cluster, Host, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from project.grants import grant_role
 from project.models import Role
 from project.permissions import restrict
 
 User = get_user_model()
-
-
-def _fleet(vms: int, clusters: int = 10) -> tuple[list[Cluster], Template]:
-    VirtualMachine.objects.all().delete()
-    Host.objects.all().delete()
-    Cluster.objects.all().delete()
-    Template.objects.all().delete()
-    template = Template.objects.create(name="bench", vcpus=1, memory_mb=1024, disk_gb=10)
-    made = Cluster.objects.bulk_create(Cluster(name=f"c{i}") for i in range(clusters))
-    Host.objects.bulk_create(
-        Host(name=f"h{i}", cluster=made[i % clusters], uri=f"qemu+ssh://root@h{i}/system")
-        for i in range(max(clusters, vms // 20))
-    )
-    VirtualMachine.objects.bulk_create(
-        VirtualMachine(
-            name=f"vm{i}",
-            cluster=made[i % clusters],
-            template=template,
-            vcpus=1,
-            memory_mb=1024,
-            disk_gb=10,
-        )
-        for i in range(vms)
-    )
-    return made, template
 
 
 def _scoped_user(cluster: Cluster) -> User:
@@ -49,7 +28,7 @@ def list_endpoints(measure):
     admin, _ = User.objects.get_or_create(username="bench-admin", is_superuser=True)
     counts = {}
     for size in (5, 200, 10_000):
-        clusters, _ = _fleet(size)
+        clusters, _ = make_fleet(size)
         user = _scoped_user(clusters[0])
         for who, caller in (("superuser", admin), ("one cluster grant", user)):
             client = APIClient()
@@ -78,7 +57,7 @@ def list_endpoints(measure):
 
 
 def restriction(measure):
-    clusters, _ = _fleet(10_000)
+    clusters, _ = make_fleet(10_000)
     user = _scoped_user(clusters[0])
     ms, queries = measure(
         lambda: list(restrict(VirtualMachine.objects.all(), user, "hosts.view_virtualmachine"))
@@ -94,13 +73,10 @@ def restriction(measure):
     ]
 
 
-ALL = [restriction, list_endpoints]
-
-
 def _sync_fleet(count: int):
     from hosts.models import HostStatus
 
-    clusters, template = _fleet(0, clusters=1)
+    clusters, template = make_fleet(0, clusters=1)
     host = Host.objects.create(
         name="big",
         cluster=clusters[0],
@@ -171,7 +147,7 @@ def job_overhead(measure):
     from hosts import jobs
     from hosts.models import JobKind
 
-    clusters, template = _fleet(1, clusters=1)
+    clusters, template = make_fleet(1, clusters=1)
     vm = VirtualMachine.objects.get()
 
     def one_job():
@@ -227,15 +203,3 @@ def event_latency(measure):
             "yes" if ms <= 1000 else "NO",
         )
     ]
-
-
-ALL.extend([power_state_sync, job_overhead, event_latency])
-
-import bench.openstack_scenarios  # noqa: E402, F401  (adds Nova's server create through the CLI)
-import bench.pool_scenarios  # noqa: E402, F401  (adds the VM pool scenarios to ALL)
-import bench.qemu_scenarios  # noqa: E402, F401  (adds real guests on real QEMU hosts)
-import bench.serve_scenarios  # noqa: E402, F401  (adds allocation through a web server)
-import bench.sync_scenarios  # noqa: E402, F401  (adds the sharded sync scenario to ALL)
-import bench.web_scenarios  # noqa: E402, F401  (adds the web tier under open pages)
-from bench.lease_scenarios import lease_capacity_check  # noqa: E402,F401
-from bench.scheduling_scenarios import balancer_cycle, placement_decision  # noqa: E402,F401

@@ -1,6 +1,5 @@
 """Scheduling benchmarks: one placement decision on a large cluster, and one balancer cycle.
 
-They add themselves to ``bench.scenarios.ALL``, which imports this module from its last line.
 Each scenario builds its own cluster (names and URIs of its own, nothing deleted), so the
 rows other scenarios left behind do not matter: scheduling reads one cluster at a time.
 """
@@ -129,8 +128,3 @@ def balancer_cycle(measure):
             "yes" if ms <= 2000 else "NO",
         )
     ]
-
-
-from bench import scenarios  # noqa: E402 (a cycle: bench.scenarios imports this module last)
-
-scenarios.ALL.extend([placement_decision, balancer_cycle])

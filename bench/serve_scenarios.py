@@ -35,7 +35,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from bench.pool_scenarios import _pool, _remove
+from bench.fleet import make_pool, remove_pools
 from hosts.models import VirtualMachine
 from lab.childprocess import child_env, free_port
 from project import tokens as api_tokens
@@ -269,8 +269,8 @@ def served_allocation(measure):
     """Taking a prestarted VM through a real web server, beside ``GET /api/me/`` and the
     raw-SQL floor, at CONCURRENCY requests at once."""
     size = REQUESTS + 50
-    pool = _pool(size, up=size, prestarted=size)
-    floor_pool = _pool(REQUESTS, up=REQUESTS)
+    pool = make_pool(size, up=size, prestarted=size)
+    floor_pool = make_pool(REQUESTS, up=REQUESTS)
     users = _takers(pool, CONCURRENCY)
     floor_users = _takers(floor_pool, CONCURRENCY)
     tokens = [api_tokens.issue(user)[1] for user in users]
@@ -283,7 +283,7 @@ def served_allocation(measure):
     floor, floor_count = floor_rate(
         floor_pool.pk, [u.pk for u in floor_users], (permission.pk, content_type.pk), REQUESTS
     )
-    _remove([pool, floor_pool])
+    remove_pools([pool, floor_pool])
     me, allocate = rates["me"], rates["allocate"]
     share = allocate["per_s"] / me["per_s"]
     server = "BENCH_SERVE_COMMAND" if "BENCH_SERVE_COMMAND" in os.environ else "gunicorn 2x4"
@@ -311,8 +311,3 @@ def served_allocation(measure):
             "-",
         ),
     ]
-
-
-from bench import scenarios  # noqa: E402
-
-scenarios.ALL.append(served_allocation)

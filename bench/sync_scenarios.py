@@ -6,7 +6,7 @@ Each host has 20 domains and answers after 20 ms (a remote libvirt call's order)
 cluster syncs on its CORRAL_SYNC_THREADS (4). Capacity is measured with a 2 s sync interval,
 short enough that more hosts are due than the clusters can sync (hosts synced per interval,
 counted by the simulator); freshness with the default 5 s interval and two clusters (the
-oldest ``last_seen_at`` seen while sampling). They add themselves to ``bench.scenarios.ALL``.
+oldest ``last_seen_at`` seen while sampling).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from bench import scenarios
+from bench.fleet import make_fleet
 from hosts.models import ExternalDomain, Host, HostStatus
 from lab import simhosts
 from lab.childprocess import child_env
@@ -76,7 +76,7 @@ def _stop_clusters(clusters: list[subprocess.Popen]) -> None:
 
 def _fleet(server: simhosts.LightServer) -> list[int]:
     """N light hosts, each with VMS running domains, stored as a first sync would leave them."""
-    scenarios._fleet(0, clusters=1)
+    make_fleet(0, clusters=1)
     Host.objects.all().delete()  # only light hosts: the fleet's placeholder host has no daemon
     from hosts.models import Cluster
 
@@ -205,6 +205,3 @@ def sharded_sync(measure):
             "yes" if oldest <= 2 * interval else "NO",
         ),
     ]
-
-
-scenarios.ALL.append(sharded_sync)

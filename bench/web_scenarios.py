@@ -36,8 +36,7 @@ from django.db import connection
 from django.db.models import Q
 from django.test import Client
 
-from bench.pool_scenarios import _pool, _remove
-from bench.scenarios import ALL
+from bench.fleet import make_pool, remove_pools
 from hosts.models import Job, VirtualMachine
 from lab.childprocess import asgi_command, child_env, free_port
 from project import events
@@ -166,7 +165,7 @@ class Crowd:
     """The users, their credentials and the background work of every scenario."""
 
     def __init__(self):
-        self.pool = _pool(40, up=40, prestarted=40)
+        self.pool = make_pool(40, up=40, prestarted=40)
         # The VM every user may see, outside the pool: the churn's events reach only the 5
         # users who take and return VMs (and the markers, about this VM, every user).
         template = self.pool.template
@@ -253,7 +252,7 @@ class Crowd:
 
     def remove(self) -> None:
         self.shared.delete()
-        _remove([self.pool])
+        remove_pools([self.pool])
 
 
 def _probe(url: str, tokens: list[str], start: float, until: float) -> Load:
@@ -532,6 +531,3 @@ def _capacity_row(crowd: Crowd) -> tuple:
         ">= 500",
         "yes" if held >= 500 else "NO",
     )
-
-
-ALL.append(open_pages)
