@@ -62,6 +62,18 @@ class GuestAgentUnavailable(DriverError):
     code = "guest_agent_unavailable"
 
 
+class NoStoragePool(DriverError):
+    """The host has no such storage pool, and no path was given to make it."""
+
+    code = "no_storage_pool"
+
+
+class NoRoom(DriverError):
+    """The host's storage pool has too little free space for what was to be put there."""
+
+    code = "no_room"
+
+
 class UriRefused(DriverError):
     """The URI is not one Corral opens (``hosts.driver.uris``): no backend was asked."""
 

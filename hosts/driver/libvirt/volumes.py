@@ -13,20 +13,12 @@ from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
-from hosts.driver.base import DriverError, PoolSpace
+from hosts.driver.base import DriverError, NoRoom, NoStoragePool, PoolSpace
 from hosts.driver.libvirt import storage
 from hosts.driver.libvirt.connection import call
 from hosts.driver.libvirt.storage import storage_pool_xml
 
 CHUNK = 256 * 1024
-
-
-class NoStoragePool(DriverError):
-    code = "no_storage_pool"
-
-
-class NoRoom(DriverError):
-    code = "no_room"
 
 
 def keeps_disks(uri: str) -> bool:
