@@ -326,6 +326,7 @@ def register_libvirt_backend(libvirt_driver: str, backend: HostDriver) -> None:
     if not isinstance(backend, HostDriver):
         raise TypeError(f"{backend!r} does not implement HostDriver")
     _DRIVER_BACKENDS[libvirt_driver] = backend
+    uris.serve_driver(libvirt_driver)
 
 
 def scheme(uri: str) -> str:
