@@ -1,17 +1,19 @@
 """The host driver: what Corral asks of a host, whichever backend serves it.
 
-Everything here takes a host's URI and plain values (never models). Each call asks the URI
-allowlist (``uris``) first, then the backend serving the URI's scheme (``base.backend_for``):
-libvirt's (``hosts.driver.libvirt``) for every URI no other backend claimed. A backend
-implements ``HostDriver`` (``base``); errors are ``DriverError``s with a message a person can
-act on. What only libvirt hosts have (storage volumes, guest files, migration with storage,
-lifecycle events) is in the libvirt package itself.
+Everything here takes a host's URI and plain values (never models), one call per thing Corral
+asks of a host: domains, storage, what reaches a guest, migration. Each call asks the URI
+allowlist (``uris``) first, then the backend serving the URI (``base.backend_for``): libvirt's
+(``hosts.driver.libvirt``) for every URI no other backend claimed. A backend implements every
+call of ``HostDriver`` (``base``), raising ``NotSupported`` for what it cannot do; errors are
+``DriverError``s with a message a person can act on. Lifecycle events come from libvirt hosts
+only (``LifecycleListener``); hosts of other backends are covered by the sync's interval.
 """
 
 from hosts.driver import libvirt as _libvirt
 from hosts.driver.base import (
     ACTIVE_STATES,
     STORAGE_POOL,
+    ConsoleStream,
     DomainNotFound,
     DomainReport,
     DomainSpec,
@@ -23,27 +25,30 @@ from hosts.driver.base import (
     HostReport,
     HostUnreachable,
     Hypervisor,
+    NoRoom,
+    NoStoragePool,
     NotSupported,
     PoolSpace,
     UriRefused,
     backend_for,
     register_backend,
+    register_libvirt_backend,
     set_default_backend,
 )
+from hosts.driver.libvirt.events import LifecycleListener
 
 set_default_backend(_libvirt)
 
 
 def has_serial_consoles(uri: str) -> bool:
     """Whether the guests of the host at ``uri`` have serial consoles Corral can open, known
-    from the URI alone (no call to the host, so a request may ask): a backend says so with a
-    ``has_serial_consoles(uri)`` of its own; one that does not has none."""
+    from the URI alone (no call to the host, so a request may ask); False for a URI no
+    backend serves."""
     try:
         backend = backend_for(uri)
     except DriverError:
         return False
-    says = getattr(backend, "has_serial_consoles", None)
-    return bool(says is not None and says(uri))
+    return bool(backend.has_serial_consoles(uri))
 
 
 def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
@@ -103,18 +108,158 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
     backend_for(uri).snapshot_revert(uri, uuid, name)
 
 
-def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
-    """Move the domain to another host of the same backend, keeping its UUID, state and
-    snapshots."""
+def _backend_of_both(source_uri: str, destination_uri: str):
+    """The backend serving both hosts; ``NotSupported`` when they are of two kinds."""
     backend = backend_for(source_uri)
     if backend_for(destination_uri) is not backend:
         raise NotSupported("A VM moves only between hosts of the same kind.", uri=destination_uri)
-    backend.migrate(source_uri, destination_uri, uuid)
+    return backend
+
+
+# Storage: the pool holding images and VMs' disks on a host.
+
+
+def keeps_disks(uri: str) -> bool:
+    """Whether the host keeps images and VMs' disks in a storage pool of its own, known
+    without a call to it. False for simulated hosts, which boot nothing: the disk steps of an
+    operation do nothing there."""
+    return backend_for(uri).keeps_disks(uri)
+
+
+def ensure_pool(uri: str, pool: str, path: str = "") -> PoolSpace:
+    """Make sure the storage pool ``pool`` runs, defined as a directory pool at ``path`` when
+    missing (``NoStoragePool`` when missing without a path); its capacity and free space."""
+    return backend_for(uri).ensure_pool(uri, pool, path)
+
+
+def upload_image(
+    uri: str, pool: str, pool_path: str, name: str, fmt: str, source: str, sha256: str
+) -> str:
+    """Copy the local file ``source`` into a new volume ``name`` of ``pool`` (format ``fmt``),
+    checked by reading it back against ``sha256``; its path on the host. ``NoRoom`` when the
+    pool has too little free space; a failed or mismatched copy is deleted."""
+    return backend_for(uri).upload_image(uri, pool, pool_path, name, fmt, source, sha256)
+
+
+def volume_path(uri: str, pool: str, name: str) -> str | None:
+    """The path of the volume ``name`` of ``pool`` on the host; None when there is none."""
+    return backend_for(uri).volume_path(uri, pool, name)
+
+
+def create_disk(
+    uri: str,
+    pool: str,
+    name: str,
+    size: int,
+    backing: tuple[str, str] | None = None,
+    *,
+    replace: bool = False,
+) -> str:
+    """The qcow2 disk ``name`` of ``size`` bytes in ``pool``, an overlay over ``backing``
+    (path, format) or blank; an existing one is kept unless ``replace``. Its path."""
+    return backend_for(uri).create_disk(uri, pool, name, size, backing, replace=replace)
+
+
+def delete_volume(uri: str, pool: str, name: str) -> bool:
+    """Delete the volume ``name`` of ``pool``; True if there was one (a host without the pool
+    has none)."""
+    return backend_for(uri).delete_volume(uri, pool, name)
+
+
+# Reaching a guest: its seed, console log, screen, serial console and agent.
+
+
+def write_seed(uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bool:
+    """Put ``data`` (a NoCloud ISO) in ``pool`` as the guest's cloud-init seed, replacing it;
+    False when the host has no such pool (nothing written). A running guest reads it at its
+    next boot."""
+    return backend_for(uri).write_seed(uri, uuid, data, pool)
+
+
+def remove_guest_files(uri: str, uuid: str, pool: str = STORAGE_POOL) -> None:
+    """Delete the guest's seed and serial log from ``pool``; missing ones are fine."""
+    backend_for(uri).remove_guest_files(uri, uuid, pool)
+
+
+def carry_log(
+    source_uri: str, destination_uri: str, uuid: str, source_pool: str, destination_pool: str
+) -> int:
+    """Copy the tail of the guest's serial log to the destination's pool ahead of a migration,
+    where the log goes on; the bytes copied."""
+    return _backend_of_both(source_uri, destination_uri).carry_log(
+        source_uri, destination_uri, uuid, source_pool, destination_pool
+    )
+
+
+def recent_output(uri: str, uuid: str, pool: str, size: int = 2048) -> bytes:
+    """The last lines the guest wrote on its serial console (at most ``size`` bytes, from its
+    first whole line): what a terminal shows when it opens. b"" when the host keeps no log."""
+    return backend_for(uri).recent_output(uri, uuid, pool, size)
+
+
+def guest_info(
+    uri: str, wanted: dict[str, tuple[bool, int]], pool: str = STORAGE_POOL
+) -> dict[str, GuestInfo]:
+    """For each domain of ``wanted`` (uuid -> (has an agent, log size known)) on the host: its
+    addresses and screen while it runs, and its serial log's tail when the log changed size.
+    Domains the host does not have are left out."""
+    return backend_for(uri).guest_info(uri, wanted, pool)
+
+
+def screen_port(uri: str, uuid: str) -> int | None:
+    """The VNC port of the running domain's screen on the host; None when it has no screen or
+    does not run there."""
+    return backend_for(uri).screen_port(uri, uuid)
+
+
+def set_authorized_keys(uri: str, uuid: str, user: str, keys: list[str]) -> None:
+    """Make ``keys`` the whole of ``user``'s ``authorized_keys`` in the running guest, through
+    its guest agent: ``GuestAgentUnavailable`` when the agent does not answer, ``NotSupported``
+    when the host cannot."""
+    backend_for(uri).set_authorized_keys(uri, uuid, user, keys)
+
+
+def open_serial_console(uri: str, uuid: str) -> ConsoleStream:
+    """The guest's serial console, opened now on a connection of its own (taking it over from
+    any other client); the caller closes it."""
+    return backend_for(uri).open_serial_console(uri, uuid)
+
+
+# Migration: the domain alone (hosts sharing storage, or keeping none), or with its disk.
+
+
+def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+    """Move the domain to another host of the same backend, keeping its UUID, state and
+    snapshots."""
+    _backend_of_both(source_uri, destination_uri).migrate(source_uri, destination_uri, uuid)
+
+
+def migrate_with_storage(
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+) -> str:
+    """Move the running domain and its disk between hosts keeping disks in pools of their own:
+    the destination's overlay and boot images (``destination_boot``: the boot fields of its
+    ``DomainSpec``) and its seed are made first. The source overlay's path."""
+    return _backend_of_both(source_uri, destination_uri).migrate_with_storage(
+        source_uri, destination_uri, uuid, destination_boot
+    )
+
+
+def move_stopped_with_storage(
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+) -> str:
+    """Move a stopped domain and its disk as ``migrate_with_storage`` does, its CPUs never
+    running; it stays defined and stopped on the destination (on failure, on the source). The
+    source overlay's path."""
+    return _backend_of_both(source_uri, destination_uri).move_stopped_with_storage(
+        source_uri, destination_uri, uuid, destination_boot
+    )
 
 
 __all__ = [
     "ACTIVE_STATES",
     "STORAGE_POOL",
+    "ConsoleStream",
     "DomainNotFound",
     "DomainReport",
     "DomainSpec",
@@ -126,22 +271,43 @@ __all__ = [
     "HostReport",
     "HostUnreachable",
     "Hypervisor",
+    "LifecycleListener",
+    "NoRoom",
+    "NoStoragePool",
     "NotSupported",
     "PoolSpace",
     "UriRefused",
     "backend_for",
+    "carry_log",
+    "create_disk",
     "define",
+    "delete_volume",
     "domain_power_state",
+    "ensure_pool",
+    "guest_info",
+    "has_serial_consoles",
     "has_snapshot",
     "host_report",
+    "keeps_disks",
     "migrate",
+    "migrate_with_storage",
+    "move_stopped_with_storage",
+    "open_serial_console",
     "power_off",
+    "recent_output",
     "register_backend",
+    "register_libvirt_backend",
+    "remove_guest_files",
     "resume",
+    "screen_port",
+    "set_authorized_keys",
     "shutdown",
     "snapshot_create",
     "snapshot_revert",
     "start",
     "suspend",
     "undefine",
+    "upload_image",
+    "volume_path",
+    "write_seed",
 ]

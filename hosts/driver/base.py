@@ -3,9 +3,10 @@ and the table that picks a backend by the URI's scheme.
 
 A backend is a module (or any object) with the functions of ``HostDriver``. libvirt's
 (``hosts.driver.libvirt``) answers every URI no other backend claimed; another backend, such as
-the lab's in-process simulator, claims its own scheme with ``register_backend`` together with
-the check its URIs must pass. ``backend_for`` asks the URI allowlist (``hosts.driver.uris``)
-first: a URI it refuses reaches no backend.
+the lab's light simulator, claims its own scheme with ``register_backend`` together with the
+check its URIs must pass, and a variant of libvirt's serves the URIs of one libvirt driver
+with ``register_libvirt_backend`` (the lab's, for libvirt's test driver). ``backend_for``
+asks the URI allowlist (``hosts.driver.uris``) first: a URI it refuses reaches no backend.
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ class GuestAgentUnavailable(DriverError):
     """The guest agent did not answer: the guest runs none, or it is not up yet."""
 
     code = "guest_agent_unavailable"
+
+
+class NoStoragePool(DriverError):
+    """The host has no such storage pool, and no path was given to make it."""
+
+    code = "no_storage_pool"
+
+
+class NoRoom(DriverError):
+    """The host's storage pool has too little free space for what was to be put there."""
+
+    code = "no_room"
 
 
 class UriRefused(DriverError):
@@ -166,12 +179,29 @@ class HostReport:
     cpu_times_ns: tuple[int, int] | None = None
 
 
+class ConsoleStream(Protocol):
+    """One open serial terminal of one guest (``HostDriver.open_serial_console``): ``recv``
+    blocks (run it on a thread) and gives b"" once the console has ended; ``send`` may be
+    called from another thread meanwhile; ``close`` ends it (a blocked ``recv`` returns)."""
+
+    def recv(self) -> bytes: ...
+
+    def send(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @runtime_checkable
 class HostDriver(Protocol):
-    """What a backend does for the hosts whose URIs it serves. Every call takes the host's URI
-    (already accepted by the allowlist) and plain values, and raises ``DriverError``s. A
-    backend whose guests have serial consoles also has ``has_serial_consoles(uri)``
-    (``hosts.driver.has_serial_consoles``)."""
+    """What a backend does for the hosts whose URIs it serves: one call per thing Corral asks
+    of a host. Every call takes the host's URI (already accepted by the allowlist) and plain
+    values, and raises ``DriverError``s: ``HostUnreachable`` when the host does not answer,
+    ``DomainNotFound`` when it has no such domain, ``NotSupported`` when the backend or the
+    host cannot do it (a call a backend does not serve raises it, in words for the people
+    using the VM). A call naming two hosts is made to the backend serving both
+    (``hosts.driver`` refuses a pair of two backends)."""
+
+    # Domains: reports, power, snapshots.
 
     def host_report(
         self, uri: str, storage_pool: str = "", storage_path: str = ""
@@ -199,11 +229,78 @@ class HostDriver(Protocol):
 
     def snapshot_revert(self, uri: str, uuid: str, name: str) -> None: ...
 
+    # Storage: the pool holding images and VMs' disks on the host.
+
+    def keeps_disks(self, uri: str) -> bool: ...
+
+    def ensure_pool(self, uri: str, pool: str, path: str = "") -> PoolSpace: ...
+
+    def upload_image(
+        self, uri: str, pool: str, pool_path: str, name: str, fmt: str, source: str, sha256: str
+    ) -> str: ...
+
+    def volume_path(self, uri: str, pool: str, name: str) -> str | None: ...
+
+    def create_disk(
+        self,
+        uri: str,
+        pool: str,
+        name: str,
+        size: int,
+        backing: tuple[str, str] | None = None,
+        *,
+        replace: bool = False,
+    ) -> str: ...
+
+    def delete_volume(self, uri: str, pool: str, name: str) -> bool: ...
+
+    # Reaching a guest: its seed, console log, screen, serial console, agent.
+
+    def write_seed(self, uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bool: ...
+
+    def remove_guest_files(self, uri: str, uuid: str, pool: str = STORAGE_POOL) -> None: ...
+
+    def carry_log(
+        self,
+        source_uri: str,
+        destination_uri: str,
+        uuid: str,
+        source_pool: str,
+        destination_pool: str,
+    ) -> int: ...
+
+    def recent_output(self, uri: str, uuid: str, pool: str, size: int = 2048) -> bytes: ...
+
+    def guest_info(
+        self, uri: str, wanted: dict[str, tuple[bool, int]], pool: str = STORAGE_POOL
+    ) -> dict[str, GuestInfo]: ...
+
+    def screen_port(self, uri: str, uuid: str) -> int | None: ...
+
+    def set_authorized_keys(self, uri: str, uuid: str, user: str, keys: list[str]) -> None: ...
+
+    def has_serial_consoles(self, uri: str) -> bool: ...
+
+    def open_serial_console(self, uri: str, uuid: str) -> ConsoleStream: ...
+
+    # Migration: the domain alone, or with its disk.
+
     def migrate(self, source_uri: str, destination_uri: str, uuid: str) -> None: ...
+
+    def migrate_with_storage(
+        self, source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    ) -> str: ...
+
+    def move_stopped_with_storage(
+        self, source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    ) -> str: ...
 
 
 # scheme -> the backend serving it; the default backend serves every other scheme.
 _BACKENDS: dict[str, HostDriver] = {}
+# libvirt driver (``test``) -> the backend serving its URIs, whatever their transport, instead
+# of the default backend; they stay libvirt URIs (libvirt's allowlist, not claimed).
+_DRIVER_BACKENDS: dict[str, HostDriver] = {}
 _default: HostDriver | None = None
 
 
@@ -219,6 +316,17 @@ def register_backend(scheme: str, backend: HostDriver, check: Callable[[str], No
         raise TypeError(f"{backend!r} does not implement HostDriver")
     _BACKENDS[scheme] = backend
     uris.register_scheme(scheme, check)
+
+
+def register_libvirt_backend(libvirt_driver: str, backend: HostDriver) -> None:
+    """Serve the libvirt URIs of one of libvirt's drivers (``test``: ``test:///default``,
+    ``test+unix://…``) with ``backend``, a variant of the libvirt backend (the lab's, for
+    libvirt's test driver). Those URIs are still checked by libvirt's allowlist, opened by
+    libvirt and watched for its events: only the calls ``backend`` makes differ."""
+    if not isinstance(backend, HostDriver):
+        raise TypeError(f"{backend!r} does not implement HostDriver")
+    _DRIVER_BACKENDS[libvirt_driver] = backend
+    uris.serve_driver(libvirt_driver)
 
 
 def scheme(uri: str) -> str:
@@ -240,7 +348,8 @@ def claimed(uri: str) -> bool:
 def backend_for(uri: str) -> HostDriver:
     """The backend serving ``uri``, once the allowlist accepted it."""
     check_uri(uri)
-    backend = _BACKENDS.get(scheme(uri), _default)
+    found = scheme(uri)
+    backend = _BACKENDS.get(found) or _DRIVER_BACKENDS.get(found.split("+", 1)[0], _default)
     if backend is None:
         raise NotSupported("No host driver serves this host's URI.", uri=uri, detail=uri)
     return backend

@@ -85,6 +85,11 @@ def refusal(uri: str) -> str | None:
 SCHEME_CHECKS: dict[str, Callable[[str], None]] = {}
 
 
+# libvirt drivers accepted only once a backend serves them (``base.register_libvirt_backend``):
+# the test driver's hosts are simulated, which only the lab does (development and tests).
+BACKEND_ONLY_DRIVERS = frozenset({"test"})
+_served_drivers: set[str] = set()
+
 LOCAL_NAMES = frozenset({"", "localhost", "127.0.0.1", "::1"})
 
 
@@ -105,6 +110,12 @@ def is_local(uri: str) -> bool:
 
 def register_scheme(scheme: str, check: Callable[[str], None]) -> None:
     SCHEME_CHECKS[scheme] = check
+    refusal.cache_clear()
+
+
+def serve_driver(driver: str) -> None:
+    """Accept URIs of ``driver``, one of ``BACKEND_ONLY_DRIVERS``, from now on."""
+    _served_drivers.add(driver)
     refusal.cache_clear()
 
 
@@ -145,9 +156,21 @@ def _check(uri: str) -> None:
 def _driver_and_transport(scheme: str) -> tuple[str, str | None]:
     driver, plus, transport = scheme.partition("+")
     if driver not in DRIVER_PATHS:
+        supported = [
+            d for d in DRIVER_PATHS if d not in BACKEND_ONLY_DRIVERS or d in _served_drivers
+        ]
         raise Refusal(
-            f"Corral does not open {driver!r} URIs: the libvirt drivers it supports are "
-            f"{' and '.join(DRIVER_PATHS)}."
+            f"Corral does not open {driver!r} URIs: "
+            + (
+                f"the libvirt drivers it supports are {' and '.join(supported)}."
+                if len(supported) > 1
+                else f"the libvirt driver it supports is {supported[0]}."
+            )
+        )
+    if driver in BACKEND_ONLY_DRIVERS and driver not in _served_drivers:
+        raise Refusal(
+            f"{driver} URIs name simulated hosts, which only Corral's lab runs (development "
+            "and tests); this installation does not."
         )
     if not plus:
         return driver, None

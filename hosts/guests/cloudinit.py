@@ -1,7 +1,7 @@
 """cloud-init's NoCloud seed of a VM: an ISO 9660 volume labelled ``cidata`` holding
 ``meta-data`` (instance-id = the VM's UUID, local-hostname = its name) and ``user-data`` (a
 ``#cloud-config`` with the SSH keys of the VM's user, and the template's own user-data merged
-in). Written with pycdlib, uploaded to the VM's host (``hosts.driver.libvirt.guests.write_seed``)
+in). Written with pycdlib, uploaded to the VM's host (``hosts.driver.write_seed``)
 before each start and whenever the VM changes hands, so its next boot sees its new user.
 """
 
@@ -18,7 +18,7 @@ import pycdlib
 import yaml
 from django.utils import timezone
 
-from hosts.driver.libvirt import guests
+from hosts import driver
 from hosts.models import VirtualMachine
 from project.sshkeys import authorized_keys
 
@@ -128,7 +128,7 @@ def write_seed(vm: VirtualMachine) -> bool:
 def write_seed_on(host, vm: VirtualMachine) -> bool:
     """Upload the VM's seed to ``host`` (its destination, when it migrates), and note whose
     keys it holds."""
-    if not guests.write_seed(host.uri, str(vm.uuid), seed_iso(vm), host.storage_pool):
+    if not driver.write_seed(host.uri, str(vm.uuid), seed_iso(vm), host.storage_pool):
         return False
     VirtualMachine.objects.filter(pk=vm.pk).update(
         seed_written_at=timezone.now(), seed_keys_of=vm.owner_id

@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import transaction
 
 from hosts import driver
-from hosts.driver.libvirt import guests
 from hosts.guests import cloudinit, key_state
 from hosts.models import ConsoleLog, Host, VirtualMachine
 from hosts.signals import guest_keys_stale
@@ -52,7 +51,7 @@ def refresh_host(host_id: int) -> int:
     )
     wanted = {str(vm.uuid): (has_agent(vm), known.get(vm.pk, -1)) for vm in vms}
     try:
-        found = guests.guest_info(host.uri, wanted, host.storage_pool)
+        found = driver.guest_info(host.uri, wanted, host.storage_pool)
     except driver.DriverError as exc:
         logger.info("Guest info of %s not read: %s", host.name, exc.message)
         return 0

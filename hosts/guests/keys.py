@@ -24,7 +24,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from hosts import driver, jobs
-from hosts.driver.libvirt import guests
 from hosts.error_codes import JobErrorCode
 from hosts.guests import cloudinit
 from hosts.guests.key_state import digest, pushes_keys, wanted_keys
@@ -112,7 +111,7 @@ def put_keys(ctx: JobContext) -> dict:
     deadline = time.monotonic() + settings.CORRAL_GUEST_KEYS_WAIT
     while True:
         try:
-            guests.set_authorized_keys(vm.host.uri, str(vm.uuid), account, keys)
+            driver.set_authorized_keys(vm.host.uri, str(vm.uuid), account, keys)
             break
         except driver.GuestAgentUnavailable as exc:
             if time.monotonic() < deadline:

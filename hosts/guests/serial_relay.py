@@ -7,7 +7,7 @@ A terminal opens showing the console's last lines (its log's tail, read through 
 prompt the guest printed before anyone connected among them. Then each terminal opens a
 libvirt connection of its own to the VM's host (the URI recorded for the host, checked by the
 allowlist again) and the guest's console on it
-(``hosts.driver.libvirt.serial``): a thread of the terminal's own reads the console and hands
+(``hosts.driver.open_serial_console``): a thread of the terminal's own reads the console and hands
 each chunk to the websocket as a binary frame, waiting until it is sent (a slow browser slows
 the guest's output rather than filling memory); what the browser sends (binary frames, or
 text frames taken as UTF-8) is typed into the console. Either side ending ends both, and the
@@ -24,9 +24,8 @@ import threading
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from hosts.driver import DriverError
-from hosts.driver.libvirt import guests
-from hosts.driver.libvirt.serial import SerialConsole, open_serial_console
+from hosts import driver
+from hosts.driver import ConsoleStream, DriverError
 from hosts.guests import consoles
 from hosts.guests.console_relay import REFUSED, UNREACHABLE
 
@@ -49,7 +48,7 @@ def why_not_opened(exc: Exception) -> str:
 
 
 class SerialRelay(AsyncWebsocketConsumer):
-    console: SerialConsole | None = None
+    console: ConsoleStream | None = None
     reader: threading.Thread | None = None
 
     async def connect(self) -> None:
@@ -64,7 +63,7 @@ class SerialRelay(AsyncWebsocketConsumer):
         # anyone connected, and a terminal opens on it.
         try:
             shown = await asyncio.to_thread(
-                guests.recent_output, target.uri, target.uuid, target.storage_pool
+                driver.recent_output, target.uri, target.uuid, target.storage_pool
             )
         except DriverError as exc:
             logger.info("Serial terminal of VM %s: no recent output: %s", target.vm_id, exc)
@@ -72,7 +71,8 @@ class SerialRelay(AsyncWebsocketConsumer):
         offered = self.scope.get("subprotocols") or []
         try:
             self.console = await asyncio.wait_for(
-                asyncio.to_thread(open_serial_console, target.uri, target.uuid), OPEN_TIMEOUT_S
+                asyncio.to_thread(driver.open_serial_console, target.uri, target.uuid),
+                OPEN_TIMEOUT_S,
             )
         except (DriverError, TimeoutError) as exc:
             detail = exc.for_admins if isinstance(exc, DriverError) else "timed out"
@@ -94,7 +94,7 @@ class SerialRelay(AsyncWebsocketConsumer):
         )
         self.reader.start()
 
-    def _from_guest(self, console: SerialConsole, loop: asyncio.AbstractEventLoop) -> None:
+    def _from_guest(self, console: ConsoleStream, loop: asyncio.AbstractEventLoop) -> None:
         try:
             while chunk := console.recv():
                 sent = asyncio.run_coroutine_threadsafe(self.send(bytes_data=chunk), loop)

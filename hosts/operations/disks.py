@@ -3,7 +3,7 @@
 
 ``boot_for`` is a job step of starting or preparing a VM; ``reset_disk`` recreates the overlay
 (a stateless pool's VM boots from its base again); ``remove_disk`` deletes it with the VM.
-Simulated hosts (libvirt's test driver) keep no volumes: these steps do nothing there.
+Hosts that keep no disks (simulated hosts) skip these steps.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hosts import driver
-from hosts.driver.libvirt import guests, volumes
 from hosts.error_codes import JobErrorCode
 from hosts.guests import ssh
 from hosts.images import image_path
@@ -35,7 +34,7 @@ def disk_name(vm: VirtualMachine) -> str:
 
 
 def real_storage(host: Host) -> bool:
-    return not host_call(volumes.simulated, host.uri)
+    return host_call(driver.keeps_disks, host.uri)
 
 
 def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = False) -> dict:
@@ -46,7 +45,7 @@ def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = F
     template = vm.template
     ctx.step(f"Preparing the storage pool {host.storage_pool} on {host.name}", 0.3)
     try:
-        volumes.ensure_pool(host.uri, host.storage_pool, host.storage_path)
+        driver.ensure_pool(host.uri, host.storage_pool, host.storage_path)
     except driver.DriverError as exc:
         raise JobFailed(exc.code, f"{host.name}: {exc.message}") from exc
     paths = {}
@@ -64,7 +63,7 @@ def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = F
         backing = (paths["disk_image"], disk_image.format)
     ctx.step(("Recreating" if reset else "Preparing") + f" the VM's disk on {host.name}", 0.4)
     disk = host_call(
-        lambda: volumes.create_disk(
+        lambda: driver.create_disk(
             host.uri, host.storage_pool, disk_name(vm), vm.disk_gb * GIB, backing, replace=reset
         )
     )
@@ -87,14 +86,16 @@ def reset_disk(ctx: JobContext, vm: VirtualMachine) -> dict:
 
 
 def remove_disk(ctx: JobContext, vm: VirtualMachine, host: Host) -> None:
-    if real_storage(host) and host_call(volumes.delete, host.uri, host.storage_pool, disk_name(vm)):
+    if real_storage(host) and host_call(
+        driver.delete_volume, host.uri, host.storage_pool, disk_name(vm)
+    ):
         ctx.log(f"Deleted the disk {disk_name(vm)} on {host.name}")
 
 
 def carry_log(vm: VirtualMachine, source: Host, destination: Host) -> None:
     """The tail of the VM's console log copied to ``destination`` before a migration."""
     host_call(
-        guests.carry_log,
+        driver.carry_log,
         source.uri,
         destination.uri,
         str(vm.uuid),
@@ -112,7 +113,7 @@ def copy_image(ctx: JobContext) -> dict:
     if not real_storage(host):
         return {"simulated": True}
     try:
-        volumes.ensure_pool(host.uri, host.storage_pool, host.storage_path)
+        driver.ensure_pool(host.uri, host.storage_pool, host.storage_path)
     except driver.DriverError as exc:
         raise JobFailed(exc.code, f"{host.name}: {exc.message}") from exc
     return {"image": image.name, "host": host.name, "path": ensure_copy(ctx, image, host)}
@@ -131,7 +132,7 @@ def delete_image_copy(ctx: JobContext) -> dict:
         )
     if not real_storage(host):
         return {"simulated": True}
-    deleted = host_call(volumes.delete, host.uri, host.storage_pool, volume)
+    deleted = host_call(driver.delete_volume, host.uri, host.storage_pool, volume)
     ctx.log(f"{'Deleted' if deleted else 'No'} volume {volume} on {host.name}")
     return {"host": host.name, "volume": volume, "deleted": deleted}
 
@@ -152,7 +153,7 @@ def ensure_copy(ctx: JobContext, image: Image, host: Host) -> str:
         if copy is None:  # no claim could be had and no row is left: the image was deleted
             raise JobFailed(JobErrorCode.IMAGE_DELETED, f"Image {image.name} was deleted.")
         if copy.state == CopyState.READY:
-            path = host_call(volumes.volume_path, host.uri, host.storage_pool, image.volume_name)
+            path = host_call(driver.volume_path, host.uri, host.storage_pool, image.volume_name)
             if path:
                 return path
             ImageCopy.objects.filter(pk=copy.pk, state=CopyState.READY).update(
@@ -202,7 +203,7 @@ def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
         mine.update(state=CopyState.FAILED, error=message)
         raise JobFailed(JobErrorCode.IMAGE_MISSING, message)
     try:
-        path = volumes.upload(
+        path = driver.upload_image(
             host.uri,
             host.storage_pool,
             host.storage_path,
@@ -225,7 +226,7 @@ def _copy(ctx: JobContext, image: Image, host: Host, token: uuid.UUID) -> str:
         if kept:
             mine.update(state=CopyState.READY, path=path, error="")
     if not kept:
-        host_call(volumes.delete, host.uri, host.storage_pool, image.volume_name)
+        host_call(driver.delete_volume, host.uri, host.storage_pool, image.volume_name)
         ctx.log(f"Deleted volume {image.volume_name} on {host.name}: its image was deleted")
         raise JobFailed(
             JobErrorCode.IMAGE_DELETED,

@@ -8,7 +8,6 @@ import time
 from django.db import transaction
 
 from hosts import driver
-from hosts.driver.libvirt import guests
 from hosts.error_codes import JobErrorCode
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine
@@ -36,7 +35,7 @@ def delete(ctx: JobContext) -> dict:
         host_call(driver.undefine, vm.host.uri, str(vm.uuid))
         ctx.step(f"Deleting the VM's disk on {vm.host.name}", 0.6)
         disks.remove_disk(ctx, vm, vm.host)
-        host_call(guests.remove_guest_files, vm.host.uri, str(vm.uuid), vm.host.storage_pool)
+        host_call(driver.remove_guest_files, vm.host.uri, str(vm.uuid), vm.host.storage_pool)
     ctx.step("Deleting the VM", 0.8)
     name = vm.name
     with transaction.atomic():

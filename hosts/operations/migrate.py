@@ -8,7 +8,6 @@ import time
 from django.db import transaction
 
 from hosts import driver
-from hosts.driver.libvirt import guests, migration
 from hosts.error_codes import JobErrorCode
 from hosts.guests import cloudinit
 from hosts.host_choice import NoHostAvailable, decision, place
@@ -85,7 +84,7 @@ def _screen_port(host: Host, vm: VirtualMachine) -> int | None:
     """The VM's VNC port on ``host``; None when it has no screen or it cannot be read now (no
     console is offered until the guest-info loop reads it, rather than the source's port)."""
     try:
-        return guests.screen_port(host.uri, str(vm.uuid))
+        return driver.screen_port(host.uri, str(vm.uuid))
     except driver.DriverError:
         return None
 
@@ -147,10 +146,10 @@ def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) 
         disks.carry_log(vm, source, destination)
         ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
         host_call(
-            lambda: migration.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
+            lambda: driver.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
         )
         disks.remove_disk(ctx, vm, source)
-        host_call(guests.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
+        host_call(driver.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
         return boot.get("ssh_forward_port")
     ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
     host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))

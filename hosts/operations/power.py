@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.conf import settings
 
 from hosts import driver
-from hosts.driver.libvirt import guests, migration, volumes
 from hosts.error_codes import JobErrorCode
 from hosts.guests import cloudinit, keys
 from hosts.jobs import JobContext, JobFailed
@@ -140,21 +139,19 @@ def _move_disk(ctx: JobContext, vm: VirtualMachine, source: Host, destination: H
     reverts only when returned), is copied there with the domain (a paused migration). Then
     nothing of the VM is left on the source."""
     uuid = str(vm.uuid)
-    has_disk = host_call(volumes.volume_path, source.uri, source.storage_pool, disks.disk_name(vm))
+    has_disk = host_call(driver.volume_path, source.uri, source.storage_pool, disks.disk_name(vm))
     if has_disk and not (_needs_base_snapshot(vm) and vm.owner_id is None):
         host_call(cloudinit.write_seed_on, destination, vm)
         boot = disks.boot_for(ctx, vm, destination, reset=True)
         disks.carry_log(vm, source, destination)
         ctx.step(f"Copying the VM's disk from {source.name} to {destination.name}", 0.27)
-        host_call(
-            lambda: migration.move_stopped_with_storage(source.uri, destination.uri, uuid, boot)
-        )
+        host_call(lambda: driver.move_stopped_with_storage(source.uri, destination.uri, uuid, boot))
         ctx.log(f"Moved the VM's disk from {source.name} to {destination.name}")
     else:
         host_call(driver.undefine, source.uri, uuid)
         ctx.log(f"The VM's disk is made afresh from its base on {destination.name}")
     disks.remove_disk(ctx, vm, source)
-    host_call(guests.remove_guest_files, source.uri, uuid, source.storage_pool)
+    host_call(driver.remove_guest_files, source.uri, uuid, source.storage_pool)
 
 
 def _stop(ctx: JobContext, how: str) -> dict:

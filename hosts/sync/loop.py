@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from hosts import sync
-from hosts.driver.libvirt.events import LifecycleListener
+from hosts.driver import LifecycleListener
 from hosts.guests import guestinfo
 from hosts.models import HostStatus
 from hosts.sync import shard

@@ -1,6 +1,8 @@
 """The host driver backend of light simulated hosts (``lab/lightsim/server.py``): a
 ``HostDriver`` that sends JSON lines over a Unix socket instead of calling libvirt, for the
-calls the sync and the basic VM operations make (snapshots and migration are not simulated).
+calls the sync and the basic VM operations make. Snapshots, migration, storage and what
+reaches a guest (seeds, console logs, screens, consoles, agents) are not simulated: those
+calls raise ``NotSupported``.
 
 The lab registers it for the scheme ``lightsim+unix`` with ``check`` as the allowlist of its
 URIs (``lightsim+unix:///NAME?socket=/path/to/socket``, the socket under a folder the lab
@@ -19,12 +21,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from hosts.driver import uris
 from hosts.driver.base import (
+    STORAGE_POOL,
     DomainNotFound,
     DomainReport,
     DriverError,
+    GuestInfo,
     HostReport,
     HostUnreachable,
     NotSupported,
+    PoolSpace,
     check_uri,
 )
 
@@ -190,6 +195,90 @@ def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
     raise NotSupported(
         "The light simulated host cannot migrate.", uri=source_uri, detail=source_uri
     )
+
+
+def _without_libvirt(uri: str) -> NotSupported:
+    return NotSupported(
+        "The host is served without libvirt: it has no guest consoles or agents to reach.",
+        uri=uri,
+        detail=f"{uri} is served by another host driver than libvirt",
+    )
+
+
+def keeps_disks(uri: str) -> bool:
+    raise _without_libvirt(uri)
+
+
+def ensure_pool(uri: str, pool: str, path: str = "") -> PoolSpace:
+    raise _without_libvirt(uri)
+
+
+def upload_image(
+    uri: str, pool: str, pool_path: str, name: str, fmt: str, source: str, sha256: str
+) -> str:
+    raise _without_libvirt(uri)
+
+
+def volume_path(uri: str, pool: str, name: str) -> str | None:
+    raise _without_libvirt(uri)
+
+
+def create_disk(uri: str, pool: str, name: str, size: int, backing=None, *, replace=False) -> str:
+    raise _without_libvirt(uri)
+
+
+def delete_volume(uri: str, pool: str, name: str) -> bool:
+    raise _without_libvirt(uri)
+
+
+def write_seed(uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bool:
+    raise _without_libvirt(uri)
+
+
+def remove_guest_files(uri: str, uuid: str, pool: str = STORAGE_POOL) -> None:
+    raise _without_libvirt(uri)
+
+
+def carry_log(
+    source_uri: str, destination_uri: str, uuid: str, source_pool: str, destination_pool: str
+) -> int:
+    raise _without_libvirt(source_uri)
+
+
+def recent_output(uri: str, uuid: str, pool: str, size: int = 2048) -> bytes:
+    raise _without_libvirt(uri)
+
+
+def guest_info(uri: str, wanted: dict, pool: str = STORAGE_POOL) -> dict[str, GuestInfo]:
+    raise _without_libvirt(uri)
+
+
+def screen_port(uri: str, uuid: str) -> int | None:
+    raise _without_libvirt(uri)
+
+
+def set_authorized_keys(uri: str, uuid: str, user: str, keys: list[str]) -> None:
+    raise _without_libvirt(uri)
+
+
+def has_serial_consoles(uri: str) -> bool:
+    return False
+
+
+def open_serial_console(uri: str, uuid: str):
+    raise _without_libvirt(uri)
+
+
+def migrate_with_storage(
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+) -> str:
+    raise _without_libvirt(source_uri)
+
+
+def move_stopped_with_storage(
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+) -> str:
+    raise _without_libvirt(source_uri)
 
 
 def control(uri: str, op: str, **values) -> dict:

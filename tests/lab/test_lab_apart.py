@@ -1,6 +1,6 @@
-"""The lab is for development and tests: production settings leave it out and then refuse a
-light simulated host's URI, which development settings accept. Checked in fresh interpreters,
-as a deployment would start."""
+"""The lab is for development and tests: production settings leave it out and then refuse the
+URIs of simulated hosts (light ones and libvirt's test driver), which development settings
+accept. Checked in fresh interpreters, as a deployment would start."""
 
 import json
 import os
@@ -17,14 +17,15 @@ import json, django
 from django.conf import settings
 django.setup()
 from hosts.models import Host
-host = Host(name="light-1", uri="lightsim+unix:///light-1?socket=%s/lightsim/sock"
-            % settings.CORRAL_SIMHOSTS_DIR)
-errors = {}
-try:
-    host.clean_fields(exclude=["cluster"])
-except Exception as exc:
-    errors = exc.message_dict
-print(json.dumps({"lab": "lab" in settings.INSTALLED_APPS, "uri": errors.get("uri", [])}))
+def refusals(uri):
+    try:
+        Host(name="sim-1", uri=uri).clean_fields(exclude=["cluster"])
+    except Exception as exc:
+        return exc.message_dict.get("uri", [])
+    return []
+light = "lightsim+unix:///light-1?socket=%s/lightsim/sock" % settings.CORRAL_SIMHOSTS_DIR
+print(json.dumps({"lab": "lab" in settings.INSTALLED_APPS, "uri": refusals(light),
+                  "test_uri": refusals("test:///default")}))
 """
 
 
@@ -48,12 +49,16 @@ def test_production_settings_leave_the_lab_out_and_refuse_a_simulated_host(tmp_p
     seen = probe(tmp_path, DEBUG="0", SECRET_KEY="s" * 50, ALLOWED_HOSTS="corral.example.org")
     assert seen["lab"] is False
     assert seen["uri"] == [
-        "Corral does not open 'lightsim' URIs: the libvirt drivers it supports are qemu and test."
+        "Corral does not open 'lightsim' URIs: the libvirt driver it supports is qemu."
+    ]
+    assert seen["test_uri"] == [
+        "test URIs name simulated hosts, which only Corral's lab runs (development and tests); "
+        "this installation does not."
     ]
 
 
 def test_development_settings_install_the_lab_and_accept_a_simulated_host(tmp_path):
-    assert probe(tmp_path, DEBUG="1") == {"lab": True, "uri": []}
+    assert probe(tmp_path, DEBUG="1") == {"lab": True, "uri": [], "test_uri": []}
 
 
 @pytest.mark.parametrize("command", ["simhosts", "tinyguest", "devstack"])

@@ -1,10 +1,11 @@
 """The libvirt backend: the only code in Corral that imports libvirt.
 
-It serves every host URI no other backend claimed (``hosts.driver.base``). Connections are
-cached per process and per URI, kept alive, and reopened after a failure (``connection``);
-libvirt errors become ``DriverError``s with a message a person can act on. Besides the
-``HostDriver`` calls (``domains``) it has what only real hosts have: storage volumes, guest
-devices and files, migration with storage, lifecycle events.
+It serves every host URI no other backend claimed (``hosts.driver.base``), with every call of
+``HostDriver``: domains (``domains``), storage volumes (``volumes``, ``storage``), what reaches a
+guest (``guests``, ``serial``), migration with storage (``migration``). Connections are cached
+per process and per URI, kept alive, and reopened after a failure (``connection``); libvirt
+errors become ``DriverError``s with a message a person can act on. Lifecycle events come
+through ``events``.
 """
 
 from hosts.driver.libvirt.domains import (
@@ -22,21 +23,55 @@ from hosts.driver.libvirt.domains import (
     suspend,
     undefine,
 )
-from hosts.driver.libvirt.serial import has_serial_consoles
+from hosts.driver.libvirt.guests import (
+    carry_log,
+    guest_info,
+    recent_output,
+    remove_guest_files,
+    screen_port,
+    set_authorized_keys,
+    write_seed,
+)
+from hosts.driver.libvirt.migration import migrate_with_storage, move_stopped_with_storage
+from hosts.driver.libvirt.serial import has_serial_consoles, open_serial_console
+from hosts.driver.libvirt.volumes import (
+    create_disk,
+    ensure_pool,
+    keeps_disks,
+    volume_path,
+)
+from hosts.driver.libvirt.volumes import delete as delete_volume
+from hosts.driver.libvirt.volumes import upload as upload_image
 
 __all__ = [
+    "carry_log",
+    "create_disk",
     "define",
+    "delete_volume",
     "domain_power_state",
+    "ensure_pool",
+    "guest_info",
     "has_serial_consoles",
     "has_snapshot",
     "host_report",
+    "keeps_disks",
     "migrate",
+    "migrate_with_storage",
+    "move_stopped_with_storage",
+    "open_serial_console",
     "power_off",
+    "recent_output",
+    "remove_guest_files",
     "resume",
+    "screen_port",
+    "set_authorized_keys",
     "shutdown",
     "snapshot_create",
     "snapshot_revert",
     "start",
     "suspend",
     "undefine",
+    "upload_image",
+    "volume_path",
+    "write_seed",
 ]

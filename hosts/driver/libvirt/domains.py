@@ -56,10 +56,9 @@ def _cpu_times(conn: libvirt.virConnect) -> tuple[int, int] | None:
 
 
 def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
-    """Domain XML for ``spec``. ``hypervisor`` is the connection type (``QEMU``, ``TEST``…)."""
-    domain_type = spec.domain_type or {"QEMU": "kvm", "TEST": "test"}.get(
-        hypervisor.upper(), hypervisor.lower()
-    )
+    """Domain XML for ``spec``. ``hypervisor`` is the connection type (``QEMU``, ``TEST``…):
+    the domain's type when the spec names none (``kvm`` for QEMU)."""
+    domain_type = spec.domain_type or {"QEMU": "kvm"}.get(hypervisor.upper(), hypervisor.lower())
     title = f"<title>{escape(spec.title)}</title>" if spec.title else ""
     forwarded = _forwarded_nic(spec)
     namespace = f" xmlns:qemu={quoteattr(QEMU_XMLNS)}" if forwarded else ""
@@ -148,10 +147,7 @@ def with_forwarded_ssh_port(xml: str, port: int) -> str:
 
 
 def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
-    """What the host's domain capabilities name (None for hosts without them: the test
-    driver)."""
-    if conn.getType().upper() == "TEST":
-        return None
+    """What the host's domain capabilities name (None for hosts without them)."""
     try:
         caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None, 0))
     except libvirt.libvirtError:
@@ -163,11 +159,14 @@ def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
     )
 
 
-def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
+def host_report(
+    uri: str, storage_pool: str = "", storage_path: str = "", *, capabilities: bool = True
+) -> HostReport:
     """Capacity, CPU counters, the raw power state and CPU time of every domain (one
     ``getAllDomainStats`` call), the storage pool's space and the hypervisor. With
     ``storage_path``, a missing pool is made there (a directory pool); without, a missing pool
-    reports no storage."""
+    reports no storage. Without ``capabilities`` (a host known to have none) the hypervisor is
+    not asked for."""
 
     def read(conn: libvirt.virConnect) -> HostReport:
         read_at = datetime.now(UTC)
@@ -186,14 +185,14 @@ def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> Hos
         ]
         networks = sorted(net.name() for net in conn.listAllNetworks())
         storage = None
-        if storage_pool and conn.getType().upper() != "TEST":
+        if storage_pool:
             if storage_path:
                 with contextlib.suppress(libvirt.libvirtError):
                     running_pool(conn, storage_pool, storage_path)
             storage = pool_space(conn, storage_pool)
         return HostReport(
             storage=storage,
-            hypervisor=hypervisor(conn),
+            hypervisor=hypervisor(conn) if capabilities else None,
             cpus=cpus,
             memory_mb=memory_mb,
             cpu_model=model,
@@ -338,44 +337,16 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
 
 
 def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
-    """Move the domain to another host, keeping its UUID, state and snapshots.
-
-    Real hypervisors use libvirt's live migration (``migrate3``, persistent on the destination,
-    undefined on the source). libvirt's test driver cannot migrate, so between simulated hosts
-    it is emulated: define on the destination (snapshots redefined), start it there in the same
-    state, then stop and undefine it on the source.
-    """
+    """Move the domain to another host, keeping its UUID, state and snapshots: libvirt's live
+    migration (``migrate3``), persistent on the destination, undefined on the source."""
     source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
     destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
     try:
-        dom = _domain(source, uuid)
-        if source.getType().upper() == "TEST" or destination.getType().upper() == "TEST":
-            _emulate_migration(source, destination, dom)
-            return
         flags = (
             libvirt.VIR_MIGRATE_LIVE
             | libvirt.VIR_MIGRATE_PERSIST_DEST
             | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
         )
-        dom.migrate3(destination, {}, flags)
+        _domain(source, uuid).migrate3(destination, {}, flags)
     except libvirt.libvirtError as exc:
         raise translate(source_uri, exc, "migrate the VM") from exc
-
-
-def _emulate_migration(source, destination, dom) -> None:
-    state = _state(dom)
-    try:
-        destination.lookupByUUIDString(dom.UUIDString())
-        raise DriverError("The destination host already has this VM.")
-    except libvirt.libvirtError as exc:
-        if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
-            raise
-    moved = destination.defineXML(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
-    for snapshot in dom.listAllSnapshots():
-        moved.snapshotCreateXML(snapshot.getXMLDesc(0), libvirt.VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE)
-    if state in ACTIVE_STATES:
-        moved.create()
-        if state == "paused":
-            moved.suspend()
-        dom.destroy()
-    dom.undefineFlags(UNDEFINE_FLAGS)

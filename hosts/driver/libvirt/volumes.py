@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
-from hosts.driver.base import DriverError, PoolSpace
+from hosts.driver.base import DriverError, NoRoom, NoStoragePool, PoolSpace
 from hosts.driver.libvirt import storage
 from hosts.driver.libvirt.connection import call
 from hosts.driver.libvirt.storage import storage_pool_xml
@@ -21,17 +21,9 @@ from hosts.driver.libvirt.storage import storage_pool_xml
 CHUNK = 256 * 1024
 
 
-class NoStoragePool(DriverError):
-    code = "no_storage_pool"
-
-
-class NoRoom(DriverError):
-    code = "no_room"
-
-
-def simulated(uri: str) -> bool:
-    """Whether the host is libvirt's test driver (simulated hosts keep no volumes)."""
-    return call(uri, "ask the host's type", lambda conn: conn.getType().upper() == "TEST")
+def keeps_disks(uri: str) -> bool:
+    """A libvirt host keeps images and VMs' disks as volumes of its storage pool."""
+    return True
 
 
 def running_pool(conn: libvirt.virConnect, name: str, path: str = "") -> libvirt.virStoragePool:

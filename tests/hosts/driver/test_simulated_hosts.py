@@ -22,7 +22,8 @@ def test_a_domain_started_in_one_process_is_seen_running_by_another(sim_daemons,
     driver.define(host.uri, spec)
     driver.start(host.uri, spec.uuid)
     probe = (
-        "from hosts import driver; import sys; "
+        "from hosts import driver; from lab.testdriver import driver as testdriver; "
+        "driver.register_libvirt_backend(testdriver.LIBVIRT_DRIVER, testdriver); "
         f"print(driver.domain_power_state({host.uri!r}, {spec.uuid!r}))"
     )
     other = subprocess.run(

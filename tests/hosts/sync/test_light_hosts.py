@@ -75,6 +75,23 @@ def test_a_light_host_runs_the_basic_operations_through_the_driver(light_hosts):
         driver.start(host.uri, spec.uuid)
 
 
+def test_a_light_host_says_in_words_it_cannot_do_what_it_does_not_simulate(light_hosts):
+    [host] = light_hosts(1)
+    uuid_ = str(uuid.uuid4())
+    calls = [
+        lambda: driver.keeps_disks(host.uri),
+        lambda: driver.write_seed(host.uri, uuid_, b"seed"),
+        lambda: driver.guest_info(host.uri, {uuid_: (False, -1)}),
+        lambda: driver.screen_port(host.uri, uuid_),
+        lambda: driver.open_serial_console(host.uri, uuid_),
+        lambda: driver.create_disk(host.uri, "corral", f"{uuid_}.qcow2", 1024),
+    ]
+    for call in calls:
+        with pytest.raises(driver.NotSupported, match="served without libvirt"):
+            call()
+    assert driver.has_serial_consoles(host.uri) is False
+
+
 def test_a_light_host_the_simulator_does_not_serve_goes_non_responsive(light_hosts, light_server):
     [host] = light_hosts(1)
     Host.objects.filter(pk=host.pk).update(uri=light_server.uri("nobody-serves-this"))
