@@ -16,8 +16,8 @@ from rest_framework import serializers
 from hosts.models import Host
 from leases.models import Lease, Reservation, ResourceType
 from leases.properties import HYPERVISOR_PROPERTIES, expression
-from leases.reservations import server_group_id
 from openstack.blazar.errors import BlazarError
+from openstack.compute.group_ids import reservation_group_id
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 
@@ -62,7 +62,7 @@ def reservation_view(reservation: Reservation, lease: Lease) -> dict:
             # Blazar's flavor is named by the reservation's id; its server group exists only
             # for an affinity of True or False.
             flavor_id=str(reservation.pk),
-            server_group_id=server_group_id(reservation),
+            server_group_id=reservation_group_id(reservation),
         )
     return data
 

@@ -19,8 +19,8 @@ from rest_framework.response import Response
 
 from hosts.models import Template
 from leases.models import LeaseStatus, Reservation, ResourceType
-from leases.reservations import server_group_id
 from openstack.compute.base import NovaView, missing, policy_refused
+from openstack.compute.group_ids import reservation_group_id
 from openstack.identity.catalog import base_url
 from pools.models import VmPool
 from project.permissions import holds_at_system, restrict
@@ -59,7 +59,7 @@ def template_flavor(template: Template) -> Flavor:
 
 def reservation_flavor(reservation: Reservation) -> Flavor:
     specs = {RESERVATION_SPEC: str(reservation.pk)}
-    group = server_group_id(reservation)
+    group = reservation_group_id(reservation)
     if group is not None:
         specs["affinity_id"] = group
     return Flavor(

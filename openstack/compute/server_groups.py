@@ -29,9 +29,9 @@ from rest_framework.response import Response
 
 from hosts.models import Cluster
 from leases.models import Reservation
-from leases.reservations import server_group_id
 from openstack.compute.base import Conflict, NovaView, missing, policy_refused
 from openstack.compute.flavors import reservations_of
+from openstack.compute.group_ids import affinity_group_id, affinity_group_key, reservation_group_id
 from openstack.models import NovaServerGroup
 from project.names import validate_object_name
 from project.permissions import grant_condition, holds, restrict
@@ -42,9 +42,6 @@ ADD = "scheduling.add_affinitygroup"
 CHANGE = "scheduling.change_affinitygroup"
 DELETE = "scheduling.delete_affinitygroup"
 CREATE_SERVER = "hosts.add_virtualmachine"
-# An affinity group's id: a UUID of version 8 (vendor-defined) that holds the group's key.
-GROUP_ID = "a771717e-0000-8000-8000-{:012x}"
-GROUP_ID_PATTERN = re.compile(r"a771717e-0000-8000-8000-([0-9a-f]{12})")
 POLICIES = {
     (AffinityRule.POSITIVE, True): "affinity",
     (AffinityRule.NEGATIVE, True): "anti-affinity",
@@ -70,10 +67,6 @@ class ServerGroup:
     may_add_members: bool = False  # whether the caller may put a VM into it
 
 
-def affinity_group_id(group: AffinityGroup) -> str:
-    return GROUP_ID.format(group.pk)
-
-
 def _affinity_server_group(group: AffinityGroup) -> ServerGroup:
     nova = getattr(group, "nova_server_group", None)
     creator = str(nova.user_id) if nova is not None and nova.user_id is not None else ""
@@ -91,7 +84,7 @@ def _affinity_server_group(group: AffinityGroup) -> ServerGroup:
 def _reservation_server_group(reservation: Reservation) -> ServerGroup:
     owner = str(reservation.lease.owner_id)
     return ServerGroup(
-        id=server_group_id(reservation),
+        id=reservation_group_id(reservation),
         name=f"reservation:{reservation.pk}",
         policy="affinity" if reservation.affinity else "anti-affinity",
         members=[str(vm.uuid) for vm in reservation.vms.all()],
@@ -144,16 +137,16 @@ def find_group(user, ref: str) -> ServerGroup | None:
     always for the owner's reservation group). Put a new server in with ``add_member()``.
     """
     text = str(ref or "").strip().lower()
-    match = GROUP_ID_PATTERN.fullmatch(text)
-    if match is not None:
-        group = _visible_affinity_groups(user).filter(pk=int(match[1], 16)).first()
+    key = affinity_group_key(text)
+    if key is not None:
+        group = _visible_affinity_groups(user).filter(pk=key).first()
         if group is None:
             return None
         found = _affinity_server_group(group)
         found.may_add_members = made_by(user, group) or holds(user, CHANGE, group)
         return found
     for reservation in _reservations_with_groups(user):
-        if server_group_id(reservation) == text:
+        if reservation_group_id(reservation) == text:
             return _reservation_server_group(reservation)
     return None
 
