@@ -29,8 +29,10 @@ from hosts.models import Cluster, Image, JobKind, Template, VirtualMachine
 from openstack.compute import flavors as flavor_lookup
 from openstack.compute.availability_zones import zones_of
 from openstack.compute.base import NovaView
+from openstack.compute.bodies import check_metadata, server_name
 from openstack.compute.flavors import Flavor, find_flavor
-from openstack.compute.server_groups import add_member, find_group
+from openstack.compute.queries import find_group
+from openstack.compute.services import add_member
 from openstack.image.images import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
 from pools import services as pool_services
@@ -39,14 +41,7 @@ from project.errors import Refused
 from project.models import SshKey
 from project.permissions import holds, restrict
 
-MAX_METADATA = 128
 MAX_USER_DATA = 65535  # Nova's limit on the base64 text
-
-
-def server_name(value) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 255:
-        raise ValidationError({"name": "A name of 1 to 255 characters, not only spaces."})
-    return value
 
 
 @dataclass
@@ -188,20 +183,6 @@ class ServerRequest:
         if found is None:
             raise ValidationError({"group": f"Instance group {ref} could not be found."})
         return found
-
-
-def check_metadata(value, field: str = "metadata") -> dict:
-    """A server's metadata: at most 128 items, keys and values strings of 1 to 255."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationError({field: "An object of string keys and values."})
-    if len(value) > MAX_METADATA:
-        raise ValidationError({field: f"At most {MAX_METADATA} items (quota exceeded)."})
-    for key, item in value.items():
-        if not key or len(key) > 255 or not isinstance(item, str) or len(item) > 255:
-            raise ValidationError({field: f"Key {key!r}: keys and values are 1 to 255 characters."})
-    return value
 
 
 def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:

@@ -11,7 +11,8 @@ from hosts.models import Cluster
 from leases import lifecycle
 from openstack.compute.base import Conflict
 from openstack.compute.group_ids import affinity_group_id, reservation_group_id
-from openstack.compute.server_groups import add_member, find_group
+from openstack.compute.queries import find_group
+from openstack.compute.services import add_member
 from openstack.models import NovaServerGroup
 from project.models import Role
 from project.permissions import permission_for
