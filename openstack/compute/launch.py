@@ -33,7 +33,7 @@ from openstack.compute.bodies import check_metadata, server_name
 from openstack.compute.flavors import Flavor, find_flavor
 from openstack.compute.queries import find_group
 from openstack.compute.services import add_member
-from openstack.image.images import ImageNotActive, ImageNotFound, find_image
+from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
 from pools import services as pool_services
 from pools.models import VmPool
