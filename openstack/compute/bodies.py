@@ -1,14 +1,21 @@
-"""Nova's request bodies for servers and server groups, read and checked as Nova checks them
-(a 400 naming the field): a server's name and metadata, a server group's name and policy. A
+"""Nova's request bodies, read and checked as Nova checks them (a 400 naming the field): a
+server's name and metadata, a server group's name and policy, a key pair's name. A
 ``POST /servers`` body as a whole is read by launch.py's ``ServerRequest``."""
 
 from __future__ import annotations
 
+import re
+
 from rest_framework.exceptions import ValidationError
 
 from openstack.compute.base import NovaView
+from project.models import SshKey
 
 MAX_METADATA = 128
+# Nova's schema for a key pair's name (parameter_types.keypair_name_special_chars).
+NOVA_NAME = re.compile(r"[_\- a-zA-Z0-9]+")
+NOVA_NAME_MAX = 255
+CORRAL_NAME_MAX = SshKey._meta.get_field("name").max_length
 
 
 def server_name(value) -> str:
@@ -52,3 +59,20 @@ def checked_policy(view: NovaView, value) -> str:
             {"policies": f"Give one policy in a list, one of: {', '.join(allowed)}."}
         )
     return value[0]
+
+
+def checked_name(value) -> str:
+    """A name Nova accepts and Corral can keep (400 naming ``name`` otherwise)."""
+    if not isinstance(value, str):
+        raise ValidationError({"name": "A key pair's name is a string."})
+    if not value or len(value) > NOVA_NAME_MAX or not NOVA_NAME.fullmatch(value):
+        raise ValidationError(
+            {"name": "Use 1 to 255 letters, digits, spaces, '_' and '-' in a key pair's name."}
+        )
+    if value != value.strip():
+        raise ValidationError({"name": "A key pair's name may not start or end with a space."})
+    if len(value) > CORRAL_NAME_MAX:
+        raise ValidationError(
+            {"name": f"Corral keeps key pair names of at most {CORRAL_NAME_MAX} characters."}
+        )
+    return value

@@ -26,12 +26,11 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from hosts import services as vm_services
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Cluster, Image, JobKind, Template, VirtualMachine
-from openstack.compute import flavors as flavor_lookup
+from openstack.compute import queries
 from openstack.compute.availability_zones import zones_of
 from openstack.compute.base import NovaView
 from openstack.compute.bodies import check_metadata, server_name
-from openstack.compute.flavors import Flavor, find_flavor
-from openstack.compute.queries import find_group
+from openstack.compute.queries import Flavor, find_flavor, find_group
 from openstack.compute.services import add_member
 from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server
@@ -77,12 +76,9 @@ class ServerRequest:
         flavor = find_flavor(self.user, body["flavorRef"])
         if flavor is None:
             raise ValidationError(
-                {
-                    "flavorRef": f"Flavor {flavor_lookup.reference(body['flavorRef'])} "
-                    "could not be found."
-                }
+                {"flavorRef": f"Flavor {queries.reference(body['flavorRef'])} could not be found."}
             )
-        image_ref = flavor_lookup.reference(body.get("imageRef") or "")
+        image_ref = queries.reference(body.get("imageRef") or "")
         image = self.image(image_ref) if image_ref else None
         networks = body.get("networks")
         if self.view.at_least(2, 37) and networks is None:
@@ -407,7 +403,7 @@ def new_vm(
 def launch_template(spec: LaunchSpec, user):
     """The template a reservation's server boots from: one the caller may use in the
     reservation's cluster, the one of the image asked for first."""
-    templates = flavor_lookup.usable_templates(user)
+    templates = queries.usable_templates(user)
     clusters = set(
         spec.flavor.reservation.allocations.values_list("host__cluster_id", flat=True)
     ) - {None}

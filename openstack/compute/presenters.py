@@ -1,18 +1,21 @@
-"""Corral's rows as Nova's JSON: a server (its status from the VM's and its start history, its
-addresses, ``hostId``, a fault, the fields of the request's microversion, an admin's extra
-fields) and a server group."""
+"""Corral's rows as Nova's JSON: links, a flavor, a server (its status from the VM's and its
+start history, its addresses, ``hostId``, a fault, the fields of the request's microversion, an
+admin's extra fields), a server group, a key pair and a hypervisor (a host's figures counted as
+the scheduler counts them)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from datetime import UTC
 
-from hosts.models import JobState, VirtualMachine, VmStatus
-from openstack.compute import flavors as flavor_lookup
+from hosts.driver.uris import host_name, is_local
+from hosts.models import Host, HostStatus, JobState, VirtualMachine, VmStatus
 from openstack.compute.base import NovaView
-from openstack.compute.flavors import links
-from openstack.compute.queries import ServerGroup, StartHistory
+from openstack.compute.queries import Flavor, ServerGroup, StartHistory, template_flavor_id
+from openstack.identity.catalog import base_url
 from openstack.models import Server
+from project.models import SshKey
 
 # Corral's status -> Nova's (status, vm_state, task_state, power_state).
 STATES = {
@@ -28,6 +31,31 @@ STATES = {
 }
 BUILDING = ("BUILD", "building", "spawning", 0)
 ERROR = ("ERROR", "error", None, 0)
+
+
+def links(request, kind: str, ident: str) -> list[dict]:
+    base = base_url(request)
+    return [
+        {"rel": "self", "href": f"{base}/compute/v2.1/{kind}/{ident}"},
+        {"rel": "bookmark", "href": f"{base}/compute/{kind}/{ident}"},
+    ]
+
+
+def flavor_view(request, flavor: Flavor, detail: bool = True) -> dict:
+    summary = {"id": flavor.id, "name": flavor.name, "links": links(request, "flavors", flavor.id)}
+    if not detail:
+        return summary
+    return {
+        **summary,
+        "vcpus": flavor.vcpus,
+        "ram": flavor.ram,
+        "disk": flavor.disk,
+        "swap": "",
+        "rxtx_factor": 1.0,
+        "OS-FLV-EXT-DATA:ephemeral": 0,
+        "OS-FLV-DISABLED:disabled": False,
+        "os-flavor-access:is_public": flavor.is_public,
+    }
 
 
 def nova_time(moment) -> str | None:
@@ -103,11 +131,7 @@ def server_body(
         if history.deleting:
             task_state = "deleting"
         owner_id = vm.owner_id
-        flavor_id = (
-            record.flavor_id
-            if record is not None
-            else flavor_lookup.template_flavor_id(vm.template)
-        )
+        flavor_id = record.flavor_id if record is not None else template_flavor_id(vm.template)
         image = vm.disk_image or vm.template.disk_image
         image_id = record.image_id if record is not None else (str(image.uuid) if image else "")
         created, updated = vm.created_at, vm.updated_at
@@ -184,3 +208,100 @@ def server_group_body(view: NovaView, group: ServerGroup) -> dict:
     if view.at_least(2, 13):
         body |= {"project_id": group.project_id, "user_id": group.user_id}
     return body
+
+
+def nova_fingerprint(public_key: str) -> str:
+    """Nova's fingerprint of an OpenSSH public key line: MD5 of its data, colon-separated."""
+    digest = hashlib.md5(base64.b64decode(public_key.split()[1]), usedforsecurity=False)
+    raw = digest.hexdigest()
+    return ":".join(raw[i : i + 2] for i in range(0, len(raw), 2))
+
+
+def keypair_body(view: NovaView, key: SshKey, *, detail: bool) -> dict:
+    body = {
+        "name": key.name,
+        "public_key": key.public_key,
+        "fingerprint": nova_fingerprint(key.public_key),
+    }
+    if view.at_least(2, 2):
+        body["type"] = "ssh"
+    if detail:
+        body |= {
+            "user_id": str(key.owner_id),
+            "id": key.pk,
+            "created_at": key.created_at.strftime("%Y-%m-%dT%H:%M:%S.%f"),
+            "updated_at": None,
+            "deleted": False,
+            "deleted_at": None,
+        }
+    return body
+
+
+GIB = 1024**3
+ALIVE = (HostStatus.UP, HostStatus.MAINTENANCE)
+
+
+def _gib(value: int | None) -> int:
+    return (value or 0) // GIB
+
+
+def hypervisor_summary(host: Host) -> dict:
+    return {
+        "id": host.pk,
+        "hypervisor_hostname": host.name,
+        "state": "up" if host.status in ALIVE else "down",
+        "status": "disabled" if host.status == HostStatus.MAINTENANCE else "enabled",
+    }
+
+
+def hypervisor_figures(host: Host) -> dict:
+    """The counted fields of a hypervisor (and of the statistics, summed)."""
+    memory = host.memory_mb or 0
+    used_memory = host.committed_memory_mb or 0
+    capacity, free = host.storage_capacity_bytes or 0, host.storage_free_bytes or 0
+    return {
+        "vcpus": host.cpus or 0,
+        "vcpus_used": host.committed_vcpus or 0,
+        "memory_mb": memory,
+        "memory_mb_used": used_memory,
+        "free_ram_mb": memory - used_memory,
+        "local_gb": _gib(capacity),
+        "local_gb_used": _gib(max(capacity - free, 0)),
+        "free_disk_gb": _gib(free),
+        "disk_available_least": _gib(free),
+        "current_workload": 0,
+        "running_vms": host.running_vms or 0,
+    }
+
+
+def hypervisor_detail(view: NovaView, host: Host) -> dict:
+    maintenance = host.status == HostStatus.MAINTENANCE
+    return {
+        **hypervisor_summary(host),
+        "hypervisor_type": "QEMU",
+        "hypervisor_version": 0,
+        "host_ip": None if is_local(host.uri) else host_name(host.uri),
+        "service": {
+            "host": host.name,
+            "id": host.pk,
+            "disabled_reason": (host.status_detail or "maintenance") if maintenance else None,
+        },
+        **hypervisor_figures(host),
+        "cpu_info": {} if view.at_least(2, 28) else "{}",
+    }
+
+
+def hypervisor_figure_names() -> list[str]:
+    return [
+        "vcpus",
+        "vcpus_used",
+        "memory_mb",
+        "memory_mb_used",
+        "free_ram_mb",
+        "local_gb",
+        "local_gb_used",
+        "free_disk_gb",
+        "disk_available_least",
+        "current_workload",
+        "running_vms",
+    ]

@@ -20,11 +20,10 @@ from rest_framework.response import Response
 from hosts.guests import consoles
 from hosts.models import VirtualMachine
 from openstack.compute import services
-from openstack.compute.base import Conflict, NovaView, missing, policy_refused
+from openstack.compute.base import Conflict, NovaView, is_admin, missing, policy_refused
 from openstack.compute.bodies import check_metadata
-from openstack.compute.flavors import is_admin, links
 from openstack.compute.launch import ServerRequest, launch
-from openstack.compute.presenters import addresses_of, server_body
+from openstack.compute.presenters import addresses_of, links, server_body
 from openstack.compute.queries import (
     StartHistory,
     record_of,

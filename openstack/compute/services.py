@@ -1,6 +1,7 @@
 """Nova's writes and the policy that guards them: what only Nova keeps of a server (its name,
 description, metadata), a server's deletion (a pool's VM goes back to its pool), its power
-operations, and server groups made, joined and deleted as Corral's affinity groups.
+operations, server groups made, joined and deleted as Corral's affinity groups, and key pairs
+made (Corral's SSH keys, ``project.sshkeys``). Creating servers: launch.py.
 
 Like Glance's services, they refuse in the API's own errors (base.py's), which the views
 answer as they come; Corral's own rules are the use cases' they call (hosts, pools).
@@ -10,19 +11,23 @@ from __future__ import annotations
 
 import re
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.db import IntegrityError, transaction
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from hosts import services as vm_services
 from hosts.models import Cluster, VirtualMachine
-from openstack.compute import flavors as flavor_lookup
 from openstack.compute.base import Conflict, policy_refused
 from openstack.compute.bodies import check_metadata, server_name
 from openstack.compute.presenters import vm_state
-from openstack.compute.queries import POLICIES, ServerGroup, made_by
+from openstack.compute.queries import POLICIES, ServerGroup, made_by, template_flavor_id
 from openstack.models import NovaServerGroup, Server
 from pools import services as pool_services
+from project import sshkeys
+from project.error_codes import ProjectErrorCode
 from project.errors import Refused
+from project.models import SshKey
 from project.names import validate_object_name
 from project.permissions import holds, restrict
 from scheduling.models import AffinityGroup
@@ -34,6 +39,8 @@ CREATE_SERVER = "hosts.add_virtualmachine"
 ADD_GROUP = "scheduling.add_affinitygroup"
 DELETE_GROUP = "scheduling.delete_affinitygroup"
 RULES = {policy: rule for rule, policy in POLICIES.items()}
+GENERATED_BITS = 2048
+GENERATED_COMMENT = "Generated-by-Corral"
 
 
 def own_record(vm: VirtualMachine, record: Server | None) -> Server:
@@ -47,7 +54,7 @@ def own_record(vm: VirtualMachine, record: Server | None) -> Server:
         vm=vm,
         owner_id=vm.owner_id,
         name=vm.name,
-        flavor_id=flavor_lookup.template_flavor_id(vm.template),
+        flavor_id=template_flavor_id(vm.template),
         from_pool=vm.pool_id is not None,
     )
 
@@ -218,3 +225,46 @@ def delete_group(user, group: ServerGroup) -> None:
     if not (made_by(user, affinity_group) or holds(user, DELETE_GROUP, affinity_group)):
         raise policy_refused("os_compute_api:os-server-groups:delete")
     affinity_group.delete()
+
+
+def create_keypair(user, name: str, public_key: str | None) -> tuple[SshKey, str | None]:
+    """A key pair of ``user``: ``public_key`` imported, or, without one, a new RSA key made as
+    Nova makes one, its private half returned (the only time it is known; Corral keeps only
+    the public half). ``project.sshkeys``' refusals in Nova's terms."""
+    private = None
+    if public_key is None:
+        private, public_key = generated_key()
+    try:
+        key = sshkeys.add_key(user, name, public_key)
+    except Refused as refused:
+        raise nova_refusal(refused, name) from refused
+    return key, private
+
+
+def generated_key() -> tuple[str, str]:
+    """A new RSA key as Nova makes one: (private key in PEM, public key line)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=GENERATED_BITS)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return private, f"{public.decode()} {GENERATED_COMMENT}"
+
+
+def nova_refusal(refused: Refused, name: str) -> Exception:
+    """A refusal of ``project.sshkeys`` in Nova's terms."""
+    if refused.code == ProjectErrorCode.DUPLICATE_NAME:
+        return Conflict(f"Key pair '{name}' already exists.")
+    if refused.code == ProjectErrorCode.TOO_MANY_KEYS:
+        return PermissionDenied(f"Quota exceeded, too many key pairs. {refused.message}")
+    if refused.field == "public_key":
+        return ValidationError(
+            {"public_key": f"Keypair data is invalid: {refused.message}"}, code=refused.code
+        )
+    if refused.field:
+        return ValidationError({refused.field: refused.message}, code=refused.code)
+    return Conflict(refused.message)

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 from hosts.models import Image
-from openstack.compute.flavors import pool_templates
+from openstack.compute.queries import pool_templates
 from openstack.models import GlanceImage
 from project.permissions import restrict
 
