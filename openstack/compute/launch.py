@@ -27,10 +27,9 @@ from hosts import services as vm_services
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Cluster, Image, JobKind, Template, VirtualMachine
 from openstack.compute import queries
-from openstack.compute.availability_zones import zones_of
 from openstack.compute.base import NovaView
 from openstack.compute.bodies import check_metadata, server_name
-from openstack.compute.queries import Flavor, find_flavor, find_group
+from openstack.compute.queries import Flavor, find_flavor, find_group, zones_of
 from openstack.compute.services import add_member
 from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
 from openstack.models import Server

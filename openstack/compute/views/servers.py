@@ -1,9 +1,10 @@
 """Servers: Corral's VMs as Nova's servers, and what Nova's API does to them (HTTP only).
 
 A server is a VM the caller may see (its id the VM's UUID); the name, metadata and choices
-given to Nova live beside it (``openstack.models.Server``). Creating one: launch.py; acting on
-one: server_actions.py; how one shows: presenters.py (statuses from the VM's, faults from a
-first start that failed); what Nova keeps of one, and deleting it: services.py.
+given to Nova live beside it (``openstack.models.Server``). Creating one: compute/launch.py;
+acting on one: server_actions.py; how one shows: compute/presenters.py (statuses from the VM's,
+faults from a first start that failed); what Nova keeps of one, and deleting it:
+compute/services.py.
 """
 
 from __future__ import annotations

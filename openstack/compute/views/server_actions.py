@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from hosts.models import ConsoleLog, JobKind
 from openstack.compute import services
 from openstack.compute.base import Conflict, policy_refused
-from openstack.compute.servers import OPERATE, ServerViews, console_url
+from openstack.compute.views.servers import OPERATE, ServerViews, console_url
 from project.permissions import holds
 
 
