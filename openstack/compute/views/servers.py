@@ -22,8 +22,8 @@ from hosts.guests import consoles
 from hosts.models import VirtualMachine
 from openstack.compute import services
 from openstack.compute.base import Conflict, NovaView, is_admin, missing, policy_refused
-from openstack.compute.bodies import check_metadata
-from openstack.compute.launch import ServerRequest, launch
+from openstack.compute.bodies import ServerRequest, check_metadata
+from openstack.compute.launch import launch
 from openstack.compute.presenters import addresses_of, links, server_body
 from openstack.compute.queries import (
     StartHistory,
