@@ -1,14 +1,12 @@
 """What a lease's reservations hold: the fields a reservation request carries, the hosts its
-VMs were launched on (their capacity must stay put) and the slots it may still place, the
-server group OpenStack's APIs name for it; and whom an event about a lease concerns."""
+VMs were launched on (their capacity must stay put) and the slots it may still place; and
+whom an event about a lease concerns."""
 
 from __future__ import annotations
 
-import uuid
-
 from django.db.models import Count
 
-from leases.models import Lease, Reservation, ResourceType
+from leases.models import Lease, Reservation
 
 RESERVATION_FIELDS = (
     "resource_type",
@@ -26,15 +24,6 @@ RESERVATION_FIELDS = (
 def lease_scope(lease: Lease) -> dict:
     """Who an event about the lease concerns: the lease and its owner."""
     return {"lease_id": lease.pk, "user_id": lease.owner_id}
-
-
-def server_group_id(reservation: Reservation) -> str | None:
-    """The server group an instance reservation stands for in OpenStack's APIs (Blazar makes
-    one per reservation with an affinity, ``affinity`` or ``anti-affinity``): a UUID stable
-    for the reservation, or None when its affinity is None (any host), as Blazar leaves it."""
-    if reservation.resource_type != ResourceType.INSTANCE or reservation.affinity is None:
-        return None
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"corral:reservation:{reservation.pk}"))
 
 
 def launched_on(reservation: Reservation) -> dict[int, int]:

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from openstack.identity import application_credentials
+from openstack.identity import services
 from project.admin_base import recent_filter
 from project.models import ApplicationCredential
 from project.permissions import holds_at_system
@@ -47,8 +47,8 @@ class ApplicationCredentialAdmin(admin.ModelAdmin):
         return holds_at_system(request.user, "auth.change_user")
 
     def delete_model(self, request, obj):
-        application_credentials.delete(obj)
+        services.delete_credential(obj)
 
     def delete_queryset(self, request, queryset):
         for credential in queryset:
-            application_credentials.delete(credential)
+            services.delete_credential(credential)

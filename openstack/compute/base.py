@@ -26,9 +26,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from openstack.errors import describe
-from openstack.identity.authentication import KeystoneTokenAuthentication
+from openstack.identity.base import KeystoneTokenAuthentication
 from project.api.errors import exception_handler
 from project.api.parsers import JSONParser
+from project.permissions import holds_at_system
 
 MIN_VERSION = (2, 1)
 MAX_VERSION = (2, 37)
@@ -178,3 +179,13 @@ def policy_refused(rule: str) -> PermissionDenied:
 
 def missing(message: str) -> NotFound:
     return NotFound(message)
+
+
+def is_admin(user) -> bool:
+    return user.is_superuser or holds_at_system(user, "hosts.change_host")
+
+
+def admin_only(user, action: str) -> None:
+    """Nova's policy check, made before any lookup."""
+    if not is_admin(user):
+        raise policy_refused(action)

@@ -1,5 +1,5 @@
-"""Creating servers (``POST /servers``): the body read and checked as Nova checks it, then each
-server made through Corral's own use cases.
+"""Creating servers (``POST /servers``): each server a request asks for (its body read by
+bodies.py's ``ServerRequest``) made through Corral's own use cases.
 
 A pool's prestarted VM when the caller may take from a pool of the flavor's template and image
 (ACTIVE at once, the caller's keys pushed into the running guest), else a new VM validated as
@@ -12,11 +12,8 @@ pool's refusals are ``allocate_vm``'s own, in Nova's statuses.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import uuid
-from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -25,183 +22,15 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from hosts import services as vm_services
 from hosts.api.serializers import VirtualMachineSerializer
-from hosts.models import Cluster, Image, JobKind, Template, VirtualMachine
-from openstack.compute import flavors as flavor_lookup
-from openstack.compute.availability_zones import zones_of
-from openstack.compute.base import NovaView
-from openstack.compute.flavors import Flavor, find_flavor
-from openstack.compute.server_groups import add_member, find_group
-from openstack.image.images import ImageNotActive, ImageNotFound, find_image
+from hosts.models import Cluster, JobKind, Template, VirtualMachine
+from openstack.compute import queries
+from openstack.compute.bodies import LaunchSpec
+from openstack.compute.services import add_member
 from openstack.models import Server
 from pools import services as pool_services
 from pools.models import VmPool
 from project.errors import Refused
-from project.models import SshKey
 from project.permissions import holds, restrict
-
-MAX_METADATA = 128
-MAX_USER_DATA = 65535  # Nova's limit on the base64 text
-
-
-def server_name(value) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 255:
-        raise ValidationError({"name": "A name of 1 to 255 characters, not only spaces."})
-    return value
-
-
-@dataclass
-class LaunchSpec:
-    name: str
-    flavor: Flavor
-    image: Image | None
-    image_ref: str
-    key_name: str
-    user_data: str
-    metadata: dict
-    count: int
-    min_count: int
-    cluster: Cluster | None
-    zone: str
-    config_drive: bool
-    description: str | None
-    group: object
-    return_reservation_id: bool
-    request: object
-
-
-class ServerRequest:
-    """A ``POST /servers`` body read and checked, field by field (Nova's 400s)."""
-
-    def __init__(self, view: NovaView, user) -> None:
-        self.view, self.user = view, user
-
-    def read(self, body: dict) -> LaunchSpec:
-        name = server_name(body.get("name"))
-        if "flavorRef" not in body:
-            raise ValidationError({"flavorRef": "'flavorRef' is a required property."})
-        flavor = find_flavor(self.user, body["flavorRef"])
-        if flavor is None:
-            raise ValidationError(
-                {
-                    "flavorRef": f"Flavor {flavor_lookup.reference(body['flavorRef'])} "
-                    "could not be found."
-                }
-            )
-        image_ref = flavor_lookup.reference(body.get("imageRef") or "")
-        image = self.image(image_ref) if image_ref else None
-        networks = body.get("networks")
-        if self.view.at_least(2, 37) and networks is None:
-            raise ValidationError({"networks": "'networks' is a required property."})
-        if (
-            networks is not None
-            and networks not in ("auto", "none")
-            and not isinstance(networks, list)
-        ):
-            raise ValidationError({"networks": "'auto', 'none' or a list of networks."})
-        return LaunchSpec(
-            name=name,
-            flavor=flavor,
-            image=image,
-            image_ref=image_ref,
-            key_name=self.key_name(body.get("key_name")),
-            user_data=self.user_data(body.get("user_data")),
-            metadata=self.metadata(body.get("metadata")),
-            count=self.count(body, "max_count", 1),
-            min_count=self.count(body, "min_count", 1),
-            cluster=self.zone(body.get("availability_zone")),
-            zone=body.get("availability_zone") or "",
-            config_drive=body.get("config_drive") in (True, "true", "True", "1", 1),
-            description=body.get("description"),
-            group=self.group(self.view.request.data.get("os:scheduler_hints")),
-            return_reservation_id=body.get("return_reservation_id") in (True, "true", "True"),
-            request=self.view.request,
-        )
-
-    def image(self, ref: str) -> Image:
-        try:
-            found = find_image(self.user, ref)
-        except ImageNotActive:
-            raise ValidationError({"imageRef": f"Image {ref} is not active."}) from None
-        except ImageNotFound:
-            raise ValidationError({"imageRef": f"Image {ref} could not be found."}) from None
-        if found.kind != "disk":
-            raise ValidationError({"imageRef": f"Image {ref} is not a disk image."})
-        return found
-
-    def key_name(self, value) -> str:
-        if value in (None, ""):
-            return ""
-        if (
-            not isinstance(value, str)
-            or not SshKey.objects.filter(owner=self.user, name=value).exists()
-        ):
-            raise ValidationError({"key_name": "Invalid key_name provided."})
-        return value
-
-    def user_data(self, value) -> str:
-        if value in (None, ""):
-            return ""
-        if not isinstance(value, str) or len(value) > MAX_USER_DATA:
-            raise ValidationError(
-                {"user_data": f"Base64 text of at most {MAX_USER_DATA} characters."}
-            )
-        try:
-            text = base64.b64decode(value, validate=True).decode()
-        except (binascii.Error, ValueError):
-            raise ValidationError(
-                {"user_data": "User data needs to be valid base 64 (of UTF-8 text)."}
-            ) from None
-        return text
-
-    def metadata(self, value) -> dict:
-        return check_metadata(value)
-
-    def count(self, body: dict, field: str, default: int) -> int:
-        value = body.get(field, default)
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            number = 0
-        if number < 1 or number > 100:
-            raise ValidationError({field: f"{value!r} is not a whole number from 1 to 100."})
-        return number
-
-    def zone(self, value) -> Cluster | None:
-        if value in (None, ""):
-            return None
-        cluster = zones_of(self.user).filter(name=str(value).split(":", 1)[0]).first()
-        if cluster is None:
-            raise ValidationError(
-                {"availability_zone": f"The requested availability zone is not available: {value}"}
-            )
-        return cluster
-
-    def group(self, hints):
-        if hints is None:
-            return None
-        if not isinstance(hints, dict):
-            raise ValidationError({"os:scheduler_hints": "An object of scheduler hints."})
-        ref = hints.get("group")
-        if ref in (None, ""):
-            return None
-        found = find_group(self.user, str(ref))
-        if found is None:
-            raise ValidationError({"group": f"Instance group {ref} could not be found."})
-        return found
-
-
-def check_metadata(value, field: str = "metadata") -> dict:
-    """A server's metadata: at most 128 items, keys and values strings of 1 to 255."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationError({field: "An object of string keys and values."})
-    if len(value) > MAX_METADATA:
-        raise ValidationError({field: f"At most {MAX_METADATA} items (quota exceeded)."})
-    for key, item in value.items():
-        if not key or len(key) > 255 or not isinstance(item, str) or len(item) > 255:
-            raise ValidationError({field: f"Key {key!r}: keys and values are 1 to 255 characters."})
-    return value
 
 
 def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:
@@ -426,7 +255,7 @@ def new_vm(
 def launch_template(spec: LaunchSpec, user):
     """The template a reservation's server boots from: one the caller may use in the
     reservation's cluster, the one of the image asked for first."""
-    templates = flavor_lookup.usable_templates(user)
+    templates = queries.usable_templates(user)
     clusters = set(
         spec.flavor.reservation.allocations.values_list("host__cluster_id", flat=True)
     ) - {None}

@@ -3,7 +3,8 @@ project id older clients put after the version: Corral's catalog names none)."""
 
 from django.urls import re_path
 
-from openstack.compute import (
+from openstack.compute.base import not_found
+from openstack.compute.views import (
     availability_zones,
     flavor_extras,
     flavors,
@@ -15,7 +16,6 @@ from openstack.compute import (
     servers,
     versions,
 )
-from openstack.compute.base import not_found
 
 V = r"^compute/v2\.1"
 FLAVOR = r"(?P<flavor_id>[^/]+)"

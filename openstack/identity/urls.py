@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from openstack.identity import credential_views, views
+from openstack.identity import views
 
 urlpatterns = [
     re_path(r"^identity/?$", views.VersionsView.as_view(), name="identity-versions"),
@@ -16,11 +16,11 @@ urlpatterns = [
     re_path(r"^identity/v3/users/(?P<user_id>[^/]+)/projects/?$", views.ProjectsView.as_view()),
     re_path(
         r"^identity/v3/users/(?P<user_id>[^/]+)/application_credentials/?$",
-        credential_views.CredentialsView.as_view(),
+        views.CredentialsView.as_view(),
     ),
     re_path(
         r"^identity/v3/users/(?P<user_id>[^/]+)/application_credentials/(?P<credential_id>[^/]+)/?$",
-        credential_views.CredentialView.as_view(),
+        views.CredentialView.as_view(),
     ),
     re_path(r"^identity/v3/users/(?P<user_id>[^/]+)/?$", views.UserView.as_view()),
     re_path(r"^identity/.*$", views.NotFoundView.as_view()),

@@ -1,11 +1,11 @@
 """Keystone v3 as OpenStack clients use it: the version document, log-in by password or
 application credential (``POST /auth/tokens``), token validation and revocation, the
 caller's own project and catalog, and users (the caller themself; anyone, for an admin)
-(application credentials themselves: credential_views.py).
+and application credentials, made, listed, shown and deleted by their owner.
 
 A Corral user is a Keystone user in the domain ``Default`` with one project of their own,
 named after them; each log-in gives a token of its own, which expires after
-``CORRAL_KEYSTONE_TOKEN_MINUTES`` and which revoking ends alone (identity/tokens.py). A
+``CORRAL_KEYSTONE_TOKEN_MINUTES`` and which revoking ends alone (services.py). A
 password log-in's token opens Corral's own API too; an application credential's acts as its
 owner on the OpenStack APIs only, until it expires or the credential is deleted. Every secret
 check goes through the log-in lockout.
@@ -18,136 +18,26 @@ from datetime import UTC
 
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse, JsonResponse
-from django.utils.decorators import method_decorator
-from django.views import View
-from django.views.decorators.csrf import csrf_exempt
+from django.utils.dateparse import parse_datetime
 
-from openstack.identity import application_credentials as credentials
-from openstack.identity import tokens
-from openstack.identity.catalog import base_url, catalog
-from openstack.identity.tokens import IdentityToken
-from project import json_input, lockout
-from project.permissions import holds_at_system
+from openstack.identity import services
+from openstack.identity.base import KeystoneError, KeystoneView, json_body, json_object, own_user
+from openstack.identity.catalog import catalog
+from openstack.identity.presenters import (
+    DOMAIN,
+    credential_view,
+    project_view,
+    roles_of,
+    token_body,
+    user_detail,
+    version_view,
+)
+from openstack.identity.services import IdentityToken, is_admin
+from project import errors, lockout
+from project.error_codes import ProjectErrorCode
+from project.models import ApplicationCredential
 
-VERSION_ID = "v3.14"
-DOMAIN = {"id": "default", "name": "Default"}
-TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    429: "Too Many Requests",
-}
-
-
-class Refused(Exception):
-    """An error in Keystone's shape: ``{"error": {"code", "message", "title"}}``."""
-
-    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.retry_after = status, message, retry_after
-
-    def response(self) -> JsonResponse:
-        body = {"code": self.status, "message": self.message, "title": TITLES[self.status]}
-        response = JsonResponse({"error": body}, status=self.status)
-        if self.status == 401:
-            response["WWW-Authenticate"] = "Keystone"
-        if self.retry_after is not None:
-            response["Retry-After"] = str(self.retry_after)
-        return response
-
-
-def _time(moment) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def user_view(user) -> dict:
-    return {"id": str(user.pk), "name": user.username, "domain": DOMAIN}
-
-
-def project_view(request, user) -> dict:
-    """The user's own project (Corral has none: each user is their own)."""
-    url = f"{base_url(request)}/identity/v3/projects/{user.pk}"
-    return {
-        "id": str(user.pk),
-        "name": user.username,
-        "domain_id": DOMAIN["id"],
-        "description": f"{user.username}'s own project",
-        "enabled": True,
-        "is_domain": False,
-        "parent_id": DOMAIN["id"],
-        "tags": [],
-        "links": {"self": url},
-    }
-
-
-def is_admin(user) -> bool:
-    """Whether ``user`` holds Keystone's admin role: a superuser or a system-wide admin."""
-    return user.is_superuser or holds_at_system(user, "hosts.change_host")
-
-
-def roles_of(user) -> list[dict]:
-    names = ["reader", "member"]
-    if is_admin(user):
-        names.append("admin")
-    return [{"id": name, "name": name} for name in names]
-
-
-def token_body(request, token: IdentityToken, methods: list[str]) -> dict:
-    user = token.user
-    body = {
-        "methods": methods,
-        "user": {**user_view(user), "password_expires_at": None},
-        "project": {"id": str(user.pk), "name": user.username, "domain": DOMAIN},
-        "roles": roles_of(user),
-        "is_domain": False,
-        "audit_ids": [token.audit_id],
-        "issued_at": _time(token.issued_at),
-        "expires_at": _time(token.expires_at),
-        "catalog": catalog(request),
-    }
-    if token.credential is not None:
-        body["application_credential"] = {
-            "id": token.credential.id,
-            "name": token.credential.name,
-            "restricted": not token.credential.unrestricted,
-        }
-    return {"token": body}
-
-
-def version_view(request) -> dict:
-    return {
-        "id": VERSION_ID,
-        "status": "stable",
-        "updated": "2020-04-07T00:00:00Z",
-        "links": [{"rel": "self", "href": f"{base_url(request)}/identity/v3/"}],
-        "media-types": [
-            {"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}
-        ],
-    }
-
-
-@method_decorator(csrf_exempt, name="dispatch")
-class KeystoneView(View):
-    """Answers every error in Keystone's shape; never a page."""
-
-    needs_token = True
-
-    def dispatch(self, request, *args, **kwargs):
-        try:
-            if self.needs_token:
-                token = tokens.find(request.headers.get("X-Auth-Token"))
-                if token is None:
-                    raise Refused(401, "The request you have made requires authentication.")
-                request.keystone_token = token
-            return super().dispatch(request, *args, **kwargs)
-        except Refused as refused:
-            return refused.response()
-
-    def http_method_not_allowed(self, request, *args, **kwargs):
-        raise Refused(405, f"{request.method} is not allowed here.")
+STATUS_OF = {ProjectErrorCode.DUPLICATE_NAME: 409, ProjectErrorCode.TOO_MANY: 409}
 
 
 class VersionsView(KeystoneView):
@@ -168,42 +58,24 @@ class VersionView(KeystoneView):
         return JsonResponse({"version": version_view(request)})
 
 
-def _json_body(request) -> dict:
-    try:
-        body = json_input.loads(request.body or b"{}")
-    except json_input.NotJSON:
-        raise Refused(400, "The request body is not valid JSON.") from None
-    except json_input.OutOfLimits as exc:
-        raise Refused(400, f"The request body is refused: {exc}") from None
-    if not isinstance(body, dict):
-        raise Refused(400, "The request body must be a JSON object.")
-    return body
-
-
-def _object(value, where: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise Refused(400, f"{where} must be an object.")
-    return value
-
-
 def _check_domain(domain: dict, where: str) -> None:
     if not domain:
-        raise Refused(400, f"{where} needs a domain (Default).")
+        raise KeystoneError(400, f"{where} needs a domain (Default).")
     name, ident = domain.get("name"), domain.get("id")
     if (name is not None and name != DOMAIN["name"]) or (ident is not None and ident != "default"):
-        raise Refused(401, f"Unknown domain {name or ident!r}: Corral's users are in Default.")
+        raise KeystoneError(
+            401, f"Unknown domain {name or ident!r}: Corral's users are in Default."
+        )
 
 
 def _password_user(request, identity: dict):
     """The user a password log-in names, checked through the lockout."""
-    user_spec = _object(_object(identity.get("password"), "password").get("user"), "user")
+    user_spec = json_object(json_object(identity.get("password"), "password").get("user"), "user")
     password = user_spec.get("password")
     if not isinstance(password, str) or not password:
-        raise Refused(400, "A password log-in needs user.password.")
+        raise KeystoneError(400, "A password log-in needs user.password.")
     if user_spec.get("name") is not None:
-        _check_domain(_object(user_spec.get("domain"), "user.domain"), "user")
+        _check_domain(json_object(user_spec.get("domain"), "user.domain"), "user")
         username = str(user_spec["name"])
     elif user_spec.get("id") is not None:
         ident = str(user_spec["id"])
@@ -211,15 +83,15 @@ def _password_user(request, identity: dict):
         found = get_user_model().objects.filter(pk=int(ident)) if known else None
         username = found.values_list("username", flat=True).first() if found else None
         if username is None:
-            raise Refused(401, "The request you have made requires authentication.")
+            raise KeystoneError(401, "The request you have made requires authentication.")
     else:
-        raise Refused(400, "A password log-in names the user by name (with a domain) or id.")
+        raise KeystoneError(400, "A password log-in names the user by name (with a domain) or id.")
     try:
         user = lockout.authenticate(request, username, password)
     except lockout.LockedOut as locked:
-        raise Refused(429, str(locked), retry_after=math.ceil(locked.seconds)) from None
+        raise KeystoneError(429, str(locked), retry_after=math.ceil(locked.seconds)) from None
     if user is None:
-        raise Refused(401, "The request you have made requires authentication.")
+        raise KeystoneError(401, "The request you have made requires authentication.")
     return user
 
 
@@ -227,16 +99,16 @@ def _check_scope(user, scope: dict) -> None:
     """Only the user's own project (what an unscoped log-in gets too)."""
     if not scope:
         return
-    project = _object(scope.get("project"), "scope.project")
+    project = json_object(scope.get("project"), "scope.project")
     if not project:
-        raise Refused(401, "Corral offers project scopes only: the project named after you.")
+        raise KeystoneError(401, "Corral offers project scopes only: the project named after you.")
     if project.get("id") is not None:
         if str(project["id"]) != str(user.pk):
-            raise Refused(401, f"You have no access to project {project['id']}.")
+            raise KeystoneError(401, f"You have no access to project {project['id']}.")
         return
-    _check_domain(_object(project.get("domain"), "scope.project.domain"), "scope.project")
+    _check_domain(json_object(project.get("domain"), "scope.project.domain"), "scope.project")
     if project.get("name") != user.username:
-        raise Refused(
+        raise KeystoneError(
             401,
             f"You have no access to project {project.get('name')!r}; "
             f"your project is {user.username!r}.",
@@ -245,27 +117,31 @@ def _check_scope(user, scope: dict) -> None:
 
 def _credential(request, identity: dict):
     """The application credential a log-in names, its secret checked through the lockout."""
-    spec = _object(identity.get("application_credential"), "application_credential")
+    spec = json_object(identity.get("application_credential"), "application_credential")
     secret = spec.get("secret")
     if not isinstance(secret, str) or not secret:
-        raise Refused(400, "An application credential log-in needs application_credential.secret.")
+        raise KeystoneError(
+            400, "An application credential log-in needs application_credential.secret."
+        )
     if spec.get("id") is not None:
-        credential = credentials.by_id(str(spec["id"]))
+        credential = services.credential_by_id(str(spec["id"]))
         who = credential.owner.username if credential else f"application credential {spec['id']}"
     elif spec.get("name") is not None:
-        owner = _credential_owner(_object(spec.get("user"), "application_credential.user"))
-        credential = credentials.by_name(owner, str(spec["name"])) if owner else None
+        owner = _credential_owner(json_object(spec.get("user"), "application_credential.user"))
+        credential = services.credential_by_name(owner, str(spec["name"])) if owner else None
         who = owner.username if owner else f"application credential {spec['name']}"
     else:
-        raise Refused(
+        raise KeystoneError(
             400, "An application credential log-in names it by id, or by name with its user."
         )
     try:
-        found = lockout.attempt(request, who, lambda: credentials.check(credential, secret))
+        found = lockout.attempt(
+            request, who, lambda: services.checked_credential(credential, secret)
+        )
     except lockout.LockedOut as locked:
-        raise Refused(429, str(locked), retry_after=math.ceil(locked.seconds)) from None
+        raise KeystoneError(429, str(locked), retry_after=math.ceil(locked.seconds)) from None
     if found is None:
-        raise Refused(401, "The request you have made requires authentication.")
+        raise KeystoneError(401, "The request you have made requires authentication.")
     return found
 
 
@@ -276,9 +152,9 @@ def _credential_owner(user_spec: dict):
         ident = str(user_spec["id"])
         return users.filter(pk=int(ident)).first() if ident.isdigit() and len(ident) < 19 else None
     if user_spec.get("name") is not None:
-        _check_domain(_object(user_spec.get("domain"), "user.domain"), "user")
+        _check_domain(json_object(user_spec.get("domain"), "user.domain"), "user")
         return users.filter(username=str(user_spec["name"])).first()
-    raise Refused(400, "An application credential named by name needs its user (id or name).")
+    raise KeystoneError(400, "An application credential named by name needs its user (id or name).")
 
 
 class TokensView(KeystoneView):
@@ -287,38 +163,38 @@ class TokensView(KeystoneView):
     needs_token = False
 
     def post(self, request):
-        auth = _object(_json_body(request).get("auth"), "auth")
-        identity = _object(auth.get("identity"), "auth.identity")
+        auth = json_object(json_body(request).get("auth"), "auth")
+        identity = json_object(auth.get("identity"), "auth.identity")
         methods = identity.get("methods")
         if not isinstance(methods, list) or not methods:
-            raise Refused(400, "auth.identity.methods is required.")
+            raise KeystoneError(400, "auth.identity.methods is required.")
         if methods == ["password"]:
-            token = tokens.for_password(_password_user(request, identity))
+            token = services.token_for_password(_password_user(request, identity))
         elif methods == ["token"]:
-            given = _object(identity.get("token"), "token").get("id")
-            token = tokens.find(given if isinstance(given, str) else None)
+            given = json_object(identity.get("token"), "token").get("id")
+            token = services.find_token(given if isinstance(given, str) else None)
             if token is None:
-                raise Refused(401, "The request you have made requires authentication.")
+                raise KeystoneError(401, "The request you have made requires authentication.")
         elif methods == ["application_credential"]:
-            token = tokens.for_credential(_credential(request, identity))
+            token = services.token_for_credential(_credential(request, identity))
         else:
-            raise Refused(
+            raise KeystoneError(
                 401,
                 f"Unsupported authentication method {methods!r}: "
                 "use password or application_credential.",
             )
-        _check_scope(token.user, _object(auth.get("scope"), "auth.scope"))
+        _check_scope(token.user, json_object(auth.get("scope"), "auth.scope"))
         response = JsonResponse(token_body(request, token, methods), status=201)
         response["X-Subject-Token"] = token.key
         return response
 
     def _subject(self, request) -> IdentityToken:
-        caller = tokens.find(request.headers.get("X-Auth-Token"))
+        caller = services.find_token(request.headers.get("X-Auth-Token"))
         if caller is None:
-            raise Refused(401, "The request you have made requires authentication.")
-        subject = tokens.find(request.headers.get("X-Subject-Token"))
+            raise KeystoneError(401, "The request you have made requires authentication.")
+        subject = services.find_token(request.headers.get("X-Subject-Token"))
         if subject is None or (subject.user.pk != caller.user.pk and not caller.user.is_superuser):
-            raise Refused(404, "Could not find token.")
+            raise KeystoneError(404, "Could not find token.")
         return subject
 
     def get(self, request):
@@ -339,13 +215,6 @@ class TokensView(KeystoneView):
         return HttpResponse(status=204)
 
 
-def _own(request, ident: str):
-    user = request.keystone_token.user
-    if ident != str(user.pk):
-        raise Refused(404, f"Could not find {ident}.")
-    return user
-
-
 class CatalogView(KeystoneView):
     def get(self, request):
         return JsonResponse({"catalog": catalog(request)})
@@ -355,7 +224,7 @@ class ProjectsView(KeystoneView):
     """The caller's projects (``/auth/projects``, ``/projects``, ``/users/{id}/projects``)."""
 
     def get(self, request, user_id: str | None = None):
-        user = request.keystone_token.user if user_id is None else _own(request, user_id)
+        user = request.keystone_token.user if user_id is None else own_user(request, user_id)
         return JsonResponse(
             {
                 "projects": [project_view(request, user)],
@@ -366,21 +235,7 @@ class ProjectsView(KeystoneView):
 
 class ProjectView(KeystoneView):
     def get(self, request, project_id: str):
-        return JsonResponse({"project": project_view(request, _own(request, project_id))})
-
-
-def user_detail(request, user) -> dict:
-    """A user as Keystone shows one (``GET /users/{id}`` and each item of ``GET /users``)."""
-    return {
-        **user_view(user),
-        "domain_id": DOMAIN["id"],
-        "default_project_id": str(user.pk),
-        "enabled": user.is_active,
-        "email": user.email,
-        "password_expires_at": None,
-        "options": {},
-        "links": {"self": f"{base_url(request)}/identity/v3/users/{user.pk}"},
-    }
+        return JsonResponse({"project": project_view(request, own_user(request, project_id))})
 
 
 def _is_false(value: str) -> bool:
@@ -423,7 +278,7 @@ class UserView(KeystoneView):
         elif user_id.isdigit() and len(user_id) < 19 and is_admin(caller):
             user = get_user_model().objects.filter(pk=int(user_id)).first()
         if user is None:
-            raise Refused(404, f"Could not find user: {user_id}.")
+            raise KeystoneError(404, f"Could not find user: {user_id}.")
         return JsonResponse({"user": user_detail(request, user)})
 
 
@@ -433,4 +288,137 @@ class NotFoundView(KeystoneView):
     needs_token = False
 
     def dispatch(self, request, *args, **kwargs):
-        return Refused(404, "The resource could not be found.").response()
+        return KeystoneError(404, "The resource could not be found.").response()
+
+
+def _not_restricted(request) -> None:
+    credential = request.keystone_token.credential
+    if credential is not None and not credential.unrestricted:
+        raise KeystoneError(
+            403,
+            "Using method 'application_credential' is not allowed for managing additional "
+            "application credentials.",
+        )
+
+
+def _optional_text(spec: dict, field: str) -> str | None:
+    value = spec.get(field)
+    if value is not None and not isinstance(value, str):
+        raise KeystoneError(400, f"Invalid input for field '{field}': it must be a string or null.")
+    return value
+
+
+def _expires_at(spec: dict):
+    text = _optional_text(spec, "expires_at")
+    if text is None:
+        return None
+    try:
+        moment = parse_datetime(text.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise KeystoneError(400, f"Invalid input for field 'expires_at': {text!r} is not a time.")
+    # Keystone reads a time without a zone as UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _check_roles(user, roles) -> None:
+    """Roles asked for must be roles the owner holds (they change nothing: grants decide)."""
+    if roles is None:
+        return
+    if not isinstance(roles, list):
+        raise KeystoneError(400, "Invalid input for field 'roles': it must be a list.")
+    held = {role["id"] for role in roles_of(user)}
+    for role in roles:
+        if not isinstance(role, dict):
+            raise KeystoneError(400, "Invalid input for field 'roles': each is an object.")
+        wanted = role.get("id", role.get("name"))
+        if wanted not in held:
+            raise KeystoneError(
+                403, f"You do not hold role {wanted!r} on your project: you cannot delegate it."
+            )
+
+
+class CredentialsView(KeystoneView):
+    """``/users/{user_id}/application_credentials``: list (``?name=``) and create."""
+
+    def get(self, request, user_id: str):
+        user = own_user(request, user_id)
+        found = services.credentials_of(user).select_related("owner")
+        if "name" in request.GET:
+            found = found.filter(name=request.GET["name"])
+        roles = roles_of(user)
+        return JsonResponse(
+            {
+                "application_credentials": [
+                    credential_view(request, credential, roles=roles) for credential in found
+                ],
+                "links": {"self": request.build_absolute_uri(), "next": None, "previous": None},
+            }
+        )
+
+    def post(self, request, user_id: str):
+        user = own_user(request, user_id)
+        _not_restricted(request)
+        spec = json_object(
+            json_body(request).get("application_credential"), "application_credential"
+        )
+        name = spec.get("name")
+        if not isinstance(name, str):
+            raise KeystoneError(400, "Invalid input for field 'name': it is required, a string.")
+        unrestricted = spec.get("unrestricted", False)
+        if unrestricted is None:
+            unrestricted = False
+        if not isinstance(unrestricted, bool):
+            raise KeystoneError(
+                400, "Invalid input for field 'unrestricted': it must be a boolean."
+            )
+        if spec.get("access_rules"):
+            raise KeystoneError(
+                400, "Corral does not offer access rules: leave access_rules empty."
+            )
+        _check_roles(user, spec.get("roles"))
+        try:
+            credential, secret = services.create_credential(
+                user,
+                name,
+                secret=_optional_text(spec, "secret"),
+                description=_optional_text(spec, "description"),
+                expires_at=_expires_at(spec),
+                unrestricted=unrestricted,
+            )
+        except errors.Refused as refused:
+            status = STATUS_OF.get(refused.code, 400)
+            if status == 409:
+                message = (
+                    "Conflict occurred attempting to store application_credential - "
+                    + refused.message
+                )
+            else:
+                message = f"Invalid input for field '{refused.field}': {refused.message}"
+            raise KeystoneError(
+                status, message if refused.field or status == 409 else refused.message
+            )
+        body = {"application_credential": credential_view(request, credential, secret=secret)}
+        return JsonResponse(body, status=201)
+
+
+class CredentialView(KeystoneView):
+    """``/users/{user_id}/application_credentials/{id}``: show and delete one's own."""
+
+    def _credential(self, request, user_id: str, credential_id: str) -> ApplicationCredential:
+        user = own_user(request, user_id)
+        credential = services.credentials_of(user).filter(pk=credential_id).first()
+        if credential is None or len(credential_id) > 32:
+            raise KeystoneError(404, f"Could not find Application Credential: {credential_id}.")
+        return credential
+
+    def get(self, request, user_id: str, credential_id: str):
+        credential = self._credential(request, user_id, credential_id)
+        return JsonResponse({"application_credential": credential_view(request, credential)})
+
+    def delete(self, request, user_id: str, credential_id: str):
+        credential = self._credential(request, user_id, credential_id)
+        _not_restricted(request)
+        services.delete_credential(credential)
+        return HttpResponse(status=204)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 
-from openstack.image.errors import GlanceRefusal
+from openstack.image.base import GlanceRefusal
 
 # Formats Corral keeps: disks qcow2 or raw (read from their content), kernels and initrds.
 DISK_FORMATS = ("qcow2", "raw", "aki", "ari")

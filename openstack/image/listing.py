@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from openstack.image.errors import GlanceRefusal
-from openstack.image.images import Entry, image_view, visible_entries
+from openstack.image.base import GlanceRefusal
+from openstack.image.presenters import image_view
+from openstack.image.queries import Entry, visible_entries
 
 DEFAULT_LIMIT = 25
 MAX_LIMIT = 1000

@@ -11,8 +11,8 @@ from django.db import transaction
 
 from hosts import images
 from hosts.models import Image, ImageKind
-from openstack.image.errors import GlanceRefusal
-from openstack.image.images import Entry
+from openstack.image.base import GlanceRefusal
+from openstack.image.queries import Entry
 from openstack.models import GlanceImage
 from project.names import validate_object_name
 

@@ -4,7 +4,7 @@ is Glance's 404 in JSON."""
 from django.urls import re_path
 
 from openstack.image import views
-from openstack.image.errors import not_found
+from openstack.image.base import not_found
 
 ID = r"(?P<image_id>[^/]+)"
 

@@ -18,8 +18,9 @@ from hosts import images as corral_images
 from hosts.models import Image
 from openstack.identity.catalog import base_url
 from openstack.image import bodies, listing, services
-from openstack.image.errors import GlanceRefusal, GlanceView
-from openstack.image.images import Entry, ImageNotFound, find_entry, image_view
+from openstack.image.base import GlanceRefusal, GlanceView
+from openstack.image.presenters import image_view
+from openstack.image.queries import Entry, ImageNotFound, find_entry
 from openstack.image.schemas import image_schema, images_schema
 from project.api.parsers import JSONParser
 from project.permissions import holds

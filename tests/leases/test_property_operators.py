@@ -9,7 +9,7 @@ from django.db.migrations.executor import MigrationExecutor
 from leases.api.fields import parse_properties
 from leases.models import Reservation
 from leases.properties import expression, matches
-from openstack.blazar.serializers import reservation_view
+from openstack.blazar.presenters import reservation_view
 from tests.leases.fixtures import at, instances, whole_hosts
 
 pytestmark = pytest.mark.django_db

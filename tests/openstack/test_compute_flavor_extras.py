@@ -7,7 +7,7 @@ import pytest
 import time_machine
 
 from leases import lifecycle
-from leases.reservations import server_group_id
+from openstack.compute.group_ids import reservation_group_id
 from tests.leases.fixtures import at, instances
 from tests.openstack.conftest import nova_get
 
@@ -35,9 +35,9 @@ def test_a_reservations_flavor_has_blazars_extra_specs(nova_for, reservation_fla
 
     assert specs == {
         "aggregate_instance_extra_specs:reservation": str(reservation.pk),
-        "affinity_id": server_group_id(reservation),
+        "affinity_id": reservation_group_id(reservation),
     }
-    assert one == {"affinity_id": server_group_id(reservation)}
+    assert one == {"affinity_id": reservation_group_id(reservation)}
     assert unknown.status_code == 404
     assert unknown.json()["itemNotFound"]["message"] == (
         f"Flavor {reservation.pk} has no extra specs with key hw:cpu_policy."

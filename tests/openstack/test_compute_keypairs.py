@@ -7,7 +7,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from openstack.compute.keypairs import nova_fingerprint
+from openstack.compute.presenters import nova_fingerprint
 from project import sshkeys
 from project.models import SshKey
 from tests.openstack.conftest import nova_get

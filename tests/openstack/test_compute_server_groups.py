@@ -9,9 +9,10 @@ from rest_framework.exceptions import PermissionDenied
 
 from hosts.models import Cluster
 from leases import lifecycle
-from leases.reservations import server_group_id
 from openstack.compute.base import Conflict
-from openstack.compute.server_groups import add_member, affinity_group_id, find_group
+from openstack.compute.group_ids import affinity_group_id, reservation_group_id
+from openstack.compute.queries import find_group
+from openstack.compute.services import add_member
 from openstack.models import NovaServerGroup
 from project.models import Role
 from project.permissions import permission_for
@@ -250,7 +251,7 @@ def test_a_reservation_with_an_affinity_rule_is_its_owners_server_group(
     nova_for, reservation_group, lease_user
 ):
     owner, reservation, vm = reservation_group
-    group_id = server_group_id(reservation)
+    group_id = reservation_group_id(reservation)
 
     listed = nova_get(nova_for(owner), GROUPS)["server_groups"]
     others = nova_get(nova_for(lease_user()), GROUPS)["server_groups"]
@@ -276,7 +277,7 @@ def test_find_group_finds_both_kinds_and_add_member_puts_a_vm_in_an_affinity_gro
     reservation_group, cluster_admin, make_vm, make_user
 ):
     owner, reservation, vm = reservation_group
-    made = find_group(owner, server_group_id(reservation))
+    made = find_group(owner, reservation_group_id(reservation))
     cluster = Cluster.objects.get(name="a-cluster")
     group = AffinityGroup.objects.create(cluster=cluster, name="ag")
     found = find_group(cluster_admin, affinity_group_id(group).upper())

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from hosts.models import Image
-from openstack.image.images import ImageNotActive, ImageNotFound, find_image
+from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
 from openstack.models import GlanceImage
 
 API = "/image/v2"

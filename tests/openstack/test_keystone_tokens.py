@@ -10,7 +10,7 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient, APIRequestFactory
 
-from openstack.identity.authentication import KeystoneTokenAuthentication
+from openstack.identity.base import KeystoneTokenAuthentication
 from project import tokens
 from project.models import APIToken, ApplicationCredential, TokenKind
 from tests.openstack.conftest import as_json

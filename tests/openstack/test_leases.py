@@ -13,7 +13,7 @@ from django.utils import timezone
 from hosts.models import Job
 from leases import lifecycle
 from leases.models import Lease, LeaseStatus
-from leases.reservations import server_group_id
+from openstack.compute.group_ids import reservation_group_id
 from project.models import Role
 from project.roles import ensure_grant_permissions
 from tests.leases.fixtures import at, instances
@@ -112,7 +112,7 @@ def test_an_instance_reservation_names_its_flavor_and_server_group_as_blazar_doe
     group = uuid.uuid5(uuid.NAMESPACE_URL, f"corral:reservation:{reservation.pk}")
     assert shown["flavor_id"] == str(reservation.pk)
     assert shown["server_group_id"] == (str(group) if grouped else None)
-    assert server_group_id(reservation) == shown["server_group_id"]
+    assert reservation_group_id(reservation) == shown["server_group_id"]
 
 
 def test_a_host_reservation_with_empty_properties_and_now_starts_at_once(

@@ -127,7 +127,6 @@ def _literal_codes(source: str, where: str) -> list[str]:
             ]
         for call in calls:
             first = call.args[0] if call.args else None
-            # Keystone's own Refused (openstack/identity/views.py) takes an HTTP status.
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 found.append(f"{where}:{call.lineno}: {first.value!r}")
     return found

@@ -110,9 +110,9 @@ def make_admin_object(
         )
 
     def application_credential():
-        from openstack.identity.application_credentials import create
+        from openstack.identity.services import create_credential
 
-        return create(make_user(), "ci")[0]
+        return create_credential(make_user(), "ci")[0]
 
     def api_token():
         from project.tokens import issue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from openstack.identity.application_credentials import create
+from openstack.identity.services import create_credential
 from project.models import ApplicationCredential
 from tests.openstack.test_application_credentials import credential_login
 from tests.project.admin.fixtures import admin_url, logged_in
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ci(make_user):
-    return create(make_user("carol-ac"), "ci", description="the CI farm")
+    return create_credential(make_user("carol-ac"), "ci", description="the CI farm")
 
 
 def test_the_list_shows_credentials_and_their_owners_but_no_secret(superuser_console, ci):

@@ -11,7 +11,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from openstack.errors import describe
-from openstack.identity.authentication import KeystoneTokenAuthentication
+from openstack.identity.base import KeystoneTokenAuthentication
 from project.api.errors import exception_handler
 from project.api.parsers import JSONParser
 

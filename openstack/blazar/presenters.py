@@ -1,5 +1,4 @@
-"""Blazar's shapes: leases, reservations, events, hosts and allocations as Blazar answers them,
-and the extra capabilities a host body carries.
+"""Blazar's shapes: leases, reservations, events, hosts and allocations as Blazar answers them.
 
 Times go out as Blazar writes them, ``%Y-%m-%dT%H:%M:%S.%f`` in UTC without a zone: its client
 parses exactly that format (``lease set --prolong-for`` fails on anything else).
@@ -7,17 +6,12 @@ parses exactly that format (``lease set --prolong-for`` fails on anything else).
 
 from __future__ import annotations
 
-import math
-import re
 from datetime import UTC, datetime
-
-from rest_framework import serializers
 
 from hosts.models import Host
 from leases.models import Lease, Reservation, ResourceType
 from leases.properties import HYPERVISOR_PROPERTIES, expression
-from leases.reservations import server_group_id
-from openstack.blazar.errors import BlazarError
+from openstack.compute.group_ids import reservation_group_id
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 
@@ -62,7 +56,7 @@ def reservation_view(reservation: Reservation, lease: Lease) -> dict:
             # Blazar's flavor is named by the reservation's id; its server group exists only
             # for an affinity of True or False.
             flavor_id=str(reservation.pk),
-            server_group_id=server_group_id(reservation),
+            server_group_id=reservation_group_id(reservation),
         )
     return data
 
@@ -140,32 +134,3 @@ HOST_KEYS = frozenset(
         "updated_at",
     }
 )
-CAPABILITY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
-
-
-def capabilities_of(values: dict, *, removals: bool) -> dict:
-    """Extra capabilities from a host body: names up to 64 letters, digits and ``_.:-``,
-    plain values (text up to 255 characters, numbers, booleans; None removes one when
-    ``removals``). A name over 64 characters is Blazar's ExtraCapabilityTooLong, before any
-    other check."""
-    if any(len(key) > 64 for key in values):
-        raise BlazarError(400, "Extra capability key too long")
-    errors = {}
-    for key, value in values.items():
-        if key in HOST_KEYS:
-            errors[key] = "A field of the host itself, not an extra capability."
-        elif not CAPABILITY_NAME.match(key):
-            errors[key[:80]] = "A capability name is up to 64 letters, digits and _.:- ."
-        elif value is None and removals:
-            continue
-        elif isinstance(value, str) and len(value) > 255:
-            errors[key] = "At most 255 characters."
-        elif isinstance(value, str) and "\x00" in value:
-            errors[key] = "Null characters are not allowed."
-        elif not isinstance(value, str | int | float | bool) or (
-            isinstance(value, float) and not math.isfinite(value)
-        ):
-            errors[key] = "A capability is text, a number or true/false."
-    if errors:
-        raise serializers.ValidationError(errors)
-    return dict(values)

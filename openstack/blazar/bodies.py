@@ -1,18 +1,23 @@
-"""Blazar's own checks of a lease request, in Blazar's order and words (its manager's
-``create_lease`` and ``update_lease``, its host plugin's reservation checks). They run before
-Corral's validation (``leases/api/serializers.py``), which then applies what Blazar does not
-check; Corral's extras (``start``/``end``, moves by a duration, added reservations, Corral's
-property operators) are left to it.
+"""Blazar's request bodies, read and checked in Blazar's order and words.
+
+A lease request: Blazar's own checks (its manager's ``create_lease`` and ``update_lease``, its
+host plugin's reservation checks). They run before Corral's validation
+(``leases/api/serializers.py``), which then applies what Blazar does not check; Corral's extras
+(``start``/``end``, moves by a duration, added reservations, Corral's property operators) are
+left to it. A host body: the extra capabilities it carries.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, datetime
 
 from django.utils import timezone
+from rest_framework import serializers
 
 from leases.models import Lease, ResourceType
-from openstack.blazar.errors import (
+from openstack.blazar.base import (
     LEASE_DATE_FORMAT,
     BlazarError,
     invalid_date,
@@ -21,6 +26,7 @@ from openstack.blazar.errors import (
     malformed_requirements,
     missing_parameter,
 )
+from openstack.blazar.presenters import HOST_KEYS
 from project import json_input
 
 # Blazar's parameter -> the spellings Corral takes for it.
@@ -162,3 +168,34 @@ def check_reservation(reservation: dict) -> None:
                 raise malformed_requirements(value) from None
             except json_input.OutOfLimits as exc:
                 raise BlazarError(400, f"{name}: {exc}") from None
+
+
+CAPABILITY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+
+
+def capabilities_of(values: dict, *, removals: bool) -> dict:
+    """Extra capabilities from a host body: names up to 64 letters, digits and ``_.:-``,
+    plain values (text up to 255 characters, numbers, booleans; None removes one when
+    ``removals``). A name over 64 characters is Blazar's ExtraCapabilityTooLong, before any
+    other check."""
+    if any(len(key) > 64 for key in values):
+        raise BlazarError(400, "Extra capability key too long")
+    errors = {}
+    for key, value in values.items():
+        if key in HOST_KEYS:
+            errors[key] = "A field of the host itself, not an extra capability."
+        elif not CAPABILITY_NAME.match(key):
+            errors[key[:80]] = "A capability name is up to 64 letters, digits and _.:- ."
+        elif value is None and removals:
+            continue
+        elif isinstance(value, str) and len(value) > 255:
+            errors[key] = "At most 255 characters."
+        elif isinstance(value, str) and "\x00" in value:
+            errors[key] = "Null characters are not allowed."
+        elif not isinstance(value, str | int | float | bool) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
+            errors[key] = "A capability is text, a number or true/false."
+    if errors:
+        raise serializers.ValidationError(errors)
+    return dict(values)

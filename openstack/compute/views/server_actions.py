@@ -16,16 +16,14 @@ action".
 
 from __future__ import annotations
 
-from django.db import transaction
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
-from hosts import services as vm_services
-from hosts.models import ConsoleLog, JobKind, VmStatus
+from hosts.models import ConsoleLog, JobKind
+from openstack.compute import services
 from openstack.compute.base import Conflict, policy_refused
-from openstack.compute.servers import OPERATE, STATES, ServerViews, console_url
-from project.errors import Refused
+from openstack.compute.views.servers import OPERATE, ServerViews, console_url
 from project.permissions import holds
 
 
@@ -97,17 +95,7 @@ class ServerActionView(ServerViews):
         return handler(self, vm, argument)
 
     def operate(self, vm, kinds: list[str], action: str, rule: str) -> Response:
-        if not holds(self.request.user, OPERATE, vm):
-            raise policy_refused(f"os_compute_api:{rule}")
-        with transaction.atomic():
-            try:
-                for kind in kinds:
-                    vm_services.request_operation(vm, kind, requested_by=self.request.user)
-            except Refused as refused:
-                raise Conflict(
-                    f"Cannot '{action}' instance {vm.uuid} while it is in vm_state "
-                    f"{STATES.get(vm.status, STATES[VmStatus.UNKNOWN])[1]}: {refused.message}"
-                ) from None
+        services.operate(self.request.user, vm, kinds, action, rule)
         return Response(status=status.HTTP_202_ACCEPTED)
 
     def start(self, vm, argument):

@@ -9,33 +9,13 @@ still has the zones their servers run in (and may name one when creating a serve
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.db.models import Prefetch
 from rest_framework.response import Response
 
-from hosts.models import Cluster, Host, HostStatus
-from leases.models import Allocation
-from openstack.compute.base import NovaView
-from openstack.compute.flavors import admin_only, reservations_of
-from pools.models import VmPool
+from hosts.models import Host, HostStatus
+from openstack.compute.base import NovaView, admin_only
+from openstack.compute.queries import zones_of
 from project.permissions import restrict
-
-
-def zones_of(user):
-    """The clusters ``user`` may use (see the module's docstring), by name, each annotated
-    ``available`` (one of its hosts is Up); one query."""
-    clusters = Cluster.objects.all()
-    seen = restrict(clusters, user, "hosts.view_cluster").values("pk")
-    creating = restrict(clusters, user, "hosts.add_virtualmachine").values("pk")
-    pooled = restrict(VmPool.objects.all(), user, "pools.allocate_vmpool").values("cluster_id")
-    reserved = Allocation.objects.filter(reservation__in=reservations_of(user)).values(
-        "host__cluster_id"
-    )
-    up = Host.objects.filter(cluster=OuterRef("pk"), status=HostStatus.UP)
-    return (
-        clusters.filter(Q(pk__in=seen) | Q(pk__in=creating) | Q(pk__in=pooled) | Q(pk__in=reserved))
-        .annotate(available=Exists(up))
-        .order_by("name")
-    )
 
 
 class AvailabilityZonesView(NovaView):

@@ -11,14 +11,8 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
-from openstack.compute.base import Conflict, NovaView, missing
-from openstack.compute.flavors import (
-    Flavor,
-    active_instance_reservations,
-    admin_only,
-    find_flavor,
-    reservation_flavor,
-)
+from openstack.compute.base import Conflict, NovaView, admin_only, missing
+from openstack.compute.queries import Flavor, any_reservation_flavor, find_flavor
 
 SPECS_POLICY = "os_compute_api:os-flavor-extra-specs:{}"
 
@@ -60,14 +54,6 @@ class FlavorExtraSpecView(FlavorSpecsWrites):
 
     def delete(self, request, flavor_id: str, key: str):
         self.refuse(request, flavor_id, "delete")
-
-
-def any_reservation_flavor(flavor_id: str) -> Flavor | None:
-    """An active instance reservation's flavor, whoever owns it (for admins)."""
-    if not flavor_id.isdigit() or len(flavor_id) >= 19:
-        return None
-    found = active_instance_reservations().filter(pk=int(flavor_id)).first()
-    return reservation_flavor(found) if found is not None else None
 
 
 def admins_flavor(user, flavor_id: str) -> Flavor:

@@ -1,19 +1,32 @@
-"""Application credentials: made, listed and deleted by their owner; a secret checked at log-in
+"""Keystone's use cases, with no HTTP: tokens and application credentials, and who holds
+Keystone's admin role.
+
+Tokens: a log-in by password or by application credential gives a token of its own
+(project/tokens.py keeps them: hashed, expiring, revocable), lasting
+``CORRAL_KEYSTONE_TOKEN_MINUTES`` (Keystone's default: an hour), no longer than its application
+credential, and going when the credential is deleted. Revoking one (``DELETE
+/identity/v3/auth/tokens``, ``openstack token revoke``) ends that token alone.
+
+Application credentials: made, listed and deleted by their owner; a secret checked at log-in
 against its hash. A credential acts with its owner's grants, so it never reaches more than the
-owner does, and only while the owner is active."""
+owner does, and only while the owner is active.
+"""
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from project import tokens
 from project.error_codes import ProjectErrorCode
 from project.errors import Refused
-from project.models import ApplicationCredential
+from project.models import APIToken, ApplicationCredential, TokenKind
+from project.permissions import holds_at_system
 
 MAX_PER_USER = 100
 NAME_LENGTH = ApplicationCredential._meta.get_field("name").max_length
@@ -21,12 +34,74 @@ DESCRIPTION_LENGTH = ApplicationCredential._meta.get_field("description").max_le
 SECRET_LENGTH = 4096
 
 
+def is_admin(user) -> bool:
+    """Whether ``user`` holds Keystone's admin role: a superuser or a system-wide admin."""
+    return user.is_superuser or holds_at_system(user, "hosts.change_host")
+
+
+@dataclass(frozen=True)
+class IdentityToken:
+    """A token a client holds (``key``) and what is kept of it: whose it is, until when, and
+    the application credential it came from."""
+
+    key: str
+    row: APIToken
+
+    @property
+    def user(self):
+        return self.row.user
+
+    @property
+    def credential(self) -> ApplicationCredential | None:
+        return self.row.credential
+
+    @property
+    def expires_at(self):
+        return self.row.expiry
+
+    @property
+    def issued_at(self):
+        return self.row.created
+
+    @property
+    def audit_id(self) -> str:
+        # Keystone's audit ids name a token in logs without being it: 22 characters.
+        return self.row.digest[:22]
+
+    def revoke(self) -> None:
+        tokens.revoke(self.row)
+
+
+def find_token(key: str | None) -> IdentityToken | None:
+    """The valid token ``key`` names (any of a Keystone log-in's or an API token), of an active
+    user, or None."""
+    row = tokens.find(key)
+    return IdentityToken(key.strip(), row) if row is not None else None
+
+
+def token_for_password(user) -> IdentityToken:
+    row, key = tokens.issue(user, TokenKind.KEYSTONE, name="Keystone password log-in")
+    return IdentityToken(key, row)
+
+
+def token_for_credential(credential: ApplicationCredential) -> IdentityToken:
+    """A new token of ``credential``, lasting no longer than it."""
+    row, key = tokens.issue(
+        credential.owner,
+        TokenKind.KEYSTONE,
+        name=f"application credential {credential.name}",
+        credential=credential,
+        expires_at=credential.expires_at,
+    )
+    return IdentityToken(key, row)
+
+
 def new_secret() -> str:
     """Keystone's kind of generated secret: 64 random bytes, URL-safe base64 without padding."""
     return secrets.token_urlsafe(64)
 
 
-def create(
+def create_credential(
     owner,
     name: str,
     *,
@@ -82,23 +157,25 @@ def create(
     return credential, secret
 
 
-def owned_by(owner):
+def credentials_of(owner):
     return ApplicationCredential.objects.filter(owner=owner).order_by("name")
 
 
-def by_id(ident: str) -> ApplicationCredential | None:
+def credential_by_id(ident: str) -> ApplicationCredential | None:
     if len(ident) > 32:
         return None
     return ApplicationCredential.objects.select_related("owner").filter(pk=ident).first()
 
 
-def by_name(owner, name: str) -> ApplicationCredential | None:
+def credential_by_name(owner, name: str) -> ApplicationCredential | None:
     return (
         ApplicationCredential.objects.select_related("owner").filter(owner=owner, name=name).first()
     )
 
 
-def check(credential: ApplicationCredential | None, secret: str) -> ApplicationCredential | None:
+def checked_credential(
+    credential: ApplicationCredential | None, secret: str
+) -> ApplicationCredential | None:
     """``credential`` if ``secret`` is its secret, it has not expired and its owner is active;
     else None (a hash is computed even for no credential, so the time does not tell)."""
     if credential is None:
@@ -113,6 +190,6 @@ def check(credential: ApplicationCredential | None, secret: str) -> ApplicationC
     return credential
 
 
-def delete(credential: ApplicationCredential) -> None:
+def delete_credential(credential: ApplicationCredential) -> None:
     """Delete ``credential``: the tokens it gave stop working at once."""
     credential.delete()

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from hosts.error_codes import HostErrorCode
 from openstack.errors import describe
-from openstack.identity.authentication import KeystoneTokenAuthentication
+from openstack.identity.base import KeystoneTokenAuthentication
 from project.api.errors import exception_handler
 from project.api.parsers import JSONParser
 from project.errors import Refused

@@ -1,7 +1,7 @@
-"""Corral's images as Glance shows them: which a user may see, found by id, and their Glance
-fields. An image made through Corral's own API shows its Corral name; one made through Glance
-its Glance name and fields (``openstack.models.GlanceImage``), and shows "queued" until its
-data is uploaded.
+"""Corral's images as Glance sees them: which a user may see, found by id, and their Glance
+fields (shown by presenters.py). An image made through Corral's own API has its Corral name;
+one made through Glance its Glance name and fields (``openstack.models.GlanceImage``), and is
+"queued" until its data is uploaded.
 
 Other OpenStack APIs (Compute's imageRef) resolve an image with ``find_image``.
 """
@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC
 
-from hosts import images
-from hosts.models import Image, ImageKind
-from openstack.compute.flavors import pool_templates
+from hosts.models import Image
+from openstack.compute.queries import pool_templates
 from openstack.models import GlanceImage
 from project.permissions import restrict
-
-# Glance's disk formats of Corral's kinds other than disks (a disk shows its own format).
-DISK_FORMAT_OF_KIND = {ImageKind.KERNEL: "aki", ImageKind.INITRD: "ari"}
-HASH_ALGORITHM = "sha512"
 
 
 class ImageNotFound(LookupError):
@@ -129,46 +123,3 @@ def find_image(user, ref: str) -> Image:
     if entry.image is None:
         raise ImageNotActive(f"Image {entry.id} is not active: its data was never uploaded.")
     return entry.image
-
-
-def _time(moment) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def image_view(entry: Entry) -> dict:
-    """Glance's image document (extra properties at the top level, as Glance puts them)."""
-    image, glance = entry.image, entry.glance
-    if image is not None:
-        images.ensure_digests(image)
-        disk_format = DISK_FORMAT_OF_KIND.get(image.kind, image.format)
-    else:
-        disk_format = glance.disk_format
-    view = dict(glance.properties) if glance is not None else {}
-    view.update(
-        {
-            "id": entry.id,
-            "name": entry.name,
-            "status": entry.status,
-            "visibility": entry.visibility,
-            "protected": False,
-            "os_hidden": False,
-            "disk_format": disk_format,
-            "container_format": (glance.container_format if glance is not None else None)
-            or ("bare" if image is not None else None),
-            "size": entry.size,
-            "virtual_size": None if image is None else image.virtual_size_bytes,
-            "checksum": (image.md5 or None) if image is not None else None,
-            "os_hash_algo": HASH_ALGORITHM if image is not None and image.sha512 else None,
-            "os_hash_value": (image.sha512 or None) if image is not None else None,
-            "owner": entry.owner,
-            "min_disk": glance.min_disk if glance is not None else 0,
-            "min_ram": glance.min_ram if glance is not None else 0,
-            "tags": entry.tags,
-            "created_at": _time(entry.created_at),
-            "updated_at": _time(entry.updated_at),
-            "self": f"/v2/images/{entry.id}",
-            "file": f"/v2/images/{entry.id}/file",
-            "schema": "/v2/schemas/image",
-        }
-    )
-    return view
