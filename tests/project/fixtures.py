@@ -58,8 +58,10 @@ class InProcessAsgiServer:
     request goes the ASGI way `make serve` takes it (the live requests' gate and direct
     answers, Django's ASGI handler on its request threads), under the test's settings."""
 
-    def __init__(self) -> None:
-        from project.asgi import application  # the whole web tier: loaded only where it is used
+    def __init__(self, application=None) -> None:
+        """``application``: the one of project.asgi by default."""
+        if application is None:
+            from project.asgi import application  # the whole web tier: loaded where it is used
 
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
