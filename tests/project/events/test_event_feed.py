@@ -1,6 +1,6 @@
 """The event feed: a token to resume from, only what the reader may see, waiting readers woken.
 
-Asked as scripts ask it, with an API token, of ``project.asgi:application`` (``asgi_app``): the
+Asked as scripts ask it, with an API token, of ``project.asgi:application`` (``client_for``): the
 first poll of the process through Django, the next ones answered at the ASGI layer from the
 event hub (project/live/asgi.py). One test asks the WSGI fallback (the blocking reads).
 """
@@ -16,13 +16,6 @@ from hosts import jobs, sync
 from hosts.models import JobKind
 from project import events
 from project.models import EventKind
-
-
-@pytest.fixture
-def client_for(asgi_app):
-    """client_for(user) -> a client of the ASGI application with ``user``'s API token (None:
-    anonymous)."""
-    return asgi_app.client
 
 
 def _feed(client, **params) -> dict:
