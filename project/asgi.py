@@ -15,20 +15,24 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # Django first: the routes below import consumers, which may use models.
 django.setup(set_prefix=False)
 
-from project.web.request_threads import PooledThreadsASGIHandler  # noqa: E402
-
-django_application = PooledThreadsASGIHandler()
-
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from project import websockets  # noqa: E402
 from project.live.asgi import LiveRequestGate  # noqa: E402
+from project.web.request_threads import PooledThreadsASGIHandler  # noqa: E402
+
+
+def http_application() -> LiveRequestGate:
+    """Django's HTTP application behind the live requests' gate. Both read the settings of
+    their middleware once, when they are made."""
+    return LiveRequestGate(PooledThreadsASGIHandler())
+
 
 application = ProtocolTypeRouter(
     {
-        "http": LiveRequestGate(django_application),
+        "http": http_application(),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websockets.routes()))
         ),

@@ -13,11 +13,16 @@ other requests:
   takes them, only the parameters it knows, a host Django would serve, JSON or an event stream)
   the view's own coroutine answers it from the hub, with the headers Django's stack sent on its
   last answer to the same kind of request. Anything else, and the first request of each kind
-  in each process, goes through Django as usual, which also writes every refusal. The user of
-  a session or token is read once per CREDENTIAL_TTL_S per process, with Django's own
-  authentication (project/tokens.py for tokens): a signed-out session, a revoked token or a
-  deactivated user stops being answered here within that, at once in the process it happened
-  in; an expired token within that too.
+  in each process, goes through Django as usual, which also writes every refusal. What Django's
+  stack would check first is checked by Django's own code, not a copy: the request is read as
+  Django reads it (``ASGIRequest``), then passes the request checks of SecurityMiddleware (the
+  redirect to HTTPS) and CommonMiddleware (the allowed hosts); the session is read as
+  SessionMiddleware and AuthenticationMiddleware read it (``django.contrib.auth.get_user``), the
+  token as the API reads it (``project.tokens.TokenAuthentication``). The user of a session or
+  token is read once per CREDENTIAL_TTL_S per process: a signed-out session, a revoked token
+  or a deactivated user stops being answered here within that, at once in the process it
+  happened in; an expired token within that too. tests/project/test_live_middleware.py holds
+  MIDDLEWARE as this layer was written for: a change there is reviewed here.
 - **The gate.** The live requests that do go through Django run their synchronous part
   (middleware, authentication, the view's checks) at most LIVE_THREADS at a time per process;
   the rest wait their turn as coroutines, while other requests go by. The gate is held until
@@ -29,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import io
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,10 +43,15 @@ from urllib.parse import parse_qsl
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import DisallowedHost, PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError, connection
-from django.http import HttpRequest, parse_cookie
-from django.http.request import split_domain_port, validate_host
+from django.http import HttpRequest
+from django.http.request import HttpHeaders
+from django.middleware.common import CommonMiddleware
+from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, resolve
+from rest_framework.authentication import get_authorization_header
 
 from project.web.access_log import log_direct_answer
 
@@ -59,15 +70,15 @@ class DirectRequest:
 
     user: object
     query: dict[str, str]
-    scope: dict
+    request: ASGIRequest
     headers: list[tuple[bytes, bytes]]
     receive: Callable[[], Awaitable[dict]]
     send: Callable[[dict], Awaitable[None]]
     answered: bool = field(default=False)
 
     def header(self, name: str) -> str | None:
-        value = _header(self.scope, name.lower().encode())
-        return value.decode("latin-1") if value is not None else None
+        # META, not ``request.headers``: that copy of every header costs more than the rest.
+        return self.request.META.get(HttpHeaders.to_wsgi_name(name))
 
     async def answer(self, body: bytes) -> None:
         self.answered = True
@@ -139,11 +150,15 @@ def live_view(
 
 
 def _token_user(key: str):
-    from project import tokens
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from project.tokens import TokenAuthentication
 
     try:
-        token = tokens.find(key, api=True)
-        return token.user if token is not None else None
+        user, _token = TokenAuthentication().authenticate_credentials(key)  # the API's own
+        return user
+    except AuthenticationFailed:
+        return None
     finally:
         connection.close()
 
@@ -204,24 +219,6 @@ def forget_credentials(**_kwargs) -> None:
         known.forget()
 
 
-def _header(scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
-
-
-def _secure(scope) -> bool:
-    if scope.get("scheme") == "https":
-        return True
-    proxy = settings.SECURE_PROXY_SSL_HEADER
-    if proxy:
-        name = proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()
-        given = _header(scope, name)
-        return given is not None and given.decode("latin-1").split(",")[0].strip() == proxy[1]
-    return False
-
-
 def _query(scope, allowed: frozenset[str]) -> dict[str, str] | None:
     try:
         pairs = parse_qsl(scope["query_string"].decode("ascii"), keep_blank_values=True)
@@ -233,39 +230,40 @@ def _query(scope, allowed: frozenset[str]) -> dict[str, str] | None:
     return query
 
 
-def _served_here(scope) -> bool:
-    """Whether Django would serve the request as it is (a GET, for an allowed host, not one
-    to redirect to HTTPS)."""
-    if scope["method"] != "GET":
-        return False
-    if settings.USE_X_FORWARDED_HOST and _header(scope, b"x-forwarded-host"):
-        return False
-    host = _header(scope, b"host")
-    domain, _port = split_domain_port(host.decode("latin-1")) if host else ("", "")
-    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-        return False
-    return not (settings.SECURE_SSL_REDIRECT and not _secure(scope))
+def _django_request(scope) -> ASGIRequest | None:
+    """The request as Django reads it (its headers, cookies, host and scheme); its body,
+    which a live request has none of, is never read. None: one Django refuses to read."""
+    try:
+        return ASGIRequest(scope, io.BytesIO())
+    except UnicodeDecodeError:
+        return None
 
 
-def _credential(scope, kind: str) -> str | None:
-    """The ``kind`` credential the request carries, and nothing else that signs in."""
-    authorization = _header(scope, b"authorization")
+def _credential(request: ASGIRequest, kind: str) -> str | None:
+    """The ``kind`` credential the request carries, and nothing else that signs in: the API
+    token as DRF's TokenAuthentication reads it, or the session cookie as SessionMiddleware
+    does."""
+    from project.tokens import TokenAuthentication
+
     if kind == TOKEN:
-        accept = _header(scope, b"accept")
-        if accept not in (None, b"*/*", b"application/json") or authorization is None:
+        if request.META.get("HTTP_ACCEPT") not in (None, "*/*", "application/json"):
             return None
-        parts = authorization.split()
-        if len(parts) != 2 or parts[0] != b"Token":
+        parts = get_authorization_header(request).split()
+        if len(parts) != 2 or parts[0].lower() != TokenAuthentication.keyword.lower().encode():
             return None
         with contextlib.suppress(UnicodeDecodeError):
-            return parts[1].decode("ascii")
+            return parts[1].decode()
         return None
-    if authorization is not None:
+    if "HTTP_AUTHORIZATION" in request.META:
         return None
-    cookie = _header(scope, b"cookie")
-    return (
-        parse_cookie(cookie.decode("latin-1")).get(settings.SESSION_COOKIE_NAME) if cookie else None
-    )
+    return request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+
+
+class _NoResponse:
+    """What the middleware whose request checks the gate runs would call next: nothing."""
+
+    def __call__(self, request):
+        raise RuntimeError("only the middleware's request checks run here")
 
 
 class LiveRequestGate:
@@ -273,6 +271,12 @@ class LiveRequestGate:
 
     def __init__(self, app):
         self.app = app
+        # The request checks of Django's middleware a direct answer must pass, as Django's
+        # handler runs them (built once, with the settings of the time, as the handler's are):
+        # SecurityMiddleware's redirect to HTTPS (SECURE_SSL_REDIRECT, SECURE_PROXY_SSL_HEADER)
+        # and CommonMiddleware's allowed hosts (ALLOWED_HOSTS, USE_X_FORWARDED_HOST), refused
+        # user agents and redirect to www.
+        self._checks = (SecurityMiddleware(_NoResponse()), CommonMiddleware(_NoResponse()))
         self._gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         self._views: dict[str, object] = {}
         # The headers Django's stack sent on each live view's last 200 to a request it may
@@ -307,16 +311,31 @@ class LiveRequestGate:
         view = self._view(scope)
         if view is None:
             return await self.app(scope, receive, send)
-        key = None
-        if view.corral_direct is not None and _served_here(scope):
-            key = _credential(scope, view.corral_direct_credential)
+        key = request = None
+        if view.corral_direct is not None and scope["method"] == "GET":
+            request = _django_request(scope)
+            if request is not None and self._served_here(request):
+                key = _credential(request, view.corral_direct_credential)
         pioneer = None
         if key is not None and view not in self._headers:
             pioneer = await self._pioneer_or_wait(view)
         answered = pioneer is None and key is not None
-        if answered and await self._answer_directly(view, key, scope, receive, send):
+        if answered and await self._answer_directly(view, key, request, scope, receive, send):
             return None
         return await self._through_django(view, key, pioneer, scope, receive, send)
+
+    def _served_here(self, request: ASGIRequest) -> bool:
+        """Whether Django would serve the request as it is: no body (which Django would read
+        and check), and through the request checks of its middleware without a refusal or
+        a redirect."""
+        if request.META.get("CONTENT_LENGTH", "0") not in ("", "0"):
+            return False
+        if "HTTP_TRANSFER_ENCODING" in request.META:
+            return False
+        try:
+            return all(check.process_request(request) is None for check in self._checks)
+        except (DisallowedHost, PermissionDenied):
+            return False
 
     async def _pioneer_or_wait(self, view) -> asyncio.Event | None:
         """The event to set once this request found the view's headers, if it is the one to
@@ -357,7 +376,7 @@ class LiveRequestGate:
                 gate.release()
             self._pioneer_done(view, pioneer)
 
-    async def _answer_directly(self, view, key: str, scope, receive, send) -> bool:
+    async def _answer_directly(self, view, key: str, request, scope, receive, send) -> bool:
         headers = self._headers.get(view)
         query = _query(scope, view.corral_direct_params)
         if headers is None or query is None:
@@ -374,11 +393,11 @@ class LiveRequestGate:
             if message["type"] == "http.response.start":
                 types = [v for k, v in message.get("headers", ()) if k.lower() == b"content-type"]
                 streaming = any(t.startswith(b"text/event-stream") for t in types)
-                log_direct_answer(scope, user, message["status"], started, streaming)
+                log_direct_answer(request, user, message["status"], started, streaming)
             await send(message)
 
-        request = DirectRequest(user, query, scope, headers, receive, send_and_log)
-        answered = await view.corral_direct(request)
-        if not answered and request.answered:
+        direct = DirectRequest(user, query, request, headers, receive, send_and_log)
+        answered = await view.corral_direct(direct)
+        if not answered and direct.answered:
             raise RuntimeError("a direct answer answered, then left the request to Django")
         return answered

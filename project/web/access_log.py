@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from types import SimpleNamespace
 from urllib.parse import parse_qsl, quote, urlencode
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -86,17 +85,11 @@ def log_request(request, response, started: float) -> None:
     )
 
 
-def log_direct_answer(scope: dict, user, status: int, started: float, streaming: bool) -> None:
+def log_direct_answer(request, user, status: int, started: float, streaming: bool) -> None:
     """The access line of a live request the ASGI layer answered without Django
-    (``project/live/asgi.py``), as Django's would be."""
-    headers = dict(scope.get("headers") or [])
-    meta = {
-        "REMOTE_ADDR": (scope.get("client") or ("",))[0],
-        "HTTP_X_FORWARDED_FOR": headers.get(b"x-forwarded-for", b"").decode("latin-1"),
-    }
-    query = scope.get("query_string", b"").decode("latin-1")
-    path = logged_path(scope["path"], query)
-    write_line(SimpleNamespace(META=meta), user, scope["method"], path, status, started, streaming)
+    (``project/live/asgi.py``; ``request``: the ASGIRequest it read), as Django's would be."""
+    path = logged_path(request.path, request.META.get("QUERY_STRING", ""))
+    write_line(request, user, request.method, path, status, started, streaming)
 
 
 class AccessLogMiddleware:

@@ -1,18 +1,25 @@
-"""Fixtures for the web tier: the ASGI server of `make serve` on the test database, and browser
-sessions to talk to it as a signed-in user."""
+"""Fixtures for the web tier: the ASGI server of `make serve` on the test database (in a process
+of its own, or in this one with the test's settings), and browser sessions and API tokens to talk
+to it as a signed-in user."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
 import pytest
 import requests
+import uvicorn
 from django.conf import settings
+from django.db import connections
 from django.test import Client
 
 from lab.childprocess import asgi_command
+from project import tokens
+from project.web.request_threads import POOL
+from tests.conftest import wait_until
 from tests.reliability.conftest import WebServer
 
 
@@ -44,6 +51,77 @@ def asgi_server(transactional_db, tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+class InProcessAsgiServer:
+    """``project.asgi:application`` served by uvicorn on a thread of the test process: every
+    request goes the ASGI way `make serve` takes it (the live requests' gate and direct
+    answers, Django's ASGI handler on its request threads), under the test's settings."""
+
+    def __init__(self, application=None) -> None:
+        """``application``: the one of project.asgi by default."""
+        if application is None:
+            from project.asgi import application  # the whole web tier: loaded where it is used
+
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        host, port = self._socket.getsockname()
+        self.url = f"http://{host}:{port}"
+        config = uvicorn.Config(
+            application, lifespan="off", log_level="warning", timeout_graceful_shutdown=2
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+
+    def start(self) -> InProcessAsgiServer:
+        self._thread.start()
+        wait_until(lambda: self._server.started, 30, message="the ASGI server never started")
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(30)
+        self._socket.close()
+        assert not self._thread.is_alive(), "the ASGI server did not stop"
+        # The request threads stay for the next requests: their database connections go now.
+        for thread in list(POOL._idle):
+            thread.submit(connections.close_all).result(10)
+
+    def client(self, user=None, *, credential: str = "token") -> LiveClient:
+        """A client of this server signed in as ``user`` (None: anonymous) with an API token
+        (``credential`` "token") or a browser session ("session")."""
+        client = LiveClient(self.url)
+        if user is not None and credential == "token":
+            client.session.headers["Authorization"] = f"Token {tokens.issue(user)[1]}"
+        elif user is not None:
+            client.session.cookies.update(session_cookie(user))
+        return client
+
+
+class LiveClient:
+    """Requests to one server, a path at a time (``requests``: a streamed body is read as it
+    comes, with ``stream=True``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.session = requests.Session()
+
+    def get(self, path: str, params=None, **kwargs) -> requests.Response:
+        kwargs.setdefault("timeout", 60)
+        kwargs.setdefault("allow_redirects", False)
+        return self.session.get(f"{self.url}{path}", params=params, **kwargs)
+
+
+@pytest.fixture
+def asgi_app(transactional_db, settings):
+    """An InProcessAsgiServer, started; stopped after the test. Its address is an allowed
+    host, as a deployment's own is."""
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "127.0.0.1"]
+    server = InProcessAsgiServer().start()
+    yield server
+    server.stop()
 
 
 def session_cookie(user) -> dict[str, str]:

@@ -1,10 +1,16 @@
-"""The event feed: a token to resume from, only what the reader may see, waiting readers woken."""
+"""The event feed: a token to resume from, only what the reader may see, waiting readers woken.
+
+Asked as scripts ask it, with an API token, of ``project.asgi:application`` (``client_for``): the
+first poll of the process through Django, the next ones answered at the ASGI layer from the
+event hub (project/live/asgi.py). One test asks the WSGI fallback (the blocking reads).
+"""
 
 import threading
 import time
 
 import pytest
 from django.db import connection
+from rest_framework.test import APIClient
 
 from hosts import jobs, sync
 from hosts.models import JobKind
@@ -64,7 +70,9 @@ def test_reading_since_a_token_returns_only_newer_events(make_vm, admin_user, cl
     token = _feed(client, since=0)["token"]
     newer = _vm_event(vm, "after")
 
-    answer = _feed(client, since=token)
+    # Under ASGI the answer comes from the process's event hub, which reads the new event
+    # within moments: a poll that may wait gets it then (one that may not could come first).
+    answer = _feed(client, since=token, timeout=5)
 
     assert _messages(answer) == ["after"]
     assert answer["token"] == newer.pk
@@ -194,6 +202,30 @@ def test_a_waiting_reader_is_not_answered_with_events_it_may_not_see(
     mine, other = make_vm(), make_vm()
     grant(user, "UserRole", mine)
     reader = Reader(client_for(user), 0, timeout=1)
+    reader.start()
+    time.sleep(0.3)
+
+    unseen = _vm_event(other, "not for this reader")
+    reader.join(10)
+
+    # From the event hub, the token moves past what the reader may not see: its next poll
+    # resumes from there (the WSGI fallback keeps the token it was given, below).
+    assert reader.answer == {"token": unseen.pk, "events": []}
+    assert reader.seconds >= 0.9
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_wsgi_a_waiting_reader_is_not_answered_with_events_it_may_not_see(
+    make_vm, make_user, grant
+):
+    """The fallback of a WSGI server (and of Django's test client): no event hub, the view
+    waits on the feed's blocking read, and keeps the token it was given."""
+    user = make_user()
+    mine, other = make_vm(), make_vm()
+    grant(user, "UserRole", mine)
+    client = APIClient()
+    client.force_authenticate(user)
+    reader = Reader(client, 0, timeout=1)
     reader.start()
     time.sleep(0.3)
 
