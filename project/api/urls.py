@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
-from project.api import access_views, errors, sshkey_views, token_views
+from project.api import access_views, errors, event_feed, sshkey_views, token_views
 from project.api.root import ApiRootView
 from project.web.csp import api_docs_policy
 
@@ -27,6 +27,7 @@ urlpatterns = [
     ),
     path("", include(router.urls)),
     path("me/", access_views.MeView.as_view(), name="me"),
+    path("events/", event_feed.event_feed, name="events"),
     path("auth/token/", token_views.ObtainTokenView.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI with its start-up script served apart (?script), not inline (project/web/csp.py).
