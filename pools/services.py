@@ -100,9 +100,19 @@ def _add_vms(pool: VmPool, count: int) -> list[VirtualMachine]:
 
 @transaction.atomic
 def create_pool(pool: VmPool) -> VmPool:
-    """Save a validated pool and create its VMs (each defined on a host, base snapshot taken)."""
+    """Save a validated pool and create its VMs (each defined on a host, base snapshot taken);
+    the creation is said in the event feed."""
     pool.save()
     _add_vms(pool, pool.size)
+    events.emit(
+        EventKind.CHANGED,
+        "pool",
+        pool.pk,
+        f"Pool {pool.name} created with {pool.size} VM(s)",
+        {"size": pool.size},
+        pool_id=pool.pk,
+        cluster_id=pool.cluster_id,
+    )
     images.distribute(pool.template, pool.cluster_id)
     transaction.on_commit(lambda: nudge_monitor(pool.pk))
     return pool
