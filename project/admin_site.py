@@ -1,5 +1,9 @@
 """Corral's admin site: Django's, with the operator dashboard on its index page and a
-fragment of it that the page polls to stay current."""
+fragment of it that the page polls to stay current.
+
+It lives beside project/admin/, not in it: Django builds the default site by importing this
+class, and importing a module of project/admin/ first runs the package, whose screens would
+register on a site that is then thrown away for the one being built."""
 
 from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
