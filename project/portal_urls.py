@@ -5,7 +5,8 @@ from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from project import lockout, sshkey_pages, token_pages, views
+from project import lockout, token_pages, views
+from project.sshkeys import pages as sshkey_pages
 
 urlpatterns = [
     path(
