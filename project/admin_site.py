@@ -11,14 +11,15 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from project.dashboard import dashboard
-from project.lockout import AdminLoginForm, answers_429_when_locked_out
+from project.lockout.forms import AdminLoginForm
+from project.lockout.views import answers_429_when_locked_out
 
 
 class CorralAdminSite(admin.AdminSite):
     site_header = "Corral administration"
     site_title = "Corral"
     index_title = "Clusters, hosts, VMs and access"
-    # Password checks go through the log-in lockout (project/lockout.py).
+    # Password checks go through the log-in lockout (project/lockout/).
     login_form = AdminLoginForm
 
     @login_not_required
