@@ -197,7 +197,8 @@ def _remove_vm(vm: VirtualMachine) -> None:
 
 @transaction.atomic
 def delete_pool(pool: VmPool, *, force: bool = False) -> None:
-    """Delete a pool and its VMs. Refused while users hold VMs, unless ``force``."""
+    """Delete a pool and its VMs. Refused while users hold VMs, unless ``force``. The
+    deletion is said in the event feed."""
     pool = VmPool.objects.select_for_update().get(pk=pool.pk)
     # Locked before the check: an allocation under way is waited for, and its VM counts as held.
     vms = list(
@@ -217,7 +218,17 @@ def delete_pool(pool: VmPool, *, force: bool = False) -> None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
         _remove_vm(vm)
+    pool_id = pool.pk
     pool.delete()
+    events.emit(
+        EventKind.CHANGED,
+        "pool",
+        pool_id,
+        f"Pool {pool.name} deleted",
+        {"deleted": True},
+        pool_id=pool_id,
+        cluster_id=pool.cluster_id,
+    )
 
 
 # -- allocation and return ---------------------------------------------------------------------

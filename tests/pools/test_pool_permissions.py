@@ -65,6 +65,21 @@ def test_pool_admin_deletes_the_pool(pool, holder):
     assert not VmPool.objects.filter(pk=pool.pk).exists()
 
 
+def test_deleting_a_pool_is_said_in_the_event_feed_to_the_clusters_admins(
+    pool, holder, make_user, grant, client_for
+):
+    cluster_admin = make_user()
+    grant(cluster_admin, "ClusterAdmin", pool.cluster)
+
+    holder("PoolAdmin", pool).delete(f"/api/vmpools/{pool.pk}/")
+
+    said = [
+        (e["object_type"], e["object_id"], e["message"])
+        for e in client_for(cluster_admin).get("/api/events/").json()["events"]
+    ]
+    assert ("pool", pool.pk, f"Pool {pool.name} deleted") in said
+
+
 def test_pool_admin_grants_users_the_use_of_the_pool(pool, holder, make_user):
     client = holder("PoolAdmin", pool)
     user = make_user()
