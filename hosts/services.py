@@ -21,11 +21,22 @@ from project.permissions import holds
 @transaction.atomic
 def create_vm(vm: VirtualMachine, *, created_by) -> VirtualMachine:
     """Save a new (validated) VM owned by its creator, who becomes its UserVmManager unless
-    their grants already let them manage it."""
+    their grants already let them manage it; the creation is said in the event feed."""
     vm.owner = created_by
     vm.save()
     if not holds(created_by, "hosts.delete_virtualmachine", vm):
         grant_role(Role.objects.get(name="UserVmManager"), vm, user=created_by)
+    events.emit(
+        EventKind.CHANGED,
+        "vm",
+        vm.pk,
+        f"VM {vm.name} created by {created_by.get_username()}",
+        {"status": vm.status},
+        vm_id=vm.pk,
+        cluster_id=vm.cluster_id,
+        pool_id=vm.pool_id,
+        user_id=created_by.pk,
+    )
     return vm
 
 

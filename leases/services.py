@@ -431,7 +431,7 @@ def _plan_again(lease: Lease, start, end, reservation_changes: dict, added: list
 
 def delete_lease(lease: Lease) -> None:
     """Delete a lease; an active one is ended first (its VMs stopped or deleted). The capacity
-    it frees may make a degraded lease whole."""
+    it frees may make a degraded lease whole. The deletion is said in the event feed."""
     if lease.status == LeaseStatus.ACTIVE:
         end_lease(lease)
     with transaction.atomic():
@@ -439,4 +439,12 @@ def delete_lease(lease: Lease) -> None:
         if Lease.objects.select_for_update().filter(pk=lease.pk).exists():
             VirtualMachine.objects.filter(reservation__lease=lease).update(reservation=None)
             Lease.objects.filter(pk=lease.pk).delete()
+            events.emit(
+                EventKind.CHANGED,
+                "lease",
+                lease.pk,
+                f"Lease {lease.name} deleted",
+                {"deleted": True},
+                **lease_scope(lease),
+            )
         transaction.on_commit(make_whole_quietly)

@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 from openstack.identity import services
-from project.admin_base import recent_filter
+from project.admin.base import recent_filter
 from project.models import ApplicationCredential
 from project.permissions import holds_at_system
 

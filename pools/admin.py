@@ -6,7 +6,7 @@ from django.db.models import F
 from hosts.models import VirtualMachine
 from pools import monitor, services, tasks
 from pools.models import VmPool
-from project.admin_base import ScopedAdmin, extend_admin
+from project.admin.base import ScopedAdmin, extend_admin
 from project.errors import Refused
 from project.permissions import holds
 

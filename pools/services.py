@@ -100,9 +100,19 @@ def _add_vms(pool: VmPool, count: int) -> list[VirtualMachine]:
 
 @transaction.atomic
 def create_pool(pool: VmPool) -> VmPool:
-    """Save a validated pool and create its VMs (each defined on a host, base snapshot taken)."""
+    """Save a validated pool and create its VMs (each defined on a host, base snapshot taken);
+    the creation is said in the event feed."""
     pool.save()
     _add_vms(pool, pool.size)
+    events.emit(
+        EventKind.CHANGED,
+        "pool",
+        pool.pk,
+        f"Pool {pool.name} created with {pool.size} VM(s)",
+        {"size": pool.size},
+        pool_id=pool.pk,
+        cluster_id=pool.cluster_id,
+    )
     images.distribute(pool.template, pool.cluster_id)
     transaction.on_commit(lambda: nudge_monitor(pool.pk))
     return pool
@@ -187,7 +197,8 @@ def _remove_vm(vm: VirtualMachine) -> None:
 
 @transaction.atomic
 def delete_pool(pool: VmPool, *, force: bool = False) -> None:
-    """Delete a pool and its VMs. Refused while users hold VMs, unless ``force``."""
+    """Delete a pool and its VMs. Refused while users hold VMs, unless ``force``. The
+    deletion is said in the event feed."""
     pool = VmPool.objects.select_for_update().get(pk=pool.pk)
     # Locked before the check: an allocation under way is waited for, and its VM counts as held.
     vms = list(
@@ -207,7 +218,17 @@ def delete_pool(pool: VmPool, *, force: bool = False) -> None:
             revoke_role(_user_role(), vm, user=vm.owner)
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
         _remove_vm(vm)
+    pool_id = pool.pk
     pool.delete()
+    events.emit(
+        EventKind.CHANGED,
+        "pool",
+        pool_id,
+        f"Pool {pool.name} deleted",
+        {"deleted": True},
+        pool_id=pool_id,
+        cluster_id=pool.cluster_id,
+    )
 
 
 # -- allocation and return ---------------------------------------------------------------------

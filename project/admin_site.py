@@ -1,5 +1,9 @@
 """Corral's admin site: Django's, with the operator dashboard on its index page and a
-fragment of it that the page polls to stay current."""
+fragment of it that the page polls to stay current.
+
+It lives beside project/admin/, not in it: Django builds the default site by importing this
+class, and importing a module of project/admin/ first runs the package, whose screens would
+register on a site that is then thrown away for the one being built."""
 
 from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
@@ -7,14 +11,15 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from project.dashboard import dashboard
-from project.lockout import AdminLoginForm, answers_429_when_locked_out
+from project.lockout.forms import AdminLoginForm
+from project.lockout.views import answers_429_when_locked_out
 
 
 class CorralAdminSite(admin.AdminSite):
     site_header = "Corral administration"
     site_title = "Corral"
     index_title = "Clusters, hosts, VMs and access"
-    # Password checks go through the log-in lockout (project/lockout.py).
+    # Password checks go through the log-in lockout (project/lockout/).
     login_form = AdminLoginForm
 
     @login_not_required

@@ -17,6 +17,7 @@ class ProjectConfig(AppConfig):
 
         from project import dashboard, scopes, tasks, ticker
         from project.accounts import refuse_username_in_use
+        from project.grants import remove_grants_on
         from project.live.asgi import forget_credentials
         from project.models import APIToken
         from project.roles import sync_builtin_roles
@@ -44,6 +45,9 @@ class ProjectConfig(AppConfig):
             ("log-out", user_logged_out, None),
         ):
             signal.connect(forget_credentials, sender=sender, dispatch_uid=f"corral-live-{name}")
+        # Guardian keeps object keys as text: the grants on a deleted scope object would
+        # outlive it, still listed and impossible to revoke.
+        scopes.on_delete("remove-grants", remove_grants_on)
         scopes.register("system", "project.System", rank=0)
         tasks.register()
         dashboard.register(

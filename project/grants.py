@@ -37,9 +37,6 @@ from project.permissions import (
     default_action,
     held_actions,
     restrict,
-    scope_content_type,
-    scope_model,
-    scope_of_model,
 )
 
 User = get_user_model()
@@ -75,7 +72,7 @@ def scope_object(object_type: str, object_id: int | None, *, seen_by=None) -> Mo
         return System.get()
     if object_id is None:
         raise ValidationError({"object_id": f"Say which {object_type} the grant is on."})
-    model = scope_model(object_type)
+    model = scopes.model(object_type)
     found = model.objects.filter(pk=object_id)
     if seen_by is not None:
         found = restrict(found, seen_by, default_action(model, "view"))
@@ -227,9 +224,9 @@ def visible_grants_filter(viewer, table: type[Model]) -> Q:
     own = Q(user=viewer) if table is UserObjectPermission else Q(group__user=viewer)
     managed = Q(pk__in=[])
     for scope in scopes.names():
-        objects = restrict(scope_model(scope).objects.all(), viewer, MANAGE_GRANTS)
+        objects = restrict(scopes.model(scope).objects.all(), viewer, MANAGE_GRANTS)
         managed |= Q(
-            content_type=scope_content_type(scope),
+            content_type=scopes.content_type(scope),
             object_pk__in=objects.annotate(pk_text=Cast("pk", CharField())).values("pk_text"),
         )
     return own | managed
@@ -259,7 +256,7 @@ def _ordering_columns(kind: str, ordering: list[str]) -> dict:
     if "object_type" in wanted:
         columns["scope_rank"] = Case(
             *(
-                When(content_type=scope_content_type(scope), then=Value(rank))
+                When(content_type=scopes.content_type(scope), then=Value(rank))
                 for rank, scope in enumerate(scopes.names())
             ),
             default=Value(len(scopes.names())),
@@ -292,7 +289,7 @@ def grant_rows(
     if role is not None:
         narrow &= Q(permission__codename=role.grant_codename)
     if object_type is not None:
-        narrow &= Q(content_type=scope_content_type(object_type))
+        narrow &= Q(content_type=scopes.content_type(object_type))
     if object_id is not None:
         narrow &= Q(object_pk=str(object_id))
     user_rows, group_rows = user_rows.filter(narrow), group_rows.filter(narrow)
@@ -348,7 +345,7 @@ def _to_grants(rows: list[dict]) -> list[Grant]:
     grants = []
     for r in rows:
         model = ContentType.objects.get_for_id(r["content_type_id"]).model_class()
-        object_type = scope_of_model(model)
+        object_type = scopes.of_model(model)
         object_id = None if object_type == "system" else int(r["object_pk"])
         grants.append(
             Grant(

@@ -192,7 +192,7 @@ class LoopLock(models.Model):
 class LoginFailure(models.Model):
     """A failed log-in for a username (as typed, lower-cased) from a client address: enough of
     them in a short time lock that username out for that address, or the address out for every
-    username, at every entry point (project/lockout.py)."""
+    username, at every entry point (project/lockout/)."""
 
     username = models.CharField(max_length=150)
     address = models.CharField(

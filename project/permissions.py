@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, Permission
-from django.contrib.contenttypes.models import ContentType
 from django.db.models import BigIntegerField, Exists, Model, Q, QuerySet
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
@@ -26,24 +25,13 @@ from project import scopes
 from project.models import Role, System
 
 
-def scope_model(scope: str) -> type[Model]:
-    return scopes.model(scope)
-
-
-def scope_of_model(model: type[Model]) -> str | None:
-    return scopes.of_model(model)
-
-
-def scope_content_type(scope: str) -> ContentType:
-    return scopes.content_type(scope)
-
-
 def default_action(model: type[Model], verb: str) -> str:
     """The Django permission name of a default action: ``hosts.view_cluster``."""
     return f"{model._meta.app_label}.{verb}_{model._meta.model_name}"
 
 
-def _split(action: str) -> tuple[str, str]:
+def split_action(action: str) -> tuple[str, str]:
+    """An action's app label and codename: ``("hosts", "view_cluster")``."""
     app_label, _, codename = action.partition(".")
     if not codename:
         raise ValueError(f"An action is 'app_label.codename', not {action!r}.")
@@ -56,7 +44,7 @@ def _role_codenames(action: str, also: str | None = None) -> QuerySet:
     roles = Role.objects.all()
     for wanted in (action, also):
         if wanted is not None:
-            app_label, codename = _split(wanted)
+            app_label, codename = split_action(wanted)
             roles = roles.filter(
                 actions__content_type__app_label=app_label, actions__codename=codename
             )
@@ -70,7 +58,7 @@ def scope_requirement(model: type[Model], scope: str) -> str | None:
     pool lets a user take VMs from it, not see or use the VMs other users took. The scope
     object itself needs nothing more.
     """
-    if scope_of_model(model) == scope:
+    if scopes.of_model(model) == scope:
         return None
     return scopes.get(scope).contents_need
 
@@ -80,7 +68,7 @@ def _grants(
 ) -> tuple[QuerySet, QuerySet]:
     """Guardian rows granting ``action`` to ``user`` (directly, and through groups) at
     ``scope`` (None: at any scope)."""
-    where = {} if scope is None else {"content_type": scope_content_type(scope)}
+    where = {} if scope is None else {"content_type": scopes.content_type(scope)}
     codenames = _role_codenames(action, also)
     direct = UserObjectPermission.objects.filter(
         user=user, permission__codename__in=codenames, **where
@@ -95,7 +83,8 @@ def _granted_pks(rows: QuerySet) -> QuerySet:
     return rows.annotate(granted_pk=Cast("object_pk", BigIntegerField())).values("granted_pk")
 
 
-def _is_unprivileged(user) -> bool:
+def is_unprivileged(user) -> bool:
+    """Whether ``user`` holds nothing whatever its grants: none, anonymous or inactive."""
     return user is None or isinstance(user, AnonymousUser) or not user.is_active
 
 
@@ -112,7 +101,7 @@ def restrict(queryset: QuerySet, user, action: str) -> QuerySet:
 
     Superusers may do everything; inactive and anonymous users nothing.
     """
-    if _is_unprivileged(user):
+    if is_unprivileged(user):
         return queryset.none()
     if user.is_superuser:
         return queryset
@@ -121,13 +110,13 @@ def restrict(queryset: QuerySet, user, action: str) -> QuerySet:
 
 def grant_condition(model: type[Model], user, action: str) -> Q:
     """The filter behind ``restrict()``, to combine with others (one sub-select per scope)."""
-    if _is_unprivileged(user):
+    if is_unprivileged(user):
         return Q(pk__in=[])
     if user.is_superuser:
         return Q()
     direct, through_groups = _grants(user, action, "system")
     condition = Q(Exists(direct)) | Q(Exists(through_groups))
-    shared = _shared_scopes(model, action)
+    shared = shared_scopes(model, action)
     for scope, paths in scope_paths(model).items():
         direct, through_groups = _grants(user, action, scope, scope_requirement(model, scope))
         for path in paths:
@@ -163,7 +152,7 @@ def scope_keys(obj: Model) -> dict[str, set[Any]]:
     return keys
 
 
-def _shared_scopes(model: type[Model], action: str | None) -> set[str]:
+def shared_scopes(model: type[Model], action: str | None) -> set[str]:
     """Scopes whose unset key means "shared by all", for the actions sharing allows.
 
     A template without a cluster may be *used* wherever templates may be used, but changing
@@ -176,22 +165,24 @@ def _shared_scopes(model: type[Model], action: str | None) -> set[str]:
 
 def _scope_filter(obj: Model, action: str | None = None) -> Q:
     """Guardian rows on the System or on any scope object that contains ``obj``."""
-    where = Q(content_type=scope_content_type("system"))
+    where = Q(content_type=scopes.content_type("system"))
     keys = scope_keys(obj)
     for scope, values in keys.items():
-        at_scope = Q(content_type=scope_content_type(scope), object_pk__in=[str(v) for v in values])
+        at_scope = Q(
+            content_type=scopes.content_type(scope), object_pk__in=[str(v) for v in values]
+        )
         requirement = scope_requirement(type(obj), scope)
         if requirement is not None:
             at_scope &= Q(permission__codename__in=_role_codenames(requirement))
         where |= at_scope
-    if _shared_scopes(type(obj), action) - keys.keys():
+    if shared_scopes(type(obj), action) - keys.keys():
         where = Q()  # shared by all: a grant of the action anywhere will do
     return where
 
 
 def holds(user, action: str, obj: Model | None = None) -> bool:
     """Whether ``user`` may perform ``action`` on ``obj`` (anywhere, when ``obj`` is None)."""
-    if _is_unprivileged(user):
+    if is_unprivileged(user):
         return False
     if user.is_superuser:
         return True
@@ -212,13 +203,13 @@ def _destination(obj: Model) -> tuple[list[str], list[str]]:
     model = type(obj)
     inside, shared_by = [], []
     for scope, values in scope_keys(obj).items():
-        if scope == scope_of_model(model):
+        if scope == scopes.of_model(model):
             continue  # the object itself
-        holder = scope_model(scope)
+        holder = scopes.model(scope)
         names = ", ".join(str(o) for o in holder._default_manager.filter(pk__in=values))
         inside.append(f"{holder._meta.verbose_name} {names}")
     for scope in sorted(getattr(model, "grant_shared_scopes", set()) - scope_keys(obj).keys()):
-        shared_by.append(str(scope_model(scope)._meta.verbose_name))
+        shared_by.append(str(scopes.model(scope)._meta.verbose_name))
     return inside, shared_by
 
 
@@ -264,7 +255,7 @@ def holds_at_system(user, action: str) -> bool:
 
 def held_actions(user, obj: Model) -> set[str]:
     """Every action ``user`` holds on ``obj`` through grants on it or around it (two queries)."""
-    if _is_unprivileged(user):
+    if is_unprivileged(user):
         return set()
     where = _scope_filter(obj)
     codenames = (
@@ -302,7 +293,7 @@ class RoleBackend:
         return holds(user_obj, perm, obj)
 
     def has_module_perms(self, user_obj, app_label: str) -> bool:
-        if _is_unprivileged(user_obj):
+        if is_unprivileged(user_obj):
             return False
         if user_obj.is_superuser:
             return True
@@ -323,5 +314,5 @@ class RoleBackend:
 
 
 def permission_for(action: str) -> Permission:
-    app_label, codename = _split(action)
+    app_label, codename = split_action(action)
     return Permission.objects.get(content_type__app_label=app_label, codename=codename)

@@ -5,14 +5,17 @@ from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from project import lockout, sshkey_pages, token_pages, views
+from project import token_pages, views
+from project.lockout.forms import LoginForm
+from project.lockout.views import answers_429_when_locked_out
+from project.sshkeys import pages as sshkey_pages
 
 urlpatterns = [
     path(
         "login/",
-        lockout.answers_429_when_locked_out(
+        answers_429_when_locked_out(
             auth_views.LoginView.as_view(
-                redirect_authenticated_user=True, authentication_form=lockout.LoginForm
+                redirect_authenticated_user=True, authentication_form=LoginForm
             )
         ),
         name="login",

@@ -16,20 +16,20 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
+from project import scopes
 from project.models import Role
 from project.permissions import (
-    _is_unprivileged,
-    _shared_scopes,
-    _split,
-    scope_content_type,
+    is_unprivileged,
     scope_paths,
     scope_requirement,
+    shared_scopes,
+    split_action,
 )
 
 
 def _roles_with(action: str) -> tuple[str, list]:
     """SQL for the grant codenames of every role that includes ``action``."""
-    app_label, codename = _split(action)
+    app_label, codename = split_action(action)
     return (
         f"SELECT r.grant_codename FROM {Role._meta.db_table} r"
         f" JOIN {Role.actions.through._meta.db_table} ra ON ra.role_id = r.id"
@@ -43,20 +43,20 @@ def _roles_with(action: str) -> tuple[str, list]:
 def holds_sql(model: type[Model], user, action: str, alias: str) -> tuple[str, list]:
     """A boolean SQL expression (and its parameters): whether ``user`` may perform ``action``
     on the ``model`` row the enclosing query names ``alias``."""
-    if _is_unprivileged(user):
+    if is_unprivileged(user):
         return "(1 = 0)", []
     if user.is_superuser:
         return "(1 = 1)", []
-    if _shared_scopes(model, action):
+    if shared_scopes(model, action):
         raise ValueError(f"{model.__name__}'s shared rows are not served here for {action}")
-    where, params = ["g.content_type_id = %s"], [scope_content_type("system").pk]
+    where, params = ["g.content_type_id = %s"], [scopes.content_type("system").pk]
     for scope, paths in scope_paths(model).items():
         requirement = scope_requirement(model, scope)
         for path in paths:
             field = model._meta.pk if path == "pk" else model._meta.get_field(path)
             column = field.column
             at_scope = f"g.content_type_id = %s AND g.object_pk = CAST({alias}.{column} AS TEXT)"
-            at_params = [scope_content_type(scope).pk]
+            at_params = [scopes.content_type(scope).pk]
             if requirement is not None:
                 roles, role_params = _roles_with(requirement)
                 at_scope += f" AND p.codename IN ({roles})"

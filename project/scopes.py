@@ -7,6 +7,7 @@ that orders scopes from the widest to the narrowest. Nothing in ``project`` name
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.apps import apps
@@ -37,21 +38,30 @@ class Scope:
 
 _scopes: dict[str, Scope] = {}
 
+# What runs when a scope object is deleted: name -> post_delete receiver (``on_delete``).
+_deleted_receivers: dict[str, Callable] = {}
+
 
 def register(name: str, model_label: str, *, rank: int, contents_need: str | None = None) -> None:
-    """Make ``model_label`` a scope named ``name`` (called from an app's ``ready()``).
-
-    Deleting such an object removes the grants on it: guardian keeps object keys as text, so
-    nothing would cascade.
-    """
-    # Imported here: project.grants imports this module (it orders grants by scope), so a
-    # module-level import either way round would be a cycle.
-    from project.grants import remove_grants_on
-
+    """Make ``model_label`` a scope named ``name`` (called from an app's ``ready()``)."""
     _scopes[name] = Scope(name, model_label, rank, contents_need)
-    post_delete.connect(
-        remove_grants_on, sender=model_label, dispatch_uid=f"corral-remove-grants-{model_label}"
-    )
+    for receiver_name, receiver in _deleted_receivers.items():
+        _connect_deleted(receiver_name, receiver, model_label)
+
+
+def on_delete(name: str, receiver: Callable) -> None:
+    """Connect ``receiver`` to post_delete of every scope model, registered now or later.
+
+    project's ``ready()`` connects the removal of the grants on a deleted object: guardian
+    keeps object keys as text, so nothing would cascade.
+    """
+    _deleted_receivers[name] = receiver
+    for scope in _scopes.values():
+        _connect_deleted(name, receiver, scope.model_label)
+
+
+def _connect_deleted(name: str, receiver: Callable, model_label: str) -> None:
+    post_delete.connect(receiver, sender=model_label, dispatch_uid=f"corral-{name}-{model_label}")
 
 
 def names() -> list[str]:

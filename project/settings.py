@@ -193,7 +193,7 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))
 LOGIN_URL = "portal:login"
 LOGIN_REDIRECT_URL = "portal:home"
 LOGOUT_REDIRECT_URL = "portal:login"
-# Log-in lockout (project/lockout.py): this many failed log-ins for one username from one
+# Log-in lockout (project/lockout/): this many failed log-ins for one username from one
 # address within the window refuse that username from that address, and this many failures
 # from one address (any usernames) refuse that address, until they leave the window (0 turns
 # either limit off).

@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from hosts.models import Cluster
-from project.admin_base import JSON_FORM_FIELDS, LabelledTabularInline, ScopedAdmin, extend_admin
+from project.admin.base import JSON_FORM_FIELDS, LabelledTabularInline, ScopedAdmin, extend_admin
 from project.permissions import holds, holds_at_system
 from scheduling import services
 from scheduling.balancer import balance_cluster

@@ -11,14 +11,6 @@ import grimp
 
 PACKAGES = ("project", "hosts", "scheduling", "pools", "leases", "openstack", "lab", "bench")
 
-# Cycles known to remain, each to be broken by the work on its package; an entry whose cycle is
-# gone fails the test, so the list only shrinks.
-KNOWN_CYCLES = {
-    # project/: grants, the permission path and grant scopes (remove_grants_on, to be wired
-    # from project/apps.py).
-    frozenset({"project.grants", "project.permissions", "project.scopes"}),
-}
-
 
 def import_cycles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
     """Every group of modules that import one another in a circle (a strongly connected
@@ -50,7 +42,5 @@ def test_no_module_imports_one_that_imports_it_back():
 
     found = import_cycles(graph)
 
-    new = sorted(one_circle(graph, cycle) for cycle in found if cycle not in KNOWN_CYCLES)
-    gone = sorted(", ".join(sorted(cycle)) for cycle in KNOWN_CYCLES - set(found))
-    assert new == [], "import cycles:\n" + "\n".join(new)
-    assert gone == [], "cycles no longer there, to remove from KNOWN_CYCLES:\n" + "\n".join(gone)
+    circles = sorted(one_circle(graph, cycle) for cycle in found)
+    assert circles == [], "import cycles:\n" + "\n".join(circles)

@@ -2,7 +2,7 @@
 
 ``clusters`` holds clusters, hosts and templates, ``vms`` the VMs, ``jobs`` jobs and external
 domains. Importing this package registers them all (admin autodiscovery imports it); the apps
-above extend some of them (``project.admin_base.extend_admin``) when they are imported.
+above extend some of them (``project.admin.base.extend_admin``) when they are imported.
 """
 
 from hosts.admin.clusters import (

@@ -8,7 +8,7 @@ from django.utils.html import format_html
 from hosts import services
 from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
-from project.admin_base import LabelledTabularInline, ScopedAdmin
+from project.admin.base import LabelledTabularInline, ScopedAdmin
 from project.db import count_of
 from project.errors import Refused
 from project.permissions import holds, restrict

@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from hosts import images
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.models import Image, ImageCopy
-from project.admin_base import LabelledTabularInline, ScopedAdmin
+from project.admin.base import LabelledTabularInline, ScopedAdmin
 from project.errors import Refused
 
 

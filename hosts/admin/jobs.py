@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from hosts import jobs
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.models import ExternalDomain, Job, JobJournal, JobState
-from project.admin_base import LabelledTabularInline, ScopedAdmin, recent_filter
+from project.admin.base import LabelledTabularInline, ScopedAdmin, recent_filter
 from project.permissions import holds
 
 

@@ -10,7 +10,7 @@ from hosts import services
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.guests import ssh
 from hosts.models import JobKind, VirtualMachine
-from project.admin_base import ScopedAdmin
+from project.admin.base import ScopedAdmin
 from project.errors import Refused
 from project.permissions import holds
 

@@ -24,7 +24,6 @@ from hosts.services import NOT_HELD_OUTSIDE_POOLS
 from hosts.validators import without_password
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
 from project.errors import Refused
-from project.models import Event
 
 
 class ClusterSerializer(ModelCleanSerializer):
@@ -426,20 +425,3 @@ class ExternalDomainSerializer(serializers.ModelSerializer):
         model = ExternalDomain
         fields = ["id", "host", "uuid", "name", "power_state", "first_seen_at", "updated_at"]
         read_only_fields = fields
-
-
-class EventSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Event
-        fields = ["id", "kind", "object_type", "object_id", "message", "data", "created_at"]
-        read_only_fields = fields
-
-
-class EventFeedSerializer(serializers.Serializer):
-    token = serializers.IntegerField(help_text="Pass as ?since= to get what comes next.")
-    events = EventSerializer(many=True)
-    resync = serializers.BooleanField(
-        required=False,
-        help_text="Present (true) when some events after ``since`` were pruned: what is left "
-        "is in ``events``; reload what you show, then go on from ``token``.",
-    )

@@ -1,7 +1,6 @@
-from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from hosts.api import event_feed, images, views
+from hosts.api import images, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet)
@@ -11,7 +10,4 @@ router.register("images", images.ImageViewSet)
 router.register("vms", views.VirtualMachineViewSet)
 router.register("jobs", views.JobViewSet)
 router.register("externaldomains", views.ExternalDomainViewSet)
-urlpatterns = [
-    *router.urls,
-    path("events/", event_feed.event_feed, name="events"),
-]
+urlpatterns = router.urls

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from project import tokens
-from project.lockout import TokenSerializer
+from project.lockout.api import TokenSerializer
 from project.models import APIToken
 
 

@@ -6,8 +6,9 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
-from project.api import access_views, errors, sshkey_views, token_views
+from project.api import access_views, errors, event_feed, token_views
 from project.api.root import ApiRootView
+from project.sshkeys import api as sshkey_api
 from project.web.csp import api_docs_policy
 
 router = SimpleRouter()
@@ -15,7 +16,7 @@ router.register("roles", access_views.RoleViewSet)
 router.register("permissions", access_views.GrantViewSet, basename="grant")
 router.register("users", access_views.UserViewSet)
 router.register("groups", access_views.GroupViewSet)
-router.register("me/sshkeys", sshkey_views.SshKeyViewSet, basename="sshkey")
+router.register("me/sshkeys", sshkey_api.SshKeyViewSet, basename="sshkey")
 router.register("me/tokens", token_views.TokenViewSet, basename="token")
 
 urlpatterns = [
@@ -27,6 +28,7 @@ urlpatterns = [
     ),
     path("", include(router.urls)),
     path("me/", access_views.MeView.as_view(), name="me"),
+    path("events/", event_feed.event_feed, name="events"),
     path("auth/token/", token_views.ObtainTokenView.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI with its start-up script served apart (?script), not inline (project/web/csp.py).

@@ -685,6 +685,16 @@ def test_the_creator_of_a_vm_becomes_its_owner(created_vm, power_user):
     assert created_vm.owner == power_user
 
 
+def test_creating_a_vm_is_said_in_the_event_feed_to_its_creator_and_its_clusters_admin(
+    power_user, cluster_admin, client_for, created_vm
+):
+    for reader in (power_user, cluster_admin):
+        answer = client_for(reader).get("/api/events/", {"since": 0}).json()
+
+        said = [(e["object_type"], e["object_id"], e["message"]) for e in answer["events"]]
+        assert ("vm", created_vm.pk, "VM pauls-vm created by paul") in said, reader
+
+
 def test_the_creator_of_a_vm_sees_it(created_vm, power_user, client_for):
     response = client_for(power_user).get("/api/vms/")
 

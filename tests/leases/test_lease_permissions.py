@@ -112,6 +112,20 @@ def test_the_owner_deletes_their_lease(alice, alices_lease, client_for):
     assert not Lease.objects.filter(pk=alices_lease.pk).exists()
 
 
+def test_deleting_a_lease_is_said_in_the_event_feed_to_its_owner_only(
+    alice, bob, alices_lease, client_for
+):
+    client_for(alice).delete(f"/api/leases/{alices_lease.pk}/")
+
+    said = [
+        (e["object_type"], e["object_id"], e["message"])
+        for e in client_for(alice).get("/api/events/").json()["events"]
+    ]
+    assert ("lease", alices_lease.pk, "Lease alices deleted") in said
+    unseen = client_for(bob).get("/api/events/").json()["events"]
+    assert [e for e in unseen if e["object_id"] == alices_lease.pk] == []
+
+
 # -- another user ----------------------------------------------------------------------------
 
 OTHERS = {

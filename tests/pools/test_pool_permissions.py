@@ -65,6 +65,21 @@ def test_pool_admin_deletes_the_pool(pool, holder):
     assert not VmPool.objects.filter(pk=pool.pk).exists()
 
 
+def test_deleting_a_pool_is_said_in_the_event_feed_to_the_clusters_admins(
+    pool, holder, make_user, grant, client_for
+):
+    cluster_admin = make_user()
+    grant(cluster_admin, "ClusterAdmin", pool.cluster)
+
+    holder("PoolAdmin", pool).delete(f"/api/vmpools/{pool.pk}/")
+
+    said = [
+        (e["object_type"], e["object_id"], e["message"])
+        for e in client_for(cluster_admin).get("/api/events/").json()["events"]
+    ]
+    assert ("pool", pool.pk, f"Pool {pool.name} deleted") in said
+
+
 def test_pool_admin_grants_users_the_use_of_the_pool(pool, holder, make_user):
     client = holder("PoolAdmin", pool)
     user = make_user()
@@ -99,6 +114,33 @@ def test_cluster_admin_creates_a_pool_in_the_cluster(holder, make_cluster, make_
 
     assert response.status_code == 201, response.json()
     assert response.json()["counts"]["total"] == 2
+
+
+def test_creating_a_pool_is_said_in_the_event_feed_to_the_clusters_admins(
+    holder, make_cluster, make_template, make_user, grant, client_for
+):
+    cluster, elsewhere = make_cluster(), make_cluster()
+    template = make_template(cluster=cluster)
+    other_admin, admin_elsewhere = make_user(), make_user()
+    grant(other_admin, "ClusterAdmin", cluster)
+    grant(admin_elsewhere, "ClusterAdmin", elsewhere)
+    name = unique("lab")
+
+    response = holder("ClusterAdmin", cluster).post(
+        "/api/vmpools/",
+        {"name": name, "cluster": cluster.pk, "template": template.pk, "size": 2},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.json()
+    pool_id = response.json()["id"]
+    said = [
+        (e["object_type"], e["object_id"], e["message"])
+        for e in client_for(other_admin).get("/api/events/").json()["events"]
+    ]
+    assert ("pool", pool_id, f"Pool {name} created with 2 VM(s)") in said
+    unseen = client_for(admin_elsewhere).get("/api/events/").json()["events"]
+    assert [e for e in unseen if e["object_type"] == "pool"] == []
 
 
 # -- UserRole: taking VMs ------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 import pytest
 from django.contrib.auth import get_user_model
 
+from project import scopes
 from project.models import System
-from project.permissions import holds, scope_of_model
+from project.permissions import holds
 from tests.project.access.conftest import grant_count, listed_ids
 
 User = get_user_model()
@@ -14,7 +15,7 @@ URL = "/api/permissions/"
 def grant_body(role, obj=None, *, user=None, group=None, object_type=None) -> dict:
     body = {"role": role, "object_type": object_type or "system"}
     if obj is not None:
-        body["object_type"] = object_type or scope_of_model(type(obj))
+        body["object_type"] = object_type or scopes.of_model(type(obj))
         body["object_id"] = obj.pk
     if user is not None:
         body["user"] = user.username

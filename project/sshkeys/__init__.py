@@ -1,5 +1,6 @@
 """Users' SSH public keys: checked to be real OpenSSH public keys of the types Corral accepts,
-fingerprinted as OpenSSH does, added and removed by their owner only."""
+fingerprinted as OpenSSH does, added and removed by their owner only. The portal's page is
+``pages``, the API's ``/api/me/sshkeys/`` is ``api``."""
 
 from __future__ import annotations
 

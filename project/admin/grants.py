@@ -14,7 +14,7 @@ from django.urls import path, reverse
 from project import grants as grant_service
 from project import scopes
 from project.models import GroupGrant, Role, System, UserGrant, human_role_name
-from project.permissions import holds, restrict, scope_content_type, scope_of_model
+from project.permissions import holds, restrict
 
 MANAGE_GRANTS = "project.manage_grants"
 PICKER_PAGE_SIZE = 20  # objects of each kind per page of the picker's answers
@@ -164,7 +164,7 @@ class GrantKindFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() in scopes.names():
-            return queryset.filter(content_type=scope_content_type(self.value()))
+            return queryset.filter(content_type=scopes.content_type(self.value()))
         return queryset
 
 
@@ -243,7 +243,7 @@ class GrantAdmin(admin.ModelAdmin):
 
     @admin.display(description="object type")
     def object_type(self, obj):
-        return scope_of_model(obj.content_type.model_class())
+        return scopes.of_model(obj.content_type.model_class())
 
     @admin.display(description="object")
     def scope_name(self, obj):

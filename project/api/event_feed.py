@@ -27,8 +27,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hosts.api.serializers import EventFeedSerializer, EventSerializer
 from project import events
+from project.api.event_serializers import EventFeedSerializer, EventSerializer
 from project.live import event_hub, waits
 from project.live.asgi import TOKEN, DirectRequest, live_view
 

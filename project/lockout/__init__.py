@@ -17,6 +17,9 @@ A refused attempt is answered 429 with ``Retry-After`` (the forms show the messa
 the right password, and is not counted; the lock lifts when enough failures have left the
 window. A successful log-in clears the failures of that username from that address. Failures
 are rows in the database, so every web process counts the same ones.
+
+The rules are here; the log-in forms that follow them are ``forms``, the log-in pages' 429 is
+``views``, the API token endpoint's serializer is ``api``.
 """
 
 from __future__ import annotations
@@ -24,19 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import timedelta
-from functools import wraps
 from ipaddress import IPv6Network
 from typing import TypeVar
 
 from django.conf import settings
 from django.contrib import auth
-from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth.forms import AuthenticationForm
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone
-from rest_framework import exceptions, status
-from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from project.models import LoginFailure
 from project.web.client_address import Address, client_address
@@ -140,76 +137,3 @@ def authenticate(request, username: str, password: str):
         username,
         lambda: auth.authenticate(request, username=username, password=password),
     )
-
-
-class LockoutFormMixin:
-    """An AuthenticationForm whose password check goes through the lockout; a refusal is kept
-    in ``locked_out`` for the page's status (``answers_429_when_locked_out``)."""
-
-    locked_out: LockedOut | None = None
-
-    def clean(self):
-        username = self.cleaned_data.get("username")
-        password = self.cleaned_data.get("password")
-        if username is not None and password:
-            try:
-                self.user_cache = authenticate(self.request, username, password)
-            except LockedOut as locked:
-                self.locked_out = locked
-                raise ValidationError(str(locked), code="locked_out") from None
-            if self.user_cache is None:
-                raise self.get_invalid_login_error()
-            self.confirm_login_allowed(self.user_cache)
-        return self.cleaned_data
-
-
-class LoginForm(LockoutFormMixin, AuthenticationForm):
-    """The portal's log-in form."""
-
-
-class AdminLoginForm(LockoutFormMixin, AdminAuthenticationForm):
-    """The admin console's log-in form (staff only)."""
-
-
-def answers_429_when_locked_out(view):
-    """A log-in page view whose form the lockout refused answers 429 with ``Retry-After``
-    (the form and its message are shown as for any refusal)."""
-
-    @wraps(view)
-    def login_page(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        form = (getattr(response, "context_data", None) or {}).get("form")
-        locked = getattr(form, "locked_out", None)
-        if locked is not None:
-            response.status_code = status.HTTP_429_TOO_MANY_REQUESTS
-            response["Retry-After"] = str(math.ceil(locked.seconds))
-        return response
-
-    return login_page
-
-
-class LockedOutError(exceptions.APIException):
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    default_code = "locked_out"
-
-    def __init__(self, locked: LockedOut) -> None:
-        super().__init__(str(locked))
-        # DRF's exception handler turns ``wait`` into a Retry-After header.
-        self.wait = math.ceil(locked.seconds)
-
-
-class TokenSerializer(AuthTokenSerializer):
-    def validate(self, attrs):
-        username, password = attrs.get("username"), attrs.get("password")
-        if username and password:
-            try:
-                user = authenticate(self.context.get("request"), username, password)
-            except LockedOut as locked:
-                raise LockedOutError(locked) from None
-            if user is None:
-                raise exceptions.ValidationError(
-                    "Unable to log in with provided credentials.", code="authorization"
-                )
-            attrs["user"] = user
-            return attrs
-        return super().validate(attrs)

@@ -14,6 +14,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from project import scopes
 from project.json_input import JSONFormField
 from project.permissions import (
     default_action,
@@ -21,7 +22,6 @@ from project.permissions import (
     placement_refusal,
     restrict,
     scope_keys,
-    scope_of_model,
     scope_paths,
 )
 
@@ -143,7 +143,7 @@ class ScopedAdmin(admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """A scope object's page links to the grant form, filled in for that object."""
         extra_context = dict(extra_context or {})
-        scope = scope_of_model(self.model)
+        scope = scopes.of_model(self.model)
         obj = self.get_object(request, object_id) if scope else None
         if obj is not None and holds(request.user, "project.manage_grants", obj):
             query = urlencode({"object": f"{scope}:{obj.pk}"})
