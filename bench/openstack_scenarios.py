@@ -47,7 +47,7 @@ from lab import simhosts
 from lab.childprocess import asgi_command, child_env
 from pools.models import VmPool
 from pools.services import create_pool
-from project.grants import grant_role
+from project.access.grants import grant_role
 from project.models import Role
 
 User = get_user_model()

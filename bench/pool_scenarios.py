@@ -20,7 +20,7 @@ from bench.fleet import make_pool, remove_pools
 from hosts.models import Cluster, Job, VirtualMachine, VmStatus
 from pools import monitor, services, tasks
 from pools.models import VmPool
-from project.grants import grant_role, revoke_role
+from project.access.grants import grant_role, revoke_role
 from project.models import Role
 from project.workers import task_path
 

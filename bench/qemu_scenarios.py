@@ -60,7 +60,7 @@ from lab import qemuhosts, tinyguest
 from pools import monitor
 from pools.models import VmPool
 from pools.services import create_pool
-from project.grants import grant_role
+from project.access.grants import grant_role
 from project.models import Role
 from project.sshkeys import add_key
 

@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 from bench.fleet import make_fleet
 from hosts.models import Cluster, Host, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
-from project.grants import grant_role
+from project.access.grants import grant_role
+from project.access.permissions import restrict
 from project.models import Role
-from project.permissions import restrict
 
 User = get_user_model()
 

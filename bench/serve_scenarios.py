@@ -38,8 +38,8 @@ from rest_framework.test import APIClient
 from bench.fleet import make_pool, remove_pools
 from hosts.models import VirtualMachine
 from lab.childprocess import child_env, free_port
-from project import tokens as api_tokens
-from project.grants import grant_role
+from project.access import tokens as api_tokens
+from project.access.grants import grant_role
 from project.live.event_scopes import event_keys
 from project.models import Role
 

@@ -40,8 +40,8 @@ from bench.fleet import make_pool, remove_pools
 from hosts.models import Job, VirtualMachine
 from lab.childprocess import asgi_command, child_env, free_port
 from project import events
-from project import tokens as api_tokens
-from project.grants import grant_role
+from project.access import tokens as api_tokens
+from project.access.grants import grant_role
 from project.models import Event, EventKind, Role
 
 User = get_user_model()

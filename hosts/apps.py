@@ -32,8 +32,9 @@ class HostsConfig(AppConfig):
         from hosts.jobs import retention
         from hosts.signals import guest_keys_stale, host_fenced
         from hosts.sync import loop as sync_loop
-        from project import error_codes, events, loops, scopes, websockets
+        from project import error_codes, events, loops, websockets
         from project import metrics as project_metrics
+        from project.access import scopes
 
         error_codes.register("hosts", HostErrorCode)
         scopes.register("cluster", "hosts.Cluster", rank=10)

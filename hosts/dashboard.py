@@ -8,7 +8,7 @@ from django.db.models import Count, Q
 
 from hosts.models import Host, HostStatus, Job, JobState, VirtualMachine, VmStatus
 from project import dashboard
-from project.permissions import restrict
+from project.access.permissions import restrict
 
 FAILED_JOB_WINDOW = timedelta(hours=1)
 

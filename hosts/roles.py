@@ -1,6 +1,6 @@
 """The built-in roles of the inventory: cluster admins, VM creators and VM users."""
 
-from project import roles
+from project.access import roles
 
 VM_USE = [
     "hosts.view_virtualmachine",

@@ -12,10 +12,10 @@ from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatu
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.signals import host_withdrawn
 from project import events
+from project.access.grants import grant_role
+from project.access.permissions import holds
 from project.errors import Refused
-from project.grants import grant_role
 from project.models import EventKind, Role
-from project.permissions import holds
 
 
 @transaction.atomic

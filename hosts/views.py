@@ -16,8 +16,8 @@ from hosts.forms import VmSettingsForm
 from hosts.guests import consoles, ssh
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from project.access.permissions import holds_at_system, restrict
 from project.errors import Refused
-from project.permissions import holds_at_system, restrict
 
 VIEW = "hosts.view_virtualmachine"
 OPERATE = "hosts.operate_virtualmachine"

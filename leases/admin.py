@@ -15,8 +15,8 @@ from hosts.models import Cluster
 from leases.capacity_timeline import chart, cluster_timeline
 from leases.models import Allocation, Lease, LeaseEvent, Reservation
 from leases.services import delete_lease
+from project.access.permissions import restrict
 from project.admin.base import LabelledTabularInline, ScopedAdmin, extend_admin
-from project.permissions import restrict
 
 MAX_TIMELINE_DAYS = 90
 

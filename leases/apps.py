@@ -16,8 +16,9 @@ class LeasesConfig(AppConfig):
         from hosts.models import Host
         from leases import demo, host_changes, launch, metrics, roles, tasks
         from leases.error_codes import LeaseErrorCode
-        from project import error_codes, events, scopes
+        from project import error_codes, events
         from project import metrics as project_metrics
+        from project.access import scopes
         from scheduling import constraints
 
         error_codes.register("leases", LeaseErrorCode)

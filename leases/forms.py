@@ -25,7 +25,7 @@ from leases.api.serializers import ReservationRequestSerializer
 from leases.capacity import DoesNotFit, plan_instances, reservable_rooms
 from leases.models import Lease, Reservation, ResourceType
 from project import times
-from project.permissions import restrict
+from project.access.permissions import restrict
 
 # What the datetime-local input sends and shows: the minute, in the current time zone.
 LOCAL_MINUTE = "%Y-%m-%dT%H:%M"

@@ -1,7 +1,7 @@
 """The lease roles: who may reserve capacity, and who holds a lease."""
 
 from hosts.roles import VM_USE
-from project import roles
+from project.access import roles
 
 
 def register() -> None:

@@ -37,8 +37,8 @@ from leases.reservations import (
     lease_scope,
 )
 from project import events
+from project.access.grants import grant_role
 from project.errors import Refused
-from project.grants import grant_role
 from project.models import EventKind, Role
 
 # How far after a refused start the earliest window that fits is looked for.

@@ -28,8 +28,8 @@ from leases.forms import (
 )
 from leases.launch import refusal_when_full
 from leases.models import Allocation, Lease, LeaseStatus, Reservation
+from project.access.permissions import holds, holds_at_system, restrict
 from project.errors import Refused
-from project.permissions import holds, holds_at_system, restrict
 
 VIEW = "leases.view_lease"
 ADD = "leases.add_lease"

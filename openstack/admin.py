@@ -3,9 +3,9 @@
 from django.contrib import admin
 
 from openstack.identity import services
+from project.access.permissions import holds_at_system
 from project.admin.base import recent_filter
 from project.models import ApplicationCredential
-from project.permissions import holds_at_system
 
 
 @admin.register(ApplicationCredential)

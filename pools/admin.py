@@ -6,9 +6,9 @@ from django.db.models import F
 from hosts.models import VirtualMachine
 from pools import monitor, services, tasks
 from pools.models import VmPool
+from project.access.permissions import holds
 from project.admin.base import ScopedAdmin, extend_admin
 from project.errors import Refused
-from project.permissions import holds
 
 
 def below_prestarted(pools):

@@ -15,8 +15,9 @@ class PoolsConfig(AppConfig):
         from hosts.signals import job_finished, vm_stopped
         from pools import dashboard, demo, metrics, monitor, roles, services, tasks, views
         from pools.error_codes import PoolErrorCode
-        from project import error_codes, events, scopes
+        from project import error_codes, events
         from project import metrics as project_metrics
+        from project.access import scopes
 
         # A pool grant reaches the pool's VMs only for roles that manage the pool: UserRole on
         # a pool lets a user take VMs from it, not see or use the VMs other users took.

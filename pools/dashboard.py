@@ -9,7 +9,7 @@ from django.urls import reverse
 from pools.admin import below_prestarted
 from pools.models import VmPool
 from project import dashboard
-from project.permissions import restrict
+from project.access.permissions import restrict
 
 SHOWN_POOLS = 10
 

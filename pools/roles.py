@@ -1,7 +1,7 @@
 """The pool admin role, and what cluster admins and pool users may do with pools."""
 
 from hosts.roles import VM_MANAGE
-from project import roles
+from project.access import roles
 
 POOL_MANAGE = [
     "pools.view_vmpool",

@@ -28,8 +28,8 @@ from pools.queries import active_job, pick_free_vm, unassigned
 from pools.takeable import DOWN, STARTING, UP
 from pools.tasks import nudge_monitor
 from project import events
+from project.access.grants import add_user_grant, revoke_role
 from project.errors import Refused
-from project.grants import add_user_grant, revoke_role
 from project.models import EventKind, Role
 
 logger = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from hosts.after_stop import AfterStop
 from hosts.models import VirtualMachine
 from pools import services
 from pools.models import PoolType, VmPool
+from project.access.permissions import restrict
 from project.db import count_of
 from project.errors import Refused
-from project.permissions import restrict
 
 
 def _takeable(user):

@@ -15,13 +15,14 @@ class ProjectConfig(AppConfig):
         from django.contrib.sessions.models import Session
         from django_q.signals import post_spawn
 
-        from project import dashboard, scopes, tasks, ticker
-        from project.accounts import refuse_username_in_use
-        from project.grants import remove_grants_on
+        from project import dashboard, tasks, ticker
+        from project.access import scopes
+        from project.access.accounts import refuse_username_in_use
+        from project.access.grants import remove_grants_on
+        from project.access.roles import sync_builtin_roles
+        from project.access.tokens import end_password_logins
         from project.live.asgi import forget_credentials
         from project.models import APIToken
-        from project.roles import sync_builtin_roles
-        from project.tokens import end_password_logins
 
         post_migrate.connect(sync_builtin_roles, dispatch_uid="corral-sync-builtin-roles")
         post_migrate.connect(ticker.ensure_schedules, sender=self, dispatch_uid="corral-schedules")

@@ -22,9 +22,9 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from project.access.permissions import grant_condition
 from project.live.event_scopes import event_keys
 from project.models import Event, EventKind
-from project.permissions import grant_condition
 
 logger = logging.getLogger(__name__)
 CHANNEL = "corral_events"

@@ -10,7 +10,7 @@ import django_filters.rest_framework
 from rest_framework import filters
 from rest_framework.exceptions import ValidationError
 
-from project.permissions import default_action, restrict
+from project.access.permissions import default_action, restrict
 
 
 class ScopedFilterSet(django_filters.FilterSet):

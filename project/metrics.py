@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from project.permissions import holds_at_system
+from project.access.permissions import holds_at_system
 
 RECENT = timedelta(hours=1)
 

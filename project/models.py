@@ -43,7 +43,7 @@ role_name_validator = RegexValidator(
 class Role(models.Model):
     """A named set of actions; granting it to a user or group at a scope allows those actions there.
 
-    Built-in roles are locked: their name and actions come from code (project/roles.py).
+    Built-in roles are locked: their name and actions come from code (project/access/roles.py).
     A grant is stored by django-guardian as the permission ``role_<name>`` on the scope object.
     """
 
@@ -289,7 +289,7 @@ class APIToken(AbstractAuthToken):
     (``X-Auth-Token``, made by a Keystone log-in, for a password or an application
     credential). Only a SHA-512 of it is kept (django-rest-knox's model): the token itself is
     shown once, when it is made. Each expires, and goes at once when revoked; one made for an
-    application credential goes with the credential too (project/tokens.py)."""
+    application credential goes with the credential too (project/access/tokens.py)."""
 
     id = models.BigAutoField(primary_key=True)
     # Knox's primary key; here a unique column, so the id that names a token tells nothing of it.
@@ -297,7 +297,7 @@ class APIToken(AbstractAuthToken):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
-    # Set by project/tokens.py, at the same moment as the expiry is reckoned from.
+    # Set by project/access/tokens.py, at the same moment as the expiry is reckoned from.
     created = models.DateTimeField(default=timezone.now, editable=False)
     kind = models.CharField(max_length=16, choices=TokenKind.choices, default=TokenKind.API)
     name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")

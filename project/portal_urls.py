@@ -5,7 +5,8 @@ from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from project import token_pages, views
+from project import views
+from project.access import token_pages
 from project.lockout.forms import LoginForm
 from project.lockout.views import answers_429_when_locked_out
 from project.sshkeys import pages as sshkey_pages

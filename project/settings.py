@@ -171,8 +171,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = [
     # Plain authentication (passwords) plus model permissions for superusers.
     "django.contrib.auth.backends.ModelBackend",
-    # Role grants at a scope, with inheritance: the one permission path (project/permissions.py).
-    "project.permissions.RoleBackend",
+    # Role grants at a scope, with inheritance: the one permission path
+    # (project/access/permissions.py).
+    "project.access.permissions.RoleBackend",
 ]
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -202,7 +203,7 @@ CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS = int(
     os.environ.get("CORRAL_LOGIN_MAX_FAILURES_PER_ADDRESS", "20")
 )
 CORRAL_LOGIN_LOCKOUT_MINUTES = float(os.environ.get("CORRAL_LOGIN_LOCKOUT_MINUTES", "15"))
-# How long tokens last (project/tokens.py): an API token (/api/auth/token/, the portal's
+# How long tokens last (project/access/tokens.py): an API token (/api/auth/token/, the portal's
 # Tokens page), and a Keystone log-in's (Keystone's own default: an hour).
 CORRAL_API_TOKEN_DAYS = float(os.environ.get("CORRAL_API_TOKEN_DAYS", "30"))
 CORRAL_KEYSTONE_TOKEN_MINUTES = float(os.environ.get("CORRAL_KEYSTONE_TOKEN_MINUTES", "60"))
@@ -220,7 +221,7 @@ for _proxy in CORRAL_TRUSTED_PROXIES:
             f"CORRAL_TRUSTED_PROXIES: {_proxy!r} is not an address or a network."
         ) from None
 
-# django-guardian stores role grants; Corral resolves them itself (project/permissions.py),
+# django-guardian stores role grants; Corral resolves them itself (project/access/permissions.py),
 # so guardian's own backend and anonymous user are not used.
 ANONYMOUS_USER_NAME = None
 GUARDIAN_RAISE_403 = False
@@ -229,7 +230,7 @@ SILENCED_SYSTEM_CHECKS = ["guardian.W001"]
 REST_FRAMEWORK = {
     # Token first: an unauthenticated request gets 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "project.tokens.TokenAuthentication",
+        "project.access.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -3,7 +3,8 @@ whose key is gone, such as a deleted cluster's balancer, forgotten)."""
 
 from __future__ import annotations
 
-from project import events, loops, tokens
+from project import events, loops
+from project.access import tokens
 
 PRUNE_EVERY_S = 600
 

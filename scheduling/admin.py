@@ -4,8 +4,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from hosts.models import Cluster
+from project.access.permissions import holds, holds_at_system
 from project.admin.base import JSON_FORM_FIELDS, LabelledTabularInline, ScopedAdmin, extend_admin
-from project.permissions import holds, holds_at_system
 from scheduling import services
 from scheduling.balancer import balance_cluster
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight

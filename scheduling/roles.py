@@ -1,6 +1,6 @@
 """The scheduling policies' admin role, and what cluster admins may do with scheduling."""
 
-from project import roles
+from project.access import roles
 
 
 def register() -> None:

@@ -6,7 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from hosts.models import Cluster
-from project.permissions import holds
+from project.access.permissions import holds
 from scheduling.models import Policy, PolicyFilter, PolicyUnit, PolicyWeight
 from scheduling.units.base import PropertySpec
 

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from hosts.models import Cluster, Host, Template, VirtualMachine
 from pools.models import VmPool
-from project.grants import grant_role, scope_object
+from project.access.grants import grant_role, scope_object
 from project.models import Role
 
 # Fixtures the apps' tests share across folders (a cluster of the simulated hosts, pools of

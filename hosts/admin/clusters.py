@@ -8,10 +8,10 @@ from django.utils.html import format_html
 from hosts import services
 from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
+from project.access.permissions import holds, restrict
 from project.admin.base import LabelledTabularInline, ScopedAdmin
 from project.db import count_of
 from project.errors import Refused
-from project.permissions import holds, restrict
 
 ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter  # a filter never names what the user cannot see
 HOST_PAGE_ROWS = 50  # VMs and external domains listed on a host's page

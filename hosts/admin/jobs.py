@@ -7,8 +7,8 @@ from django.utils.html import format_html
 from hosts import jobs
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.models import ExternalDomain, Job, JobJournal, JobState
+from project.access.permissions import holds
 from project.admin.base import LabelledTabularInline, ScopedAdmin, recent_filter
-from project.permissions import holds
 
 
 class JobJournalInline(LabelledTabularInline):

@@ -10,9 +10,9 @@ from hosts import services
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.guests import ssh
 from hosts.models import JobKind, VirtualMachine
+from project.access.permissions import holds
 from project.admin.base import ScopedAdmin
 from project.errors import Refused
-from project.permissions import holds
 
 # Admin action -> (job kind, the action it needs on each VM, what the message calls it).
 ADMIN_VM_ACTIONS = {

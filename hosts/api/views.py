@@ -46,10 +46,10 @@ from hosts.models import (
     VirtualMachine,
 )
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from project.access.permissions import holds
 from project.api.viewsets import ScopedModelViewSet, ScopedReadOnlyViewSet
 from project.db import count_of
 from project.errors import Refused
-from project.permissions import holds
 
 
 class ClusterViewSet(ScopedModelViewSet):

@@ -16,8 +16,8 @@ from hosts.guests import consoles
 from hosts.guests.terminal_text import plain_text
 from hosts.models import ConsoleLog, VirtualMachine
 from hosts.views import vm_out_of_reach
+from project.access.permissions import restrict
 from project.errors import Refused
-from project.permissions import restrict
 
 
 def _operable(user, vm_id: int) -> VirtualMachine:

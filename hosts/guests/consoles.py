@@ -24,8 +24,8 @@ from hosts import driver
 from hosts.driver.uris import host_name, is_local
 from hosts.error_codes import HostErrorCode
 from hosts.models import ConsoleKind, ConsoleTicket, VirtualMachine, VmStatus
+from project.access.permissions import holds
 from project.errors import Refused
-from project.permissions import holds
 
 OPERATE = "hosts.operate_virtualmachine"
 # VNC display ports: libvirt's autoport starts at 5900.

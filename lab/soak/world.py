@@ -17,8 +17,8 @@ from lab import simhosts
 from lab.lightsim import driver as lightsim
 from pools.models import PoolType, VmPool
 from pools.services import create_pool
-from project import tokens as api_tokens
-from project.grants import grant_role, scope_object
+from project.access import tokens as api_tokens
+from project.access.grants import grant_role, scope_object
 from project.models import Role
 
 SIM_HOSTS = 6  # libvirt daemons serving the test driver

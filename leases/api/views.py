@@ -19,8 +19,8 @@ from leases.api.serializers import (
 )
 from leases.capacity import DoesNotFit, plan
 from leases.models import Allocation, Lease, Reservation
+from project.access.permissions import holds
 from project.api.viewsets import ScopedModelViewSet
-from project.permissions import holds
 
 
 def json_body(serializer) -> dict:

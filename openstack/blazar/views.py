@@ -37,7 +37,7 @@ from openstack.blazar.base import BlazarView, missing, policy_refused
 from openstack.blazar.bodies import capabilities_of
 from openstack.blazar.presenters import blazar_time, host_view, lease_view
 from openstack.identity.catalog import base_url
-from project.permissions import holds, holds_at_system, restrict
+from project.access.permissions import holds, holds_at_system, restrict
 
 # Corral's action on a lease -> the verb of Blazar's policy for it (blazar:leases:<verb>).
 POLICY_VERBS = {"change": "put", "delete": "delete"}

@@ -27,9 +27,9 @@ from rest_framework.views import APIView
 
 from openstack.errors import describe
 from openstack.identity.base import KeystoneTokenAuthentication
+from project.access.permissions import holds_at_system
 from project.api.errors import exception_handler
 from project.api.parsers import JSONParser
-from project.permissions import holds_at_system
 
 MIN_VERSION = (2, 1)
 MAX_VERSION = (2, 37)

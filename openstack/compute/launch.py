@@ -29,8 +29,8 @@ from openstack.compute.services import add_member
 from openstack.models import Server
 from pools import services as pool_services
 from pools.models import VmPool
+from project.access.permissions import holds, restrict
 from project.errors import Refused
-from project.permissions import holds, restrict
 
 
 def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:

@@ -38,7 +38,7 @@ from leases.models import Allocation, LeaseStatus, Reservation, ResourceType
 from openstack.compute.group_ids import affinity_group_id, affinity_group_key, reservation_group_id
 from openstack.models import NovaServerGroup, Server
 from pools.models import VmPool
-from project.permissions import grant_condition, holds, restrict
+from project.access.permissions import grant_condition, holds, restrict
 from project.sshkeys import MAX_KEYS_PER_USER
 from scheduling.models import AffinityGroup, AffinityRule
 

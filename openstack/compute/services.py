@@ -25,11 +25,11 @@ from openstack.compute.queries import POLICIES, ServerGroup, made_by, template_f
 from openstack.models import NovaServerGroup, Server
 from pools import services as pool_services
 from project import sshkeys
+from project.access.permissions import holds, restrict
 from project.error_codes import ProjectErrorCode
 from project.errors import Refused
 from project.models import SshKey
 from project.names import validate_object_name
-from project.permissions import holds, restrict
 from scheduling.models import AffinityGroup
 
 OPERATE = "hosts.operate_virtualmachine"

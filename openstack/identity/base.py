@@ -97,8 +97,8 @@ def own_user(request, ident: str):
 class KeystoneTokenAuthentication(BaseAuthentication):
     """``X-Auth-Token: <token>`` for the other OpenStack APIs (DRF views): a Keystone log-in's
     token (for a password or an application credential) or a Corral API token authenticates
-    the request as its user (project/tokens.py finds it, in one query). No session: CSRF never
-    applies."""
+    the request as its user (project/access/tokens.py finds it, in one query). No session:
+    CSRF never applies."""
 
     def authenticate(self, request):
         key = request.META.get("HTTP_X_AUTH_TOKEN", "").strip()

@@ -2,7 +2,7 @@
 Keystone's admin role.
 
 Tokens: a log-in by password or by application credential gives a token of its own
-(project/tokens.py keeps them: hashed, expiring, revocable), lasting
+(project/access/tokens.py keeps them: hashed, expiring, revocable), lasting
 ``CORRAL_KEYSTONE_TOKEN_MINUTES`` (Keystone's default: an hour), no longer than its application
 credential, and going when the credential is deleted. Revoking one (``DELETE
 /identity/v3/auth/tokens``, ``openstack token revoke``) ends that token alone.
@@ -22,11 +22,11 @@ from django.contrib.auth.hashers import check_password, make_password
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from project import tokens
+from project.access import tokens
+from project.access.permissions import holds_at_system
 from project.error_codes import ProjectErrorCode
 from project.errors import Refused
 from project.models import APIToken, ApplicationCredential, TokenKind
-from project.permissions import holds_at_system
 
 MAX_PER_USER = 100
 NAME_LENGTH = ApplicationCredential._meta.get_field("name").max_length

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hosts.models import Image
 from openstack.compute.queries import pool_templates
 from openstack.models import GlanceImage
-from project.permissions import restrict
+from project.access.permissions import restrict
 
 
 class ImageNotFound(LookupError):

@@ -22,8 +22,8 @@ from openstack.image.base import GlanceRefusal, GlanceView
 from openstack.image.presenters import image_view
 from openstack.image.queries import Entry, ImageNotFound, find_entry
 from openstack.image.schemas import image_schema, images_schema
+from project.access.permissions import holds
 from project.api.parsers import JSONParser
-from project.permissions import holds
 
 # Glance's API versions: the current one, and those it still answers (the same API here).
 VERSIONS = ["2.17", "2.16", "2.15", "2.9", "2.7", "2.6", "2.5", "2.4", "2.3", "2.2", "2.1", "2.0"]

@@ -22,9 +22,9 @@ from pools.api.serializers import (
     VmPoolSerializer,
 )
 from pools.models import VmPool
+from project.access.permissions import holds
+from project.access.row_permissions import holds_sql
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
-from project.permissions import holds
-from project.row_permissions import holds_sql
 
 ALLOCATE = "pools.allocate_vmpool"
 

@@ -14,9 +14,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from project import scopes
-from project.json_input import JSONFormField
-from project.permissions import (
+from project.access import scopes
+from project.access.permissions import (
     default_action,
     holds,
     placement_refusal,
@@ -24,6 +23,7 @@ from project.permissions import (
     scope_keys,
     scope_paths,
 )
+from project.json_input import JSONFormField
 
 RECENT_WINDOWS = {
     "1h": ("Last hour", timedelta(hours=1)),

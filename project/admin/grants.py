@@ -11,10 +11,10 @@ from django.db.models import Model
 from django.http import JsonResponse
 from django.urls import path, reverse
 
-from project import grants as grant_service
-from project import scopes
+from project.access import grants as grant_service
+from project.access import scopes
+from project.access.permissions import holds, restrict
 from project.models import GroupGrant, Role, System, UserGrant, human_role_name
-from project.permissions import holds, restrict
 
 MANAGE_GRANTS = "project.manage_grants"
 PICKER_PAGE_SIZE = 20  # objects of each kind per page of the picker's answers

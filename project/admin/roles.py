@@ -3,9 +3,9 @@ holds project.manage_roles system-wide."""
 
 from django.contrib import admin
 
+from project.access.permissions import holds_at_system
+from project.access.roles import delete_grant_permissions, ensure_grant_permissions
 from project.models import Role
-from project.permissions import holds_at_system
-from project.roles import delete_grant_permissions, ensure_grant_permissions
 
 
 @admin.register(Role)

@@ -2,9 +2,9 @@
 
 from django.contrib import admin
 
+from project.access.permissions import holds_at_system
 from project.admin.base import recent_filter
 from project.models import APIToken
-from project.permissions import holds_at_system
 
 
 @admin.register(APIToken)

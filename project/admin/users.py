@@ -7,8 +7,8 @@ from django.contrib.auth import forms as auth_forms
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from project.accounts import check_username_free
-from project.permissions import holds_at_system
+from project.access.accounts import check_username_free
+from project.access.permissions import holds_at_system
 
 User = get_user_model()
 

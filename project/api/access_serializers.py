@@ -5,12 +5,12 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from project import scopes
-from project.accounts import check_username_free
+from project.access import scopes
+from project.access.accounts import check_username_free
+from project.access.grants import Grant, scope_object
+from project.access.roles import action_apps
 from project.api.serializers import NameRelatedField
-from project.grants import Grant, scope_object
 from project.models import Role
-from project.roles import action_apps
 
 User = get_user_model()
 

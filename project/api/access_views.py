@@ -18,9 +18,11 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from project import grants as grant_service
-from project import scopes, tokens
-from project.accounts import RENAME_REFUSED, may_rename
+from project.access import grants as grant_service
+from project.access import scopes, tokens
+from project.access.accounts import RENAME_REFUSED, may_rename
+from project.access.permissions import holds, holds_at_system
+from project.access.roles import delete_grant_permissions, ensure_grant_permissions
 from project.api.access_serializers import (
     ActionSerializer,
     GrantSerializer,
@@ -34,8 +36,6 @@ from project.api.access_serializers import (
 from project.api.viewsets import ScopedModelViewSet
 from project.filters import ORDERING_DESCRIPTION, ordering_schema, ordering_terms
 from project.models import Role
-from project.permissions import holds, holds_at_system
-from project.roles import delete_grant_permissions, ensure_grant_permissions
 
 User = get_user_model()
 MANAGE_ROLES = "project.manage_roles"

@@ -12,7 +12,7 @@ from django.db import models
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from project.permissions import default_action, restrict
+from project.access.permissions import default_action, restrict
 
 
 class ScopedRelatedField(serializers.PrimaryKeyRelatedField):

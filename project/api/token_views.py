@@ -2,7 +2,7 @@
 (``/api/me/tokens/``): list, show, make one more, revoke.
 
 A token is in a response once, when it is made; afterwards only what it is (its id, kind,
-name, dates) is shown, never the token: only a hash of it is kept (project/tokens.py). Each
+name, dates) is shown, never the token: only a hash of it is kept (project/access/tokens.py). Each
 user sees only their own tokens; another user's does not exist for them (404).
 """
 
@@ -12,7 +12,7 @@ from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from project import tokens
+from project.access import tokens
 from project.lockout.api import TokenSerializer
 from project.models import APIToken
 

@@ -11,8 +11,7 @@ from django.db.models import Model
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
-from project.api.serializers import ModelCleanSerializer
-from project.permissions import (
+from project.access.permissions import (
     default_action,
     holds,
     placement_refusal,
@@ -20,6 +19,7 @@ from project.permissions import (
     scope_keys,
     scope_paths,
 )
+from project.api.serializers import ModelCleanSerializer
 
 # DRF action -> default verb of the Django permission it needs.
 DEFAULT_VERBS = {

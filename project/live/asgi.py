@@ -18,11 +18,12 @@ other requests:
   Django reads it (``ASGIRequest``), then passes the request checks of SecurityMiddleware (the
   redirect to HTTPS) and CommonMiddleware (the allowed hosts); the session is read as
   SessionMiddleware and AuthenticationMiddleware read it (``django.contrib.auth.get_user``), the
-  token as the API reads it (``project.tokens.TokenAuthentication``). The user of a session or
-  token is read once per CREDENTIAL_TTL_S per process: a signed-out session, a revoked token
-  or a deactivated user stops being answered here within that, at once in the process it
-  happened in; an expired token within that too. tests/project/test_live_middleware.py holds
-  MIDDLEWARE as this layer was written for: a change there is reviewed here.
+  token as the API reads it (``project.access.tokens.TokenAuthentication``). The user of a
+  session or token is read once per CREDENTIAL_TTL_S per process: a signed-out session, a
+  revoked token or a deactivated user stops being answered here within that, at once in the
+  process it happened in; an expired token within that too.
+  tests/project/test_live_middleware.py holds MIDDLEWARE as this layer was written for: a
+  change there is reviewed here.
 - **The gate.** The live requests that do go through Django run their synchronous part
   (middleware, authentication, the view's checks) at most LIVE_THREADS at a time per process;
   the rest wait their turn as coroutines, while other requests go by. The gate is held until
@@ -152,7 +153,7 @@ def live_view(
 def _token_user(key: str):
     from rest_framework.exceptions import AuthenticationFailed
 
-    from project.tokens import TokenAuthentication
+    from project.access.tokens import TokenAuthentication
 
     try:
         user, _token = TokenAuthentication().authenticate_credentials(key)  # the API's own
@@ -243,7 +244,7 @@ def _credential(request: ASGIRequest, kind: str) -> str | None:
     """The ``kind`` credential the request carries, and nothing else that signs in: the API
     token as DRF's TokenAuthentication reads it, or the session cookie as SessionMiddleware
     does."""
-    from project.tokens import TokenAuthentication
+    from project.access.tokens import TokenAuthentication
 
     if kind == TOKEN:
         if request.META.get("HTTP_ACCEPT") not in (None, "*/*", "application/json"):

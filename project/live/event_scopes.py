@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from django.contrib.auth.models import AnonymousUser
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from project import scopes
+from project.access import scopes
 from project.models import Event, Role
 
 # A reader's keys; None: every event (a superuser).

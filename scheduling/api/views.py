@@ -13,9 +13,9 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from hosts.models import Cluster
+from project.access.permissions import holds, holds_at_system, restrict
 from project.api.viewsets import ScopedModelViewSet, ScopedViewSetMixin
 from project.errors import Refused
-from project.permissions import holds, holds_at_system, restrict
 from scheduling import services
 from scheduling.api.filtersets import AffinityGroupFilterSet, PolicyFilterSet, PolicyUnitFilterSet
 from scheduling.api.serializers import (

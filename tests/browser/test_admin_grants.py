@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from project.permissions import holds
+from project.access.permissions import holds
 from tests.browser.conftest import PASSWORD, log_in
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from project import tokens
+from project.access import tokens
 from project.models import TokenKind
 from tests.browser.conftest import log_in
 

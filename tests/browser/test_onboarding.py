@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from hosts.models import VirtualMachine, VmStatus
 from pools.models import VmPool
-from project.permissions import holds
+from project.access.permissions import holds
 from tests.browser.conftest import PASSWORD, VM_START_MS, log_in, wait_until_ready
 
 pytestmark = pytest.mark.slow

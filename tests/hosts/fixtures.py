@@ -17,8 +17,8 @@ from hosts.models import Host, Job, JobState, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from lab import simhosts
 from lab.lightsim import driver as lightsim
-from project.permissions import permission_for
-from project.roles import ensure_grant_permissions
+from project.access.permissions import permission_for
+from project.access.roles import ensure_grant_permissions
 from tests.conftest import unique
 
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from hosts.models import Host
 from leases.models import LIVE_LEASES, Allocation, Lease
-from project.grants import grant_role, scope_object
+from project.access.grants import grant_role, scope_object
 from project.models import Role
 from tests.conftest import lock_waiters, unique, wait_until
 from tests.leases.fixtures import at, instances

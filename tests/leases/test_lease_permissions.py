@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group
 from hosts.models import VirtualMachine
 from leases import lifecycle
 from leases.models import Lease
-from project.permissions import holds
+from project.access.permissions import holds
 from tests.conftest import unique
 from tests.leases.fixtures import at, instances
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from project.tokens import issue as issue_token
+from project.access.tokens import issue as issue_token
 
 PASSWORD = "pw-Corral-1"  # what tests.conftest.make_user gives every user
 API = "/reservation/v1"

@@ -14,9 +14,9 @@ from openstack.compute.group_ids import affinity_group_id, reservation_group_id
 from openstack.compute.queries import find_group
 from openstack.compute.services import add_member
 from openstack.models import NovaServerGroup
+from project.access.permissions import permission_for
+from project.access.roles import ensure_grant_permissions
 from project.models import Role
-from project.permissions import permission_for
-from project.roles import ensure_grant_permissions
 from scheduling.models import AffinityGroup
 from tests.leases.fixtures import at, instances
 from tests.openstack.conftest import nova_get

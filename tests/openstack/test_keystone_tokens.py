@@ -11,7 +11,7 @@ import time_machine
 from rest_framework.test import APIClient, APIRequestFactory
 
 from openstack.identity.base import KeystoneTokenAuthentication
-from project import tokens
+from project.access import tokens
 from project.models import APIToken, ApplicationCredential, TokenKind
 from tests.openstack.conftest import as_json
 from tests.openstack.test_identity import TOKENS, password_login

@@ -14,8 +14,8 @@ from hosts.models import Job
 from leases import lifecycle
 from leases.models import Lease, LeaseStatus
 from openstack.compute.group_ids import reservation_group_id
+from project.access.roles import ensure_grant_permissions
 from project.models import Role
-from project.roles import ensure_grant_permissions
 from tests.leases.fixtures import at, instances
 from tests.openstack.conftest import API, cli_hosts, cli_instances, cli_time, lease_body
 

@@ -12,7 +12,7 @@ from django.db import close_old_connections, connection, transaction
 from rest_framework.test import APIClient
 
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
-from project.grants import grant_role
+from project.access.grants import grant_role
 from project.models import Role
 from tests.conftest import unique
 from tests.pools.fixtures import add_pool_vms

@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from pools.tasks import run_monitor_on_nudge
-from project.grants import grant_role
+from project.access.grants import grant_role
 from project.models import Role
 from tests.conftest import unique
 from tests.pools.fixtures import prestart_jobs, queued_tasks, run_queued_tasks

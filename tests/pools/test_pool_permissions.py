@@ -5,7 +5,7 @@ import pytest
 
 from hosts.models import VirtualMachine
 from pools.models import VmPool
-from project.grants import grant_role
+from project.access.grants import grant_role
 from tests.conftest import unique
 from tests.pools.fixtures import pool_vms
 

@@ -17,7 +17,7 @@ from django.db import connections
 from django.test import Client
 
 from lab.childprocess import asgi_command
-from project import tokens
+from project.access import tokens
 from project.web.request_threads import POOL
 from tests.conftest import wait_until
 from tests.reliability.conftest import WebServer

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from project import events
-from project.tokens import issue as issue_token
+from project.access.tokens import issue as issue_token
 
 
 @pytest.fixture

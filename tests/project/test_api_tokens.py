@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient, APIRequestFactory
 
-from project import tokens
+from project.access import tokens
 from project.models import APIToken, TokenKind
 from tests.conftest import stored_rows
 

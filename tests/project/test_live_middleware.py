@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from project import tokens
+from project.access import tokens
 from tests.project.fixtures import InProcessAsgiServer
 
 # What the live path does for each, when it answers without Django.

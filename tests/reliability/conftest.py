@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from lab.childprocess import database_env, free_port
-from project.tokens import issue as issue_token
+from project.access.tokens import issue as issue_token
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from hosts.models import Host, HostStatus, Job, JobKind, JobState, VirtualMachin
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.services import put_in_maintenance
 from hosts.usage import load, with_usage
-from project.grants import grant_role
+from project.access.grants import grant_role
 from project.models import Role
 from tests.conftest import unique, wait_until
 from tests.reliability.crowd import POSTGRES_ONLY, not_json, post_all, scaled

@@ -31,7 +31,7 @@ BACK_WITHIN_S = 5.0
 MAKE_USER = """
 from django.contrib.auth import get_user_model
 from django.test import Client
-from project.tokens import issue
+from project.access.tokens import issue
 user = get_user_model().objects.create_superuser("ops", password=None)
 browser = Client()
 browser.force_login(user)

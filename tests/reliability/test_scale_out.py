@@ -25,7 +25,7 @@ from hosts.models import STATIONARY_STATUSES, Host, Job, JobKind, JobState, Virt
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.sync import status_for
 from pools.models import VmPool
-from project.grants import grant_role
+from project.access.grants import grant_role
 from project.models import Role
 from tests.conftest import unique, wait_until
 from tests.reliability.conftest import token_for

@@ -49,7 +49,7 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.sync import status_for
 from leases.models import EventStatus, EventType, Lease, LeaseEvent, LeaseStatus
 from pools.models import VmPool
-from project.grants import grant_role, scope_object
+from project.access.grants import grant_role, scope_object
 from project.models import Event, EventKind, LoopLock, Role
 from project.ticker import TICKER_LOCK
 from tests.conftest import unique, wait_until

@@ -30,11 +30,11 @@ from leases import services as lease_services
 from leases.models import Lease
 from pools.models import VmPool
 from project import sshkeys
-from project.grants import grant_role
+from project.access.grants import grant_role
+from project.access.permissions import permission_for
+from project.access.roles import ensure_grant_permissions
+from project.access.tokens import issue as issue_token
 from project.models import Role, SshKey
-from project.permissions import permission_for
-from project.roles import ensure_grant_permissions
-from project.tokens import issue as issue_token
 from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, PolicyWeight
 from tests.conftest import unique
 from tests.project.sshkeys_data import ED25519

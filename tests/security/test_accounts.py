@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.urls import reverse
 
-from project.accounts import RENAME_REFUSED
+from project.access.accounts import RENAME_REFUSED
 
 User = get_user_model()
 PASSWORD = "pw-Corral-1"  # what make_user gives everyone

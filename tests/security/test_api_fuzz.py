@@ -33,7 +33,7 @@ from django.utils import timezone
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from hypothesis import HealthCheck, settings
 
-from project import scopes
+from project.access import scopes
 from scheduling.models import PolicyUnit
 from tests.conftest import unique
 from tests.project.api.routes import model_of, related_fields, route_named_by

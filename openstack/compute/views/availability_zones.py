@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from hosts.models import Host, HostStatus
 from openstack.compute.base import NovaView, admin_only
 from openstack.compute.queries import zones_of
-from project.permissions import restrict
+from project.access.permissions import restrict
 
 
 class AvailabilityZonesView(NovaView):

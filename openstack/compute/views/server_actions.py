@@ -24,7 +24,7 @@ from hosts.models import ConsoleLog, JobKind
 from openstack.compute import services
 from openstack.compute.base import Conflict, policy_refused
 from openstack.compute.views.servers import OPERATE, ServerViews, console_url
-from project.permissions import holds
+from project.access.permissions import holds
 
 
 class BadRequest(APIException):

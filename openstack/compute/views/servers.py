@@ -34,8 +34,8 @@ from openstack.compute.queries import (
 )
 from openstack.identity.catalog import base_url
 from openstack.models import Server
+from project.access.permissions import holds
 from project.errors import Refused
-from project.permissions import holds
 
 OPERATE = services.OPERATE
 

@@ -5,7 +5,7 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from project.accounts import username_holder
+from project.access.accounts import username_holder
 
 
 class Command(BaseCommand):

@@ -223,7 +223,7 @@ def test_a_vm_added_in_the_admin_is_managed_by_its_creator(
     from django.test import Client
 
     from hosts.models import VirtualMachine
-    from project.permissions import holds
+    from project.access.permissions import holds
 
     cluster, template = make_cluster(), make_template()
     creator = make_user(is_staff=True)

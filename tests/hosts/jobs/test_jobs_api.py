@@ -4,7 +4,7 @@ import pytest
 
 from hosts import jobs
 from hosts.models import Job, JobKind, JobState
-from project.grants import revoke_role
+from project.access.grants import revoke_role
 from project.models import Role
 
 

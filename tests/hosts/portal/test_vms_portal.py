@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from hosts.models import Job, JobKind, JobState, VirtualMachine, VmStatus
-from project.permissions import holds
+from project.access.permissions import holds
 from tests.pools.fixtures import pool_vms
 from tests.portal import messages_of, signed_in
 

@@ -12,9 +12,9 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from rest_framework.test import APIClient
 
 from leases.models import Lease
+from project.access.permissions import permission_for
+from project.access.roles import ensure_grant_permissions
 from project.models import Role
-from project.permissions import permission_for
-from project.roles import ensure_grant_permissions
 from tests.conftest import unique
 
 STRONG_PASSWORD = "Long-enough-pass-42"

@@ -1,9 +1,9 @@
 """Grants are resolved three ways, one answer: over random users, groups, roles and grants,
 every user may act on the same objects whichever way is asked.
 
-- ``project.permissions``: ``restrict()`` for a list (one query), ``holds()`` for one object,
+- ``project.access.permissions``: ``restrict()`` for a list (one query), ``holds()`` for one object,
   ``held_actions()`` for everything held on a scope object (what granting checks);
-- ``project.row_permissions.holds_sql``: the same answer as a column of the row's own query;
+- ``project.access.row_permissions.holds_sql``: the same answer as a column of the row's own query;
 - ``project.live.event_scopes``: the keys a live reader holds against the keys on each event,
   which must show the events ``events.visible_events`` shows.
 
@@ -27,19 +27,20 @@ from django.db.models.expressions import RawSQL
 from hosts.models import Cluster, Host, Image, Template, VirtualMachine
 from leases.models import Lease, Reservation
 from pools.models import VmPool
-from project import events, scopes
-from project.grants import grant_role
-from project.live import event_scopes
-from project.models import Event, EventKind, Role, System
-from project.permissions import (
+from project import events
+from project.access import scopes
+from project.access.grants import grant_role
+from project.access.permissions import (
     held_actions,
     holds,
     restrict,
     scope_paths,
     shared_scopes,
 )
-from project.roles import ensure_grant_permissions
-from project.row_permissions import holds_sql
+from project.access.roles import ensure_grant_permissions
+from project.access.row_permissions import holds_sql
+from project.live import event_scopes
+from project.models import Event, EventKind, Role, System
 from tests.conftest import unique
 
 pytestmark = pytest.mark.django_db

@@ -3,9 +3,9 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from project import scopes
+from project.access import scopes
+from project.access.permissions import holds
 from project.models import System
-from project.permissions import holds
 from tests.project.access.conftest import grant_count, listed_ids
 
 User = get_user_model()

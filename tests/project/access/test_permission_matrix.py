@@ -32,7 +32,7 @@ from django.utils import timezone
 from hosts.models import Cluster, Host, Image, Template, VirtualMachine
 from leases.models import Lease
 from pools.models import VmPool
-from project.tokens import issue as issue_token
+from project.access.tokens import issue as issue_token
 from scheduling.models import AffinityGroup, Policy, PolicyUnit
 from tests.conftest import unique
 from tests.project.access.conftest import STRONG_PASSWORD, Place, listed_ids

@@ -2,8 +2,8 @@
 
 import pytest
 
+from project.access.roles import BUILTIN_ROLES
 from project.models import Role
-from project.roles import BUILTIN_ROLES
 from tests.project.access.conftest import grant_count
 
 URL = "/api/roles/"

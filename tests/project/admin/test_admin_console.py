@@ -115,7 +115,7 @@ def make_admin_object(
         return create_credential(make_user(), "ci")[0]
 
     def api_token():
-        from project.tokens import issue
+        from project.access.tokens import issue
 
         return issue(make_user(), name="ci-farm")[0]
 

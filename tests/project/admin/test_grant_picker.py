@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from project.access.permissions import holds
 from project.models import Role, UserGrant
-from project.permissions import holds
 from tests.project.admin.fixtures import admin_url, logged_in
 
 pytestmark = pytest.mark.django_db

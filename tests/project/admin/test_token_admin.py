@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.test import Client
 from rest_framework.test import APIClient
 
-from project import tokens
+from project.access import tokens
 from project.models import APIToken, TokenKind
 
 SCREEN = "/admin/project/apitoken/"

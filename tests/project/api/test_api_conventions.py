@@ -10,7 +10,7 @@ from django.contrib.staticfiles import finders
 from rest_framework.test import APIClient
 
 from hosts.models import Cluster, VmStatus
-from project import tokens
+from project.access import tokens
 from project.models import APIToken
 
 pytestmark = pytest.mark.django_db

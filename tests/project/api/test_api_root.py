@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from project.tokens import issue as issue_token
+from project.access.tokens import issue as issue_token
 from tests.project.api.routes import api_routes
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from hosts.models import Cluster, Host, Template, VirtualMachine
+from project.access.permissions import permission_for, restrict
 from project.models import Role
-from project.permissions import permission_for, restrict
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()

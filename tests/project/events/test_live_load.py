@@ -17,8 +17,8 @@ from django.db import connection
 
 from bench.web_load import Page, run_pages
 from project import events
+from project.access.tokens import issue as issue_token
 from project.models import Event, EventKind
-from project.tokens import issue as issue_token
 from tests.conftest import wait_until
 from tests.project.fixtures import session_cookie
 

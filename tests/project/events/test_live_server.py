@@ -13,8 +13,8 @@ import requests
 from django.utils import timezone
 
 from project import events
+from project.access.tokens import issue as issue_token
 from project.models import Event, EventKind
-from project.tokens import issue as issue_token
 from tests.project.fixtures import StreamReader, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from project import tokens
+from project.access import tokens
 
 
 class TokenForm(forms.Form):

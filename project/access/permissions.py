@@ -21,7 +21,7 @@ from django.db.models import BigIntegerField, Exists, Model, Q, QuerySet
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from project import scopes
+from project.access import scopes
 from project.models import Role, System
 
 

@@ -2,7 +2,7 @@
 
 A detail request that must also know what the caller may do there (taking a VM from a pool)
 reads both in one statement: ``holds_sql`` gives the boolean column. It says what
-``project.permissions.holds`` says (the same grants at the system, at the row's own scope
+``project.access.permissions.holds`` says (the same grants at the system, at the row's own scope
 objects, with each scope's ``contents_need``); it is written as SQL because building the
 same thing from ORM expressions cost more Python time, on every request, than the database
 spends answering it.
@@ -16,15 +16,15 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from project import scopes
-from project.models import Role
-from project.permissions import (
+from project.access import scopes
+from project.access.permissions import (
     is_unprivileged,
     scope_paths,
     scope_requirement,
     shared_scopes,
     split_action,
 )
+from project.models import Role
 
 
 def _roles_with(action: str) -> tuple[str, list]:

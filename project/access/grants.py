@@ -31,13 +31,13 @@ from django.db.models import (
 from django.db.models.functions import Cast
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from project import scopes
-from project.models import Role, System, grant_codename_for
-from project.permissions import (
+from project.access import scopes
+from project.access.permissions import (
     default_action,
     held_actions,
     restrict,
 )
+from project.models import Role, System, grant_codename_for
 
 User = get_user_model()
 MANAGE_GRANTS = "project.manage_grants"

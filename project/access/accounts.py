@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Value
 from django.db.models.functions import Lower
 
-from project.permissions import holds
+from project.access.permissions import holds
 
 CHANGE_USERS = "auth.change_user"
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 
-from project import scopes
+from project.access import scopes
 from project.models import Role, System
 
 # Apps whose permissions are Corral actions: project's own, and each app that defines or
