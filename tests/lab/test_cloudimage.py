@@ -45,8 +45,11 @@ def ssh_keys(tmp_path_factory):
 
 
 def test_a_vm_of_the_debian_cloud_image_boots_cold_on_corrals_seed_and_lets_its_owner_in(
-    ssh_lab_host, cloud_image, ssh_keys, image_store, admin_user, client_for
+    ssh_lab_host, cloud_image, ssh_keys, image_store, admin_user, client_for, settings
 ):
+    # The keys job after the start waits for the guest agent, which a cold boot under TCG on
+    # a loaded machine brings up later than the default wait for a booted guest's (90 s).
+    settings.CORRAL_GUEST_KEYS_WAIT = SSH_TIMEOUT_S
     admin = client_for(admin_user)
     host = ssh_lab_host
     template = admin.post(
