@@ -363,3 +363,33 @@ def _close_event_listener(django_db_setup):
     from project.events import stop_listener
 
     stop_listener()
+
+
+# Minutes-long tests whose outcome does not depend on the database: a real browser driving the
+# pages, the real OpenStack clients, a cold boot of the Debian cloud image. CI runs the whole
+# suite on PostgreSQL and on SQLite side by side (.ci/run); these run in the SQLite run (the
+# database `make run` uses) and are skipped on PostgreSQL, unless CORRAL_TESTS_ON_EVERY_DATABASE=1.
+ONE_DATABASE_ONLY = (
+    "tests/browser/",
+    "tests/openstack/test_real_",
+    "tests/lab/test_cloudimage.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    import os
+
+    from django.conf import settings
+
+    on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    if not on_postgres or os.environ.get("CORRAL_TESTS_ON_EVERY_DATABASE") == "1":
+        return
+    skip = pytest.mark.skip(
+        reason="does not depend on the database: runs on SQLite (CI runs both side by side); "
+        "CORRAL_TESTS_ON_EVERY_DATABASE=1 runs it here too"
+    )
+    root = str(config.rootpath)
+    for item in items:
+        where = str(item.path)[len(root) + 1 :]
+        if where.startswith(ONE_DATABASE_ONLY):
+            item.add_marker(skip)
