@@ -6,14 +6,10 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import APIException, NotFound, ParseError
-from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
-from rest_framework.views import APIView
 
 from openstack.errors import describe
-from openstack.identity.base import KeystoneTokenAuthentication
+from openstack.views import OpenStackView
 from project.api.errors import exception_handler
-from project.api.parsers import JSONParser
 
 NAMES = {
     400: "BAD_REQUEST",
@@ -42,17 +38,11 @@ def blazar_exception_handler(exc, context):
     return response
 
 
-class BlazarView(APIView):
+class BlazarView(OpenStackView):
     """A Blazar endpoint: authenticated by X-Auth-Token, JSON in and out, Blazar's errors.
 
     Left out of Corral's OpenAPI schema: this API is Blazar's, documented by OpenStack.
     """
-
-    authentication_classes = [KeystoneTokenAuthentication]
-    permission_classes = [IsAuthenticated]
-    renderer_classes = [JSONRenderer]
-    parser_classes = [JSONParser]
-    schema = None
 
     def get_exception_handler(self):
         return blazar_exception_handler

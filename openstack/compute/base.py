@@ -21,15 +21,11 @@ from rest_framework.exceptions import (
     ValidationError,
 )
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
-from rest_framework.views import APIView
 
 from openstack.errors import describe
-from openstack.identity.base import KeystoneTokenAuthentication
+from openstack.views import OpenStackView
 from project.access.permissions import holds_at_system
 from project.api.errors import exception_handler
-from project.api.parsers import JSONParser
 
 MIN_VERSION = (2, 1)
 MAX_VERSION = (2, 37)
@@ -124,19 +120,14 @@ class AlwaysJSON(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-class NovaView(APIView):
+class NovaView(OpenStackView):
     """A Compute API endpoint: authenticated by X-Auth-Token, JSON in and out, Nova's errors,
     shaped for the request's microversion (``self.version``).
 
     Left out of Corral's OpenAPI schema: this API is Nova's, documented by OpenStack.
     """
 
-    authentication_classes = [KeystoneTokenAuthentication]
-    permission_classes = [IsAuthenticated]
-    renderer_classes = [JSONRenderer]
-    parser_classes = [JSONParser]
     content_negotiation_class = AlwaysJSON
-    schema = None
     version: tuple[int, int] = MIN_VERSION
 
     def get_exception_handler(self):

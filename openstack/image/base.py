@@ -11,16 +11,12 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from hosts.error_codes import HostErrorCode
 from openstack.errors import describe
-from openstack.identity.base import KeystoneTokenAuthentication
+from openstack.views import OpenStackView
 from project.api.errors import exception_handler
-from project.api.parsers import JSONParser
 from project.errors import Refused
 
 # Corral's field names in refusals of the use cases below, as Glance calls them.
@@ -65,7 +61,7 @@ class AnyAccept(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-class GlanceView(APIView):
+class GlanceView(OpenStackView):
     """A Glance endpoint: authenticated by X-Auth-Token, JSON in and out, Glance's errors.
 
     Left out of Corral's OpenAPI schema: this API is Glance's, documented by OpenStack.
@@ -73,12 +69,7 @@ class GlanceView(APIView):
     read within Django's limit on request bodies (a 413 past it).
     """
 
-    authentication_classes = [KeystoneTokenAuthentication]
-    permission_classes = [IsAuthenticated]
-    renderer_classes = [JSONRenderer]
-    parser_classes = [JSONParser]
     content_negotiation_class = AnyAccept
-    schema = None
     streams_body = False
 
     def get_exception_handler(self):
