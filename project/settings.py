@@ -401,6 +401,11 @@ CORRAL_GUEST_INFO_MAX_VMS = int(os.environ.get("CORRAL_GUEST_INFO_MAX_VMS", "500
 CORRAL_GUEST_KEYS_WAIT = float(os.environ.get("CORRAL_GUEST_KEYS_WAIT", "90"))
 # A console ticket (POST /api/vms/{id}/console/) is good for this many seconds, once (max 60).
 CORRAL_CONSOLE_TICKET_SECONDS = min(60, int(os.environ.get("CORRAL_CONSOLE_TICKET_SECONDS", "30")))
+# The VNC password a redeemed ticket sets on the guest's screen is good for this many seconds
+# (max 60): the relay authenticates with it at once; an open session outlives it.
+CORRAL_CONSOLE_CREDENTIAL_SECONDS = min(
+    60, int(os.environ.get("CORRAL_CONSOLE_CREDENTIAL_SECONDS", "20"))
+)
 CORRAL_TICK_SECONDS = float(os.environ.get("CORRAL_TICK_SECONDS", "1"))
 CORRAL_TICKER_RUN_SECONDS = float(os.environ.get("CORRAL_TICKER_RUN_SECONDS", "15"))
 CORRAL_JOB_HEARTBEAT_INTERVAL = float(os.environ.get("CORRAL_JOB_HEARTBEAT_INTERVAL", "2"))

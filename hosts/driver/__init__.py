@@ -9,6 +9,8 @@ call of ``HostDriver`` (``base``), raising ``NotSupported`` for what it cannot d
 only (``LifecycleListener``); hosts of other backends are covered by the sync's interval.
 """
 
+from datetime import datetime
+
 from hosts.driver import libvirt as _libvirt
 from hosts.driver.base import (
     ACTIVE_STATES,
@@ -212,6 +214,14 @@ def screen_port(uri: str, uuid: str) -> int | None:
     return backend_for(uri).screen_port(uri, uuid)
 
 
+def set_screen_password(uri: str, uuid: str, password: str, valid_until: datetime) -> int | None:
+    """Let ``password`` (VNC authentication) open the running domain's screen until
+    ``valid_until``, in place of any password it had (an open connection stays); returns the
+    screen's VNC port, None when it has no screen or does not run there. A guest's screen is
+    locked (a password nobody knows) from its definition on."""
+    return backend_for(uri).set_screen_password(uri, uuid, password, valid_until)
+
+
 def set_authorized_keys(uri: str, uuid: str, user: str, keys: list[str]) -> None:
     """Make ``keys`` the whole of ``user``'s ``authorized_keys`` in the running guest, through
     its guest agent: ``GuestAgentUnavailable`` when the agent does not answer, ``NotSupported``
@@ -300,6 +310,7 @@ __all__ = [
     "remove_guest_files",
     "resume",
     "screen_port",
+    "set_screen_password",
     "set_authorized_keys",
     "shutdown",
     "snapshot_create",

@@ -18,6 +18,9 @@ from typing import Protocol, runtime_checkable
 
 from hosts.driver import uris
 
+# RFB's VNC authentication reads the first 8 characters of a screen's password.
+VNC_PASSWORD_LENGTH = 8
+
 # Power states of a domain that runs (or is about to stop, or paused).
 ACTIVE_STATES = frozenset({"running", "blocked", "paused", "shutdown", "pmsuspended"})
 # The storage pool Corral keeps its volumes in, on every host that has one.
@@ -276,6 +279,10 @@ class HostDriver(Protocol):
     ) -> dict[str, GuestInfo]: ...
 
     def screen_port(self, uri: str, uuid: str) -> int | None: ...
+
+    def set_screen_password(
+        self, uri: str, uuid: str, password: str, valid_until: datetime
+    ) -> int | None: ...
 
     def set_authorized_keys(self, uri: str, uuid: str, user: str, keys: list[str]) -> None: ...
 

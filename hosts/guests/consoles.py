@@ -4,16 +4,19 @@ issued for).
 
 A local host (a ``qemu:///…`` or ``qemu+unix://`` URI, no host name) has its guests' VNC
 listen on the loopback only; a remote host's listen on every address of the host, and Corral
-connects to the host name of its URI: firewall the VNC ports (5900 and up) so only Corral's
-web tier reaches them. The websocket relay connects only to the address and port recorded for
-the VM (``console_target``), never to one a client names.
+connects to the host name of its URI. Every guest's screen is locked from its definition on (a
+VNC password nobody is told); opening a console sets a new random password on it, valid
+``CORRAL_CONSOLE_CREDENTIAL_SECONDS`` (``screen_credential``), which only the relay holds and
+uses to authenticate: the browser never sees it, and whoever merely reaches the host's VNC
+ports is refused. The websocket relay connects only to the address and port of the VM's
+screen on its host (``redeem_ticket``), never to one a client names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -21,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hosts import driver
+from hosts.driver.base import VNC_PASSWORD_LENGTH
 from hosts.driver.uris import host_name, is_local
 from hosts.error_codes import HostErrorCode
 from hosts.models import ConsoleKind, ConsoleTicket, VirtualMachine, VmStatus
@@ -56,11 +60,13 @@ class SerialTarget:
 
 @dataclass(frozen=True)
 class ConsoleTarget:
-    """Where the relay connects for one redeemed ticket: the VM's host and its VNC port."""
+    """Where the relay connects for one redeemed ticket: the VM's host, its VNC port, and the
+    password that opens it (valid seconds, known to the relay alone)."""
 
     vm_id: int
     address: str
     port: int
+    password: str = field(repr=False, default="")
 
 
 def _refuse_unless_running(vm: VirtualMachine, code: HostErrorCode, what: str) -> None:
@@ -148,9 +154,31 @@ def redeem_ticket(token: str, user) -> ConsoleTarget | None:
     vm = _redeem(token, user, ConsoleKind.SCREEN)
     if vm is None or not vm.graphics_port:
         return None
-    if not MIN_VNC_PORT <= vm.graphics_port <= MAX_PORT:
+    return screen_credential(vm)
+
+
+def new_credential(vm_id: int) -> ConsoleTarget | None:
+    """``screen_credential`` again for the VM ``vm_id`` (its password replaced before the relay
+    used it), on the host it is on now; None when it has none or shows no screen."""
+    vm = VirtualMachine.objects.select_related("host").filter(pk=vm_id).first()
+    if vm is None or vm.host is None:
         return None
-    return ConsoleTarget(vm_id=vm.pk, address=console_address(vm.host.uri), port=vm.graphics_port)
+    return screen_credential(vm)
+
+
+def screen_credential(vm: VirtualMachine) -> ConsoleTarget | None:
+    """A new password for the running VM's screen, set on its host and valid
+    ``CORRAL_CONSOLE_CREDENTIAL_SECONDS`` (the one it had stops working; a connection already
+    open stays), with the screen's port there: where the relay connects. None when the VM
+    shows no screen on its host now. ``DriverError`` when the host cannot be asked."""
+    password = secrets.token_urlsafe(6)[:VNC_PASSWORD_LENGTH]
+    valid_until = timezone.now() + timedelta(seconds=settings.CORRAL_CONSOLE_CREDENTIAL_SECONDS)
+    port = driver.set_screen_password(vm.host.uri, str(vm.uuid), password, valid_until)
+    if port is None or not MIN_VNC_PORT <= port <= MAX_PORT:
+        return None
+    return ConsoleTarget(
+        vm_id=vm.pk, address=console_address(vm.host.uri), port=port, password=password
+    )
 
 
 def redeem_serial_ticket(token: str, user) -> SerialTarget | None:

@@ -257,6 +257,10 @@ def screen_port(uri: str, uuid: str) -> int | None:
     raise _without_libvirt(uri)
 
 
+def set_screen_password(uri: str, uuid: str, password: str, valid_until) -> int | None:
+    raise _without_libvirt(uri)
+
+
 def set_authorized_keys(uri: str, uuid: str, user: str, keys: list[str]) -> None:
     raise _without_libvirt(uri)
 

@@ -15,11 +15,12 @@ from django.test import Client
 
 from hosts import driver, sync
 from hosts.driver.libvirt import volumes
-from hosts.guests import guestinfo
+from hosts.guests import guestinfo, rfb
 from hosts.models import ConsoleLog, Host, JobKind, VirtualMachine
 from pools import monitor
 from pools.models import VmPool
 from tests.conftest import unique, wait_until
+from tests.hosts.driver.guests import vnc_security_types
 from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.guests.test_guest_access import _first_bytes
 from tests.hosts.images.uploads import upload_file
@@ -189,6 +190,9 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
         path, f"sessionid={browser.cookies['sessionid'].value}"
     )
     assert (moved_screen or b"")[:11] == b"RFB 003.008"
+    # Its screen stayed locked on the move: reaching the port there is not enough.
+    port = driver.screen_port(second.uri, str(vm.uuid))
+    assert vnc_security_types("127.0.0.1", port) == {rfb.SECURITY_VNC}
 
     # Deleting the pool deletes its VM: nothing of it stays on either host.
     gone = admin.delete(f"/api/vmpools/{pool_id}/")

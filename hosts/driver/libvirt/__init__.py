@@ -30,6 +30,7 @@ from hosts.driver.libvirt.guests import (
     remove_guest_files,
     screen_port,
     set_authorized_keys,
+    set_screen_password,
     write_seed,
 )
 from hosts.driver.libvirt.migration import migrate_with_storage, move_stopped_with_storage
@@ -65,6 +66,7 @@ __all__ = [
     "resume",
     "screen_port",
     "set_authorized_keys",
+    "set_screen_password",
     "shutdown",
     "snapshot_create",
     "snapshot_revert",

@@ -8,16 +8,20 @@ test driver) gets the devices that need no file: a serial console, the agent cha
 
 from __future__ import annotations
 
+import logging
+import secrets
+from datetime import UTC, datetime
 from xml.etree import ElementTree
 from xml.sax.saxutils import quoteattr
 
 import libvirt
 
-from hosts.driver.base import STORAGE_POOL, GuestDevices, GuestInfo
+from hosts.driver.base import STORAGE_POOL, VNC_PASSWORD_LENGTH, GuestDevices, GuestInfo
 from hosts.driver.libvirt import storage
 from hosts.driver.libvirt.connection import call, lookup_domain
 from hosts.driver.libvirt.storage import storage_pool_path
 
+logger = logging.getLogger(__name__)
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 LOG_TAIL_BYTES = 64 * 1024
 LOOPBACK_NAMES = {"lo"}
@@ -62,8 +66,12 @@ def devices_xml(conn: libvirt.virConnect, uuid: str, devices: GuestDevices) -> s
             f"<channel type='unix'><target type='virtio' name='{AGENT_CHANNEL}'/></channel>"
         )
     if devices.graphics == "vnc":
+        # Locked from the start: a password nobody is told, until a console is opened
+        # (``set_screen_password``). VNC passwords are at most 8 characters.
+        locked = secrets.token_urlsafe(6)[:VNC_PASSWORD_LENGTH]
         parts.append(
-            f"<graphics type='vnc' autoport='yes' listen={quoteattr(devices.graphics_listen)}/>"
+            f"<graphics type='vnc' autoport='yes' listen={quoteattr(devices.graphics_listen)}"
+            f" passwd={quoteattr(locked)}/>"
         )
     return "".join(parts)
 
@@ -270,6 +278,38 @@ def screen_port(uri: str, uuid: str) -> int | None:
         return _graphics(dom)[0] if dom is not None and dom.isActive() else None
 
     return call(uri, "read the guest's screen", run, retry=True)
+
+
+def set_screen_password(uri: str, uuid: str, password: str, valid_until: datetime) -> int | None:
+    """Let ``password`` open the running domain's screen until ``valid_until`` (the password it
+    had stops working at once; a connection already open stays); returns the screen's VNC port.
+    None when the domain has no screen or does not run there."""
+    when = valid_until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+    def run(conn: libvirt.virConnect) -> int | None:
+        dom = lookup_domain(conn, uuid)
+        if dom is None or not dom.isActive():
+            return None
+        xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_SECURE)
+        graphics = ElementTree.fromstring(xml).find("devices/graphics[@type='vnc']")
+        if graphics is None:
+            return None
+        port = int(graphics.get("port") or -1)
+        if graphics.get("passwd") is None:
+            # Started without a password (defined by an earlier Corral): QEMU enables VNC
+            # passwords only at start, so it stays open until its next start locks it.
+            logger.warning(
+                "The screen of domain %s on %s has no password until it restarts", uuid, uri
+            )
+            return port if port > 0 else None
+        graphics.set("passwd", password[:VNC_PASSWORD_LENGTH])
+        graphics.set("passwdValidTo", when)
+        dom.updateDeviceFlags(
+            ElementTree.tostring(graphics, encoding="unicode"), libvirt.VIR_DOMAIN_AFFECT_LIVE
+        )
+        return port if port > 0 else None
+
+    return call(uri, "open the guest's screen", run)
 
 
 def guest_info(

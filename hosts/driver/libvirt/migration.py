@@ -97,8 +97,10 @@ def move_stopped_with_storage(
 
 
 def _migrate(dom: libvirt.virDomain, destination: libvirt.virConnect, destination_boot: dict):
-    live = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
-    inactive = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_INACTIVE)
+    # With its secrets: without them the destination's screen would need no password.
+    flags = libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_SECURE
+    live = dom.XMLDesc(flags)
+    inactive = dom.XMLDesc(flags | libvirt.VIR_DOMAIN_XML_INACTIVE)
     current = boot_paths(live)
     moves = {current[k]: destination_boot.get(k, "") for k in current}
     pool_dir = posixpath.dirname(destination_boot.get("disk_path", ""))

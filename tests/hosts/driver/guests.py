@@ -8,6 +8,7 @@ are those the host names (TCG here, never a hard-coded ``kvm``).
 import contextlib
 import io
 import os
+import secrets
 import socket
 import subprocess
 import uuid
@@ -129,7 +130,7 @@ def domain_xml(
     <serial type='pty'><log file={quoteattr(log)} append='on'/><target port='0'/></serial>
     <console type='pty'><target type='serial' port='0'/></console>
     <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
-    <graphics type='vnc' autoport='yes' listen='127.0.0.1'/>
+    <graphics type='vnc' autoport='yes' listen='127.0.0.1' passwd='{secrets.token_hex(4)}'/>
   </devices>
   {qemu_arguments}
 </domain>"""
@@ -288,3 +289,40 @@ def type_on_keyboard(domain, text: str) -> None:
 
 def lines(console: str) -> list[str]:
     return [line.strip() for line in console.splitlines()]
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "the screen closed the connection"
+        data += chunk
+    return data
+
+
+def _rfb_offer(address: str, port: int) -> tuple[socket.socket, set[int]]:
+    sock = socket.create_connection((address, port), timeout=10)
+    assert _recv_exactly(sock, 12).startswith(b"RFB 003.")
+    sock.sendall(b"RFB 003.008\n")
+    (count,) = _recv_exactly(sock, 1)
+    return sock, set(_recv_exactly(sock, count))
+
+
+def vnc_security_types(address: str, port: int) -> set[int]:
+    """The RFB security types a VNC port offers any client that reaches it (1: none at all,
+    2: VNC authentication)."""
+    sock, offered = _rfb_offer(address, port)
+    sock.close()
+    return offered
+
+
+def vnc_login(address: str, port: int, password: str) -> int:
+    """The SecurityResult a VNC port gives VNC authentication with ``password`` (0: in)."""
+    from hosts.guests import rfb
+
+    sock, offered = _rfb_offer(address, port)
+    with sock:
+        assert rfb.SECURITY_VNC in offered
+        sock.sendall(bytes([rfb.SECURITY_VNC]))
+        sock.sendall(rfb.vnc_response(_recv_exactly(sock, 16), password))
+        return int.from_bytes(_recv_exactly(sock, 4), "big")

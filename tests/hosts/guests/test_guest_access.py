@@ -7,7 +7,9 @@ database; the API answers from there, and the console websocket relays its VNC s
 """
 
 import re
-from datetime import timedelta
+import struct
+from datetime import UTC, datetime, timedelta
+from xml.etree import ElementTree
 
 import libvirt
 import pytest
@@ -18,14 +20,15 @@ from django.utils import timezone
 
 from hosts.driver.libvirt import guests
 from hosts.driver.libvirt.storage import storage_pool_path
-from hosts.guests import cloudinit, guestinfo
+from hosts.guests import cloudinit, consoles, guestinfo, rfb
 from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
 from lab import qemuhosts
 from tests.conftest import wait_until
-from tests.hosts.driver.guests import Guest, lines
+from tests.hosts.driver.guests import Guest, lines, vnc_login, vnc_security_types
 from tests.project.sshkeys_data import ED25519, RSA
 
 BOOTED = "corral-guest: booted"
+LOOPBACK = "127.0.0.1"
 HOSTNAME = "corral-vm-1"
 KEYS = (ED25519, RSA)
 ORIGIN = (b"origin", b"http://testserver")
@@ -191,3 +194,80 @@ def test_a_console_ticket_is_only_for_who_asked_and_only_with_operate(
     assert refused is None
     assert client_for(viewer).post(f"/api/vms/{vm.pk}/console/").status_code == 404
     assert client_for(stranger).post(f"/api/vms/{vm.pk}/console/").status_code == 404
+
+
+def _graphics(domain) -> ElementTree.Element:
+    xml = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_SECURE)
+    return ElementTree.fromstring(xml).find("devices/graphics[@type='vnc']")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_screen_wants_a_password_nobody_is_told_until_a_console_opens(guest_vm):
+    vm, _ = guest_vm
+    port = refreshed(vm, lambda fresh: fresh.graphics_port).graphics_port
+    guest = VirtualMachine.objects.get(pk=vm.pk)
+    domain = libvirt.open(guest.host.uri).lookupByUUIDString(str(guest.uuid))
+
+    # Never "None": reaching the port is not enough.
+    assert vnc_security_types(LOOPBACK, port) == {rfb.SECURITY_VNC}
+    assert vnc_login(LOOPBACK, port, "") != 0
+    assert vnc_login(LOOPBACK, port, "corral") != 0
+
+    opened = consoles.screen_credential(guest)
+    assert opened.port == port and len(opened.password) == 8
+    valid_to = datetime.fromisoformat(_graphics(domain).get("passwdValidTo")).replace(tzinfo=UTC)
+    assert timedelta(0) < valid_to - timezone.now() <= timedelta(seconds=60)
+    assert vnc_login(LOOPBACK, port, opened.password) == 0
+    assert vnc_login(LOOPBACK, port, opened.password[::-1]) != 0
+    # The next console's password replaces it: the first no longer opens the screen.
+    assert consoles.screen_credential(guest).password != opened.password
+    assert vnc_login(LOOPBACK, port, opened.password) != 0
+
+
+async def _open_screen(path: str, cookie: str) -> tuple[int, int, bytes] | None:
+    """Open the console websocket as noVNC does (RFB 3.8, security "None", a shared
+    ClientInit): the screen's width, height and name from its ServerInit."""
+    from project.asgi import application
+
+    headers = [ORIGIN, (b"cookie", cookie.encode())]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect(timeout=15)
+    if not connected:
+        return None
+    received = b""
+
+    async def take(size: int) -> bytes:
+        nonlocal received
+        while len(received) < size:
+            received += await communicator.receive_from(timeout=15)
+        data, received = received[:size], received[size:]
+        return data
+
+    try:
+        assert await take(12) == b"RFB 003.008\n"
+        await communicator.send_to(bytes_data=b"RFB 003.008\n")
+        assert await take(2) == bytes([1, rfb.SECURITY_NONE])  # the relay asks no password
+        await communicator.send_to(bytes_data=bytes([rfb.SECURITY_NONE]))
+        assert await take(4) == b"\0\0\0\0"
+        await communicator.send_to(bytes_data=b"\x01")  # ClientInit: share the screen
+        width, height = struct.unpack("!HH", await take(4))
+        await take(16)  # the pixel format
+        (length,) = struct.unpack("!I", await take(4))
+        return width, height, await take(length)
+    finally:
+        await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_console_relay_signs_in_to_the_screen_for_the_browser(guest_vm, client_for):
+    vm, user = guest_vm
+    refreshed(vm, lambda fresh: fresh.graphics_port)
+    browser = Client()
+    browser.force_login(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+
+    width, height, name = async_to_sync(_open_screen)(_ticket(client_for(user), vm), cookie)
+    again = async_to_sync(_open_screen)(_ticket(client_for(user), vm), cookie)
+
+    assert (width, height) == (again[0], again[1]) and width >= 640 and height >= 400
+    assert name == again[2] and name  # QEMU names the screen after the guest
