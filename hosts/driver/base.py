@@ -129,8 +129,10 @@ class DomainSpec:
     cmdline: str = ""
     user_nic: bool = False
     bridge: str = ""
-    # With a user-mode NIC: the port on the host's loopback that leads to the guest's port 22.
+    # With a user-mode NIC: the port on the host that leads to the guest's port 22, listening
+    # on ``ssh_forward_listen`` (the loopback of a host on Corral's machine, else every address).
     ssh_forward_port: int | None = None
+    ssh_forward_listen: str = "127.0.0.1"
     domain_type: str = ""
     machine: str = ""
     emulator: str = ""

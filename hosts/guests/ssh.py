@@ -2,10 +2,11 @@
 
 A VM on a libvirt network or a host bridge is reached at the address its guest reports (the
 guest agent, or the network's DHCP leases), port 22. A VM with only a user-mode NIC is
-reachable from nowhere, unless its host publishes guests' SSH ports on its loopback (a lab or
-test host on Corral's own machine with a guest SSH port range): then ``ssh -p PORT
-user@127.0.0.1`` leads to it. The port is chosen when the VM starts on the host (``claim_port``)
-among those of the range that no other VM there holds and nothing on the machine listens on.
+reachable from nowhere, unless its host publishes guests' SSH ports (a host with a guest SSH
+port range): a host on Corral's own machine on its loopback (``ssh -p PORT user@127.0.0.1``),
+a remote host on every address it has, named by the host name of its URI (``ssh -p PORT
+user@kvm1``). The port is chosen when the VM starts on the host (``claim_port``) among those of
+the range that no other VM there holds (and, on Corral's machine, nothing listens on).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
+from hosts.driver.uris import is_local
 from hosts.guests.consoles import console_address
 from hosts.models import Host, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 
 SSH_PORT = 22
+LOOPBACK = "127.0.0.1"
+EVERY_ADDRESS = "0.0.0.0"
 # Statuses in which the guest runs and so answers SSH.
 REACHABLE = (VmStatus.UP, VmStatus.MIGRATING)
 
@@ -99,7 +103,7 @@ def claim_port(vm: VirtualMachine, host: Host) -> int | None:
         else:
             candidates = []
         candidates += range(host.guest_ssh_port_min, host.guest_ssh_port_max + 1)
-        port = next((p for p in candidates if p not in taken and _free(p)), None)
+        port = next((p for p in candidates if p not in taken and _free(p, host)), None)
         if port is None:
             return None
         if vm.host_id == host.pk:
@@ -108,11 +112,21 @@ def claim_port(vm: VirtualMachine, host: Host) -> int | None:
     return port
 
 
-def _free(port: int) -> bool:
-    """Nothing on this machine listens on ``port`` of the loopback (the host is local)."""
+def forward_listen_address(host: Host) -> str:
+    """Where a guest's forwarded SSH port listens on ``host``: its loopback when the host is on
+    Corral's own machine, every address of a remote host (its URI's host name leads there)."""
+    return LOOPBACK if is_local(host.uri) else EVERY_ADDRESS
+
+
+def _free(port: int, host: Host) -> bool:
+    """Nothing on this machine listens on ``port`` of the loopback, for a host on Corral's
+    machine; a remote host's ports are not probed (QEMU refuses to start on one taken, and the
+    start goes on to another host as the policy says)."""
+    if not is_local(host.uri):
+        return True
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((LOOPBACK, port))
         except OSError:
             return False
     return True

@@ -8,7 +8,6 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import checks
-from hosts.driver import uris
 from hosts.validators import (
     validate_bridge_name,
     validate_kernel_cmdline,
@@ -137,8 +136,9 @@ class Host(models.Model):
         null=True,
         blank=True,
         validators=[MinValueValidator(1024), MaxValueValidator(65535)],
-        help_text="Lab and test hosts on this machine without a bridge: each guest's SSH port "
-        "(a user-mode NIC) is published on the host's loopback, on a port from this range.",
+        help_text="For guests with only a user-mode NIC: each one's SSH port is published on "
+        "the host, on a port from this range (on the loopback of a host on Corral's own "
+        "machine, on every address of a remote host: open the range in its firewall).",
     )
     guest_ssh_port_max = models.PositiveIntegerField(
         "last guest SSH port",
@@ -211,14 +211,6 @@ class Host(models.Model):
         if high - low >= MAX_GUEST_SSH_PORTS:
             raise ValidationError(
                 {"guest_ssh_port_max": f"At most {MAX_GUEST_SSH_PORTS} ports in the range."}
-            )
-        if not uris.is_local(self.uri or ""):
-            raise ValidationError(
-                {
-                    "guest_ssh_port_min": "Only a host on Corral's own machine (a local URI) "
-                    "publishes its guests' SSH ports on its loopback; give a remote host a "
-                    "bridge or a libvirt network."
-                }
             )
 
 

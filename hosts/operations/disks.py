@@ -78,6 +78,7 @@ def boot_for(ctx: JobContext, vm: VirtualMachine, host: Host, *, reset: bool = F
         "cmdline": template.kernel_cmdline,
         "user_nic": user_nic,
         "ssh_forward_port": ssh_port,
+        "ssh_forward_listen": ssh.forward_listen_address(host),
     }
 
 

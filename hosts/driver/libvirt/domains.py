@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -40,7 +41,7 @@ CORRAL_XMLNS = "https://corral.invalid/xmlns/vm/1"
 QEMU_XMLNS = "http://libvirt.org/schemas/domain/qemu/1.0"
 FORWARDED_NETDEV = "corralnet0"
 FORWARDED_NIC_SLOT = "0x10"
-_HOSTFWD = re.compile(r"hostfwd=tcp:127\.0\.0\.1:\d+-:22")
+_HOSTFWD = re.compile(r"hostfwd=tcp:[0-9.]*:\d+-:22")
 IMAGE_DIR = "/var/lib/libvirt/images"
 
 
@@ -126,14 +127,14 @@ def _user_nic(spec: DomainSpec) -> bool:
 
 
 def _forwarded_nic(spec: DomainSpec) -> str:
-    """A user-mode NIC whose guest port 22 is published on the host's loopback at
-    ``ssh_forward_port``: QEMU's ``hostfwd``, given through libvirt's QEMU namespace (Debian's
-    libvirt 9.0 has no ``<portForward>``), at a PCI address of its own (libvirt's automatic
-    addresses would clash with it). libvirt marks such a domain tainted; lab hosts only."""
+    """A user-mode NIC whose guest port 22 is published on the host at ``ssh_forward_port``
+    (on ``ssh_forward_listen``): QEMU's ``hostfwd``, given through libvirt's QEMU namespace
+    (Debian's libvirt 9.0 has no ``<portForward>``), at a PCI address of its own (libvirt's
+    automatic addresses would clash with it). libvirt marks such a domain tainted."""
     port = spec.ssh_forward_port
     if port is None or not _user_nic(spec):
         return ""
-    netdev = f"user,id={FORWARDED_NETDEV},hostfwd=tcp:127.0.0.1:{int(port)}-:22"
+    netdev = f"user,id={FORWARDED_NETDEV},{_hostfwd(spec.ssh_forward_listen, port)}"
     device = f"virtio-net-pci,netdev={FORWARDED_NETDEV},addr={FORWARDED_NIC_SLOT}"
     args = "".join(
         f"<qemu:arg value={quoteattr(value)}/>" for value in ("-netdev", netdev, "-device", device)
@@ -141,9 +142,15 @@ def _forwarded_nic(spec: DomainSpec) -> str:
     return f"<qemu:commandline>{args}</qemu:commandline>"
 
 
-def with_forwarded_ssh_port(xml: str, port: int) -> str:
-    """``xml`` forwarding ``port`` instead (a migration's destination has ports of its own)."""
-    return _HOSTFWD.sub(f"hostfwd=tcp:127.0.0.1:{int(port)}-:22", xml)
+def _hostfwd(listen: str, port: int) -> str:
+    ipaddress.IPv4Address(listen)  # an address, never text that could add QEMU options
+    return f"hostfwd=tcp:{listen}:{int(port)}-:22"
+
+
+def with_forwarded_ssh_port(xml: str, port: int, listen: str = "127.0.0.1") -> str:
+    """``xml`` forwarding ``port`` on ``listen`` instead (a migration's destination has ports,
+    and maybe an address to listen on, of its own)."""
+    return _HOSTFWD.sub(_hostfwd(listen, port), xml)
 
 
 def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:

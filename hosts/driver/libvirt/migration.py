@@ -109,9 +109,10 @@ def _migrate(dom: libvirt.virDomain, destination: libvirt.virConnect, destinatio
             moves[path] = posixpath.join(pool_dir, posixpath.basename(path))
     live, inactive = rewrite(live, moves), rewrite(inactive, moves)
     ssh_port = destination_boot.get("ssh_forward_port")
-    if ssh_port is not None:  # the destination's own port for the guest's SSH
-        live = with_forwarded_ssh_port(live, ssh_port)
-        inactive = with_forwarded_ssh_port(inactive, ssh_port)
+    if ssh_port is not None:  # the destination's own port (and address) for the guest's SSH
+        listen = destination_boot.get("ssh_forward_listen", "127.0.0.1")
+        live = with_forwarded_ssh_port(live, ssh_port, listen)
+        inactive = with_forwarded_ssh_port(inactive, ssh_port, listen)
     params = {
         libvirt.VIR_MIGRATE_PARAM_DEST_XML: live,
         libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: inactive,

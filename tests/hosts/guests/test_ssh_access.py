@@ -1,6 +1,6 @@
 """Where a VM's user logs in by SSH (the API's ``ssh``, the VM page, the admin), the NICs a
-template asks for (a libvirt network, a host bridge, a user-mode NIC whose SSH port a lab host
-publishes on its loopback), and the ``guest_keys`` jobs that put a holder's keys in a running
+template asks for (a libvirt network, a host bridge, a user-mode NIC whose SSH port the host
+publishes: on its loopback for a lab host, on its own address for a remote host), and the ``guest_keys`` jobs that put a holder's keys in a running
 guest, on simulated hosts (libvirt's test driver, which has no guest agent). On real QEMU
 guests: tests/hosts/guests/test_ssh_into_vm.py."""
 
@@ -30,7 +30,7 @@ LOCAL = "qemu+unix:///session?socket=/tmp/cq-x/run/libvirt/libvirt-sock"
 def _free_ports(count: int) -> int:
     """The first of ``count`` consecutive loopback ports nothing listens on now."""
     for first in range(41000, 42000, count):
-        if all(ssh._free(port) for port in range(first, first + count)):
+        if all(ssh._free(port, Host(uri=LOCAL)) for port in range(first, first + count)):
             return first
     raise AssertionError("no free ports")
 
@@ -127,18 +127,13 @@ def test_the_vm_page_shows_the_command_to_copy_and_whether_the_keys_are_in(
     [
         ({"guest_ssh_port_min": 41000}, "guest_ssh_port_max", "both ends"),
         ({"guest_ssh_port_min": 41010, "guest_ssh_port_max": 41000}, "guest_ssh_port_max", "ends"),
-        (
-            {"guest_ssh_port_min": 41000, "guest_ssh_port_max": 41010, "remote": True},
-            "guest_ssh_port_min",
-            "loopback",
-        ),
+        ({"guest_ssh_port_min": 41000, "guest_ssh_port_max": 42000}, "guest_ssh_port_max", "most"),
     ],
 )
 def test_a_guest_ssh_port_range_is_refused_when_it_cannot_work(
     fields, field, words, admin_user, client_for, make_cluster
 ):
-    remote = fields.pop("remote", False)
-    uri = "qemu+ssh://root@lab.example.org/system" if remote else LOCAL.replace("cq-x", "cq-y")
+    uri = LOCAL.replace("cq-x", "cq-y")
     answer = client_for(admin_user).post(
         "/api/hosts/",
         {"name": unique("h"), "cluster": make_cluster().pk, "uri": uri, **fields},
@@ -196,6 +191,45 @@ def test_the_domain_puts_nics_on_the_bridge_or_forwards_the_guests_ssh_port():
     moved = ElementTree.fromstring(with_forwarded_ssh_port(forwarded_xml, 2300))
     moved_args = [a.get("value") for a in moved.iter(f"{{{QEMU_NS}}}arg")]
     assert moved_args[1] == "user,id=corralnet0,hostfwd=tcp:127.0.0.1:2300-:22"
+    # A remote destination publishes it on every address it has.
+    remote = ElementTree.fromstring(with_forwarded_ssh_port(forwarded_xml, 2400, "0.0.0.0"))
+    remote_args = [a.get("value") for a in remote.iter(f"{{{QEMU_NS}}}arg")]
+    assert remote_args[1] == "user,id=corralnet0,hostfwd=tcp:0.0.0.0:2400-:22"
+
+
+def test_a_remote_host_publishes_the_guests_ssh_on_its_own_address_and_the_api_names_it(
+    admin_user, client_for, make_cluster, make_vm, make_template, make_user, grant
+):
+    made = client_for(admin_user).post(
+        "/api/hosts/",
+        {
+            "name": unique("kvm"),
+            "cluster": make_cluster().pk,
+            "uri": "qemu+ssh://root@10.77.0.11/system",
+            "guest_ssh_port_min": 41000,
+            "guest_ssh_port_max": 41009,
+        },
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    host = Host.objects.get(pk=made.json()["id"])
+    user = make_user()
+    vm = _running(make_vm, host, make_template(login_user="corral"), owner=user)
+    grant(user, "UserRole", vm)
+    # Not probed on Corral's machine: a port taken here says nothing of the host's.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        assert ssh._free(taken.getsockname()[1], host)
+
+    port = ssh.claim_port(vm, host)
+
+    assert port == 41000 and ssh.forward_listen_address(host) == "0.0.0.0"
+    assert client_for(user).get(f"/api/vms/{vm.pk}/").json()["ssh"] == {
+        "user": "corral",
+        "host": "10.77.0.11",
+        "port": 41000,
+        "command": "ssh -p 41000 corral@10.77.0.11",
+    }
 
 
 def test_vms_starting_on_a_lab_host_take_different_ports_and_skip_one_in_use(
