@@ -1,8 +1,9 @@
 """Where a VM's user logs in by SSH (the API's ``ssh``, the VM page, the admin), the NICs a
 template asks for (a libvirt network, a host bridge, a user-mode NIC whose SSH port the host
-publishes: on its loopback for a lab host, on its own address for a remote host), and the ``guest_keys`` jobs that put a holder's keys in a running
-guest, on simulated hosts (libvirt's test driver, which has no guest agent). On real QEMU
-guests: tests/hosts/guests/test_ssh_into_vm.py."""
+publishes: on its loopback for a lab host, on its own address for a remote host), and the
+``guest_keys`` jobs that put a holder's keys in a running guest, on simulated hosts (libvirt's
+test driver, which has no guest agent). On real QEMU guests:
+tests/hosts/guests/test_ssh_into_vm.py."""
 
 import socket
 from xml.etree import ElementTree
