@@ -17,6 +17,7 @@ uvicorn workers, a pool of 20 database connections each), on the benchmark datab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -120,10 +121,13 @@ class Server:
             except requests.RequestException:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("the web server did not start")
+        raise RuntimeError(f"the web server did not answer {path} within 60 s: {self.log}")
 
     def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)
+        if self.process.poll() is not None:
+            return  # stopped already (a start that failed stops it before raising)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(30)
         except subprocess.TimeoutExpired:
