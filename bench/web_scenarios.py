@@ -348,28 +348,38 @@ def _open_pages(server: Server, crowd: Crowd, count: int, kinds: tuple[str, ...]
         }
     )
     prober = _probe(server.url, crowd.tokens, settled, settled + 3600)
-    time.sleep(max(0.0, settled - time.monotonic()))
-    markers, caught_up = [], None
-    if storm:  # a deploy: the new tier started beside the old one, then the old one stopped
-        old = server.process
-        server.start()
-        deploy_marker = crowd.emit_marker()
-        stopped = time.monotonic()
-        os.killpg(old.pid, signal.SIGTERM)
-        old.wait(30)
-    probe_start = time.monotonic()  # what was asked before (a storm's deploy) is not counted
-    steady_until = probe_start + window
-    probe_until = steady_until + MARKERS * MARKER_GAP_S
-    if storm:  # one event while the pages reconnect: every reader must get it
-        time.sleep(max(0.0, probe_start + window / 2 - time.monotonic()))
-        markers.append(crowd.emit_marker())
-    for n in range(MARKERS):
-        time.sleep(max(0.0, steady_until + n * MARKER_GAP_S + 0.5 - time.monotonic()))
-        markers.append(crowd.emit_marker())
-    time.sleep(max(0.0, probe_until - time.monotonic()))
-    samples = [sample for sample in prober.stop()["samples"] if sample[0] >= probe_start]
-    time.sleep(3)  # the last marker's slowest readers
-    pages_out = pages.stop()["pages"]
+    old = None
+    try:
+        time.sleep(max(0.0, settled - time.monotonic()))
+        markers, caught_up = [], None
+        if storm:  # a deploy: the new tier started beside the old one, then the old one stopped
+            old = server.process
+            server.start()
+            deploy_marker = crowd.emit_marker()
+            stopped = time.monotonic()
+            os.killpg(old.pid, signal.SIGTERM)
+            old.wait(30)
+        probe_start = time.monotonic()  # what was asked before (a storm's deploy) is not counted
+        steady_until = probe_start + window
+        probe_until = steady_until + MARKERS * MARKER_GAP_S
+        if storm:  # one event while the pages reconnect: every reader must get it
+            time.sleep(max(0.0, probe_start + window / 2 - time.monotonic()))
+            markers.append(crowd.emit_marker())
+        for n in range(MARKERS):
+            time.sleep(max(0.0, steady_until + n * MARKER_GAP_S + 0.5 - time.monotonic()))
+            markers.append(crowd.emit_marker())
+        time.sleep(max(0.0, probe_until - time.monotonic()))
+        samples = [sample for sample in prober.stop()["samples"] if sample[0] >= probe_start]
+        time.sleep(3)  # the last marker's slowest readers
+        pages_out = pages.stop()["pages"]
+    except BaseException:
+        # Nothing the scenario started outlives it: the load, the prober, an old tier.
+        for process in (pages, prober):
+            with contextlib.suppress(Exception):
+                process.stop()
+        if old is not None and old.poll() is None:
+            os.killpg(old.pid, signal.SIGKILL)
+        raise
     if storm:  # every reader of the old tier has it once it has come back and resumed
         caught_up = _fan_out(crowd, pages_out, deploy_marker) - (
             stopped - crowd.markers[deploy_marker]
