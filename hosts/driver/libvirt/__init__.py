@@ -34,6 +34,7 @@ from hosts.driver.libvirt.guests import (
 )
 from hosts.driver.libvirt.migration import migrate_with_storage, move_stopped_with_storage
 from hosts.driver.libvirt.serial import has_serial_consoles, open_serial_console
+from hosts.driver.libvirt.storage import sees_same_storage
 from hosts.driver.libvirt.volumes import (
     create_disk,
     ensure_pool,
@@ -64,6 +65,7 @@ __all__ = [
     "remove_guest_files",
     "resume",
     "screen_port",
+    "sees_same_storage",
     "set_authorized_keys",
     "shutdown",
     "snapshot_create",
