@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_save, pre_save
 
 # How often finished jobs past their retention are pruned.
 PRUNE_JOBS_EVERY_S = 600
@@ -30,8 +30,10 @@ class HostsConfig(AppConfig):
         from hosts.guests.console_relay import ConsoleRelay
         from hosts.guests.serial_relay import SerialRelay
         from hosts.jobs import retention
+        from hosts.models import Host
         from hosts.signals import guest_keys_stale, host_fenced
         from hosts.sync import loop as sync_loop
+        from hosts.sync import shared_storage
         from project import error_codes, events, loops, websockets
         from project import metrics as project_metrics
         from project.access import scopes
@@ -64,6 +66,10 @@ class HostsConfig(AppConfig):
         post_save.connect(_keys_changed, sender="project.SshKey", dispatch_uid="corral-key-added")
         post_delete.connect(
             _keys_changed, sender="project.SshKey", dispatch_uid="corral-key-deleted"
+        )
+        # A host whose storage settings change is checked again at its next sync.
+        pre_save.connect(
+            shared_storage.before_host_saved, sender=Host, dispatch_uid="corral-host-storage"
         )
 
 

@@ -80,6 +80,14 @@ class JobErrorCode(ErrorCode):
     IMAGE_DELETED = "image_deleted", "The image was deleted while the job copied it."
     IMAGE_MISSING = "image_missing", "The image's file is missing from the image store."
     COPY_FAILED = "copy_failed", "Copying the image to the host failed."
+    STORAGE_NOT_SHARED = (
+        "storage_not_shared",
+        "The hosts are set to share storage, but their storage pools are not one folder.",
+    )
+    STORAGE_SHARED_UNSET = (
+        "storage_shared_unset",
+        "The hosts' storage pools are one folder, but they are not set to share storage.",
+    )
     INTERNAL_ERROR = (
         "internal_error",
         "An unexpected error in Corral (the job's journal and the server log say which).",
@@ -114,5 +122,7 @@ NOT_FIXED_BY_RETRYING = frozenset(
         JobErrorCode.NOT_SUPPORTED,
         JobErrorCode.IMAGE_MISSING,
         JobErrorCode.BAD_VOLUME,
+        JobErrorCode.STORAGE_NOT_SHARED,
+        JobErrorCode.STORAGE_SHARED_UNSET,
     }
 )

@@ -292,7 +292,9 @@ def create_image(
 
 def distribute(template: Template, cluster_id: int, *, requested_by=None) -> list:
     """Queue a copy of each of the template's images to each real host of the cluster that
-    has none ready and none on the way (a pool's hosts get them before any VM needs them)."""
+    has none ready and none on the way (a pool's hosts get them before any VM needs them).
+    Hosts set to share storage hold one copy in their pool folder: one of them gets the job,
+    unless one of them has the copy or has it coming."""
     wanted = [
         image
         for image in (template.disk_image, template.kernel_image, template.initrd_image)
@@ -302,16 +304,22 @@ def distribute(template: Template, cluster_id: int, *, requested_by=None) -> lis
         return []
     hosts = Host.objects.filter(cluster_id=cluster_id, status=HostStatus.UP).exclude(domain_type="")
     queued = []
-    for host in hosts:
+    served: set[str] = set()
+    for host in hosts.order_by("pk"):
+        if host.shared_storage in served:
+            continue
+        if host.shared_storage:
+            served.add(host.shared_storage)
+        sharing = host.sharing_storage()
         have = set(
             ImageCopy.objects.filter(
-                host=host, state__in=[CopyState.READY, CopyState.COPYING]
+                host__in=sharing, state__in=[CopyState.READY, CopyState.COPYING]
             ).values_list("image_id", flat=True)
         )
         coming = {
             params.get("image")
             for params in Job.objects.filter(
-                host=host, kind=JobKind.COPY_IMAGE, state__in=ACTIVE_JOB_STATES
+                host__in=sharing, kind=JobKind.COPY_IMAGE, state__in=ACTIVE_JOB_STATES
             ).values_list("params", flat=True)
         }
         for image in wanted:

@@ -1,11 +1,11 @@
-"""Validation of libvirt connection URIs, network names, storage paths and kernel command
-lines, shared by models and the API."""
+"""Validation of libvirt connection URIs, migration addresses, network names, storage paths and
+kernel command lines, shared by models and the API."""
 
 import re
 
 from django.core.exceptions import ValidationError
 
-from hosts.driver.uris import refusal
+from hosts.driver.uris import address_refusal, refusal
 
 _NETWORK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -18,6 +18,14 @@ def validate_libvirt_uri(value: str) -> None:
     reason = refusal(value)
     if reason is not None:
         raise ValidationError(reason, code="uri_refused")
+
+
+def validate_migration_address(value: str) -> None:
+    """A plain host name or IP address (``hosts.driver.uris.address_refusal``): it becomes the
+    host part of libvirt's migration URI and nothing else."""
+    reason = address_refusal(value)
+    if reason is not None:
+        raise ValidationError(reason, code="address_refused")
 
 
 # The user-information part of a URI holding a password: "scheme://user:password@".

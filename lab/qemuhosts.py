@@ -2,7 +2,8 @@
 
 A kind of simulated host (``lab/simhosts.py``): the same unprivileged session daemon in its
 own folder, but serving QEMU (under TCG where there is no usable KVM), with a directory storage
-pool ``corral`` at ``<folder>/pool`` made through libvirt's API. The URI is
+pool ``corral`` at ``<folder>/pool`` made through libvirt's API (or at another lab host's pool
+folder: shared storage, as two hosts mounting one NFS export would have). The URI is
 ``qemu+unix:///session?socket=<folder>/run/libvirt/libvirt-sock``.
 
 The folder must be short, at most 19 characters (``/tmp/cq-1``): libvirt puts each guest's
@@ -47,6 +48,16 @@ PORT_CLAIMS = Path("/tmp/corral-qemu-ports")
 
 @dataclass(frozen=True)
 class QemuHost(simhosts.SimHost):
+    # Another folder for its storage pool than its own ``pool``: the pool folder of another
+    # lab host, as if both mounted one NFS export (shared storage).
+    pool_path: Path | None = None
+    # What its qemu.conf says of incoming migrations: the address it listens on
+    # (``migration_address``; not 127.0.0.1, which libvirt refuses there: 127.0.0.2 and up are
+    # this machine too) and the name it gives its peers for itself (``migration_host``). One
+    # where nothing listens is a host whose own name does not lead to it from its peers.
+    migration_listen: str = ""
+    migration_name: str = ""
+
     def __post_init__(self):
         if len(str(self.directory)) > MAX_DIRECTORY_LENGTH:
             raise simhosts.SimHostError(
@@ -60,7 +71,7 @@ class QemuHost(simhosts.SimHost):
 
     @property
     def pool_directory(self) -> Path:
-        return self.directory / "pool"
+        return self.pool_path or self.directory / "pool"
 
 
 def new_directory() -> Path:
@@ -85,6 +96,10 @@ def start(host: QemuHost, timeout: float = 30.0) -> int:
         f"migration_port_min = {first + PORTS_EACH}\n"
         f"migration_port_max = {first + 2 * PORTS_EACH - 1}\n"
     )
+    if host.migration_listen:
+        conf += f'migration_address = "{host.migration_listen}"\n'
+    if host.migration_name:
+        conf += f'migration_host = "{host.migration_name}"\n'
     pid = simhosts.start_daemon(host, timeout, qemu_conf=conf)
     ensure_storage_pool(host.uri, str(host.pool_directory))
     hoststate.resume_guests(host.uri)

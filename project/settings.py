@@ -316,6 +316,9 @@ CORRAL_IMAGE_STORE = Path(os.environ.get("CORRAL_IMAGE_STORE", VAR_DIR / "images
 CORRAL_IMAGE_MAX_BYTES = int(os.environ.get("CORRAL_IMAGE_MAX_BYTES", str(64 * 1024**3)))
 # How long a VM start waits for another job's copy of an image to the same host.
 CORRAL_IMAGE_COPY_WAIT = float(os.environ.get("CORRAL_IMAGE_COPY_WAIT", "600"))
+# How often the sync checks which hosts share each host's storage pool folder (a host whose
+# storage settings change is checked at its next sync).
+CORRAL_STORAGE_CHECK_INTERVAL = float(os.environ.get("CORRAL_STORAGE_CHECK_INTERVAL", "300"))
 
 # Logs go to stderr, as plain text or (CORRAL_LOG_FORMAT=json) one JSON object per line.
 CORRAL_LOG_FORMAT = os.environ.get("CORRAL_LOG_FORMAT", "plain")

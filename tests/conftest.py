@@ -210,6 +210,39 @@ def qemu_daemons():
 
 
 @pytest.fixture(scope="session")
+def shared_storage_daemons():
+    """Two real QEMU hosts whose storage pools are one folder (the first's), as two hosts
+    mounting one NFS export would have.
+
+    The second is reached for migrations only at its Host's migration address: it listens for
+    them on 127.0.0.3 and gives its peers the name 127.0.0.2 for itself, where nothing listens
+    (a host whose own name does not lead to it from the others). Stopped and removed at the
+    end like ``qemu_daemons``.
+    """
+    import shutil
+
+    from lab import qemuhosts
+
+    first = qemuhosts.QemuHost(name="shared-1", directory=qemuhosts.new_directory())
+    second = qemuhosts.QemuHost(
+        name="shared-2",
+        directory=qemuhosts.new_directory(),
+        pool_path=first.pool_directory,
+        migration_listen="127.0.0.3",
+        migration_name="127.0.0.2",
+    )
+    hosts = [first, second]
+    try:
+        for host in hosts:  # the first makes the folder the second's pool uses
+            qemuhosts.start(host)
+        yield hosts
+    finally:
+        for host in reversed(hosts):
+            qemuhosts.stop(host)
+            shutil.rmtree(host.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
 def tiny_guest():
     """The tiny guest's kernel, initrd and blank disk (lab/tinyguest.py), built once."""
     from lab import tinyguest

@@ -111,6 +111,8 @@ class HostAdmin(ScopedAdmin):
         "updated_at",
         "storage_capacity_bytes",
         "storage_free_bytes",
+        "storage_problem",
+        "storage_checked_at",
         "domain_type",
         "machine",
         "emulator",
@@ -123,20 +125,26 @@ class HostAdmin(ScopedAdmin):
 
     def get_fieldsets(self, request, obj=None):
         main = ["name", "cluster", "uri", "description", "reservable", "networks", "capabilities"]
-        storage = ["storage_pool", "storage_path"]
+        storage = ["storage_pool", "storage_path", "shared_storage", "migration_address"]
         loopback_ssh = (
             "Guests' SSH on this machine's loopback (lab and test hosts without a bridge)",
             {"fields": [("guest_ssh_port_min", "guest_ssh_port_max")]},
         )
         if obj is None:
-            return [(None, {"fields": main}), ("Storage", {"fields": storage}), loopback_ssh]
+            return [
+                (None, {"fields": main}),
+                ("Storage and migration", {"fields": storage}),
+                loopback_ssh,
+            ]
         return [
             (None, {"fields": main}),
             (
-                "Storage and hypervisor",
+                "Storage, migration and hypervisor",
                 {
                     "fields": [
                         *storage,
+                        "storage_problem",
+                        "storage_checked_at",
                         "storage_capacity_bytes",
                         "storage_free_bytes",
                         "domain_type",

@@ -53,10 +53,15 @@ def has_serial_consoles(uri: str) -> bool:
     return bool(backend.has_serial_consoles(uri))
 
 
-def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
+def host_report(
+    uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+) -> HostReport:
     """Capacity, CPU counters and every domain's power state, in one round of calls. With
-    ``storage_path``, a missing storage pool is made there; without, it reports no storage."""
-    return backend_for(uri).host_report(uri, storage_pool, storage_path)
+    ``storage_path``, a missing storage pool is made there; without, it reports no storage.
+    With ``storage_marker`` (the host's, a UUID), the host's mark is put in its pool's folder
+    and the report lists the marks found there (``storage_markers``): those of every host
+    whose pool is that folder."""
+    return backend_for(uri).host_report(uri, storage_pool, storage_path, storage_marker)
 
 
 def domain_power_state(uri: str, uuid: str) -> str | None:
@@ -168,6 +173,16 @@ def delete_volume(uri: str, pool: str, name: str) -> bool:
     return backend_for(uri).delete_volume(uri, pool, name)
 
 
+def sees_same_storage(
+    source_uri: str, source_pool: str, destination_uri: str, destination_pool: str
+) -> bool:
+    """Whether the two hosts' pools are one folder, as they show it now (a volume never named
+    before, made through the source, is seen through the destination; then deleted)."""
+    return _backend_of_both(source_uri, destination_uri).sees_same_storage(
+        source_uri, source_pool, destination_uri, destination_pool
+    )
+
+
 # Reaching a guest: its seed, console log, screen, serial console and agent.
 
 
@@ -235,34 +250,46 @@ def open_serial_console(uri: str, uuid: str) -> ConsoleStream:
     return backend_for(uri).open_serial_console(uri, uuid)
 
 
-# Migration: the domain alone (hosts sharing storage, or keeping none), or with its disk.
+# Migration: the domain alone (hosts keeping no disks), or between hosts keeping disks in
+# pools, with its disk or over storage both see. ``address``: where the destination receives
+# the migration's streams, a plain host name or IP address ("": libvirt's own choice, the
+# name the destination gives for itself).
 
 
-def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "") -> None:
     """Move the domain to another host of the same backend, keeping its UUID, state and
     snapshots."""
-    _backend_of_both(source_uri, destination_uri).migrate(source_uri, destination_uri, uuid)
+    _backend_of_both(source_uri, destination_uri).migrate(
+        source_uri, destination_uri, uuid, address
+    )
 
 
 def migrate_with_storage(
-    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    source_uri: str,
+    destination_uri: str,
+    uuid: str,
+    destination_boot: dict,
+    address: str = "",
+    copy_disk: bool = True,
 ) -> str:
-    """Move the running domain and its disk between hosts keeping disks in pools of their own:
-    the destination's overlay and boot images (``destination_boot``: the boot fields of its
-    ``DomainSpec``) and its seed are made first. The source overlay's path."""
+    """Move the running domain between hosts keeping disks in pools, its paths rewritten to
+    ``destination_boot`` (the boot fields of its ``DomainSpec`` on the destination). With
+    ``copy_disk`` its disk goes along: the destination's overlay, boot images and seed are
+    made first. Without (the hosts' pools are one folder) only its memory moves, and nothing
+    is made or removed. The source overlay's path."""
     return _backend_of_both(source_uri, destination_uri).migrate_with_storage(
-        source_uri, destination_uri, uuid, destination_boot
+        source_uri, destination_uri, uuid, destination_boot, address, copy_disk
     )
 
 
 def move_stopped_with_storage(
-    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict, address: str = ""
 ) -> str:
     """Move a stopped domain and its disk as ``migrate_with_storage`` does, its CPUs never
     running; it stays defined and stopped on the destination (on failure, on the source). The
     source overlay's path."""
     return _backend_of_both(source_uri, destination_uri).move_stopped_with_storage(
-        source_uri, destination_uri, uuid, destination_boot
+        source_uri, destination_uri, uuid, destination_boot, address
     )
 
 
@@ -310,6 +337,7 @@ __all__ = [
     "remove_guest_files",
     "resume",
     "screen_port",
+    "sees_same_storage",
     "set_screen_password",
     "set_authorized_keys",
     "shutdown",

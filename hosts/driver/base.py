@@ -182,6 +182,9 @@ class HostReport:
     # The host's CPU counters in nanoseconds, summed over its CPUs: (busy, total). None when
     # the host does not report them.
     cpu_times_ns: tuple[int, int] | None = None
+    # The markers of the hosts whose pools are this host's pool folder (its own among them),
+    # when a marker was given to put there; None when none was, or the host has no pool.
+    storage_markers: frozenset[str] | None = None
 
 
 class ConsoleStream(Protocol):
@@ -209,7 +212,7 @@ class HostDriver(Protocol):
     # Domains: reports, power, snapshots.
 
     def host_report(
-        self, uri: str, storage_pool: str = "", storage_path: str = ""
+        self, uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
     ) -> HostReport: ...
 
     def domain_power_state(self, uri: str, uuid: str) -> str | None: ...
@@ -259,6 +262,10 @@ class HostDriver(Protocol):
 
     def delete_volume(self, uri: str, pool: str, name: str) -> bool: ...
 
+    def sees_same_storage(
+        self, source_uri: str, source_pool: str, destination_uri: str, destination_pool: str
+    ) -> bool: ...
+
     # Reaching a guest: its seed, console log, screen, serial console, agent.
 
     def write_seed(self, uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bool: ...
@@ -294,14 +301,27 @@ class HostDriver(Protocol):
 
     # Migration: the domain alone, or with its disk.
 
-    def migrate(self, source_uri: str, destination_uri: str, uuid: str) -> None: ...
+    def migrate(
+        self, source_uri: str, destination_uri: str, uuid: str, address: str = ""
+    ) -> None: ...
 
     def migrate_with_storage(
-        self, source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+        self,
+        source_uri: str,
+        destination_uri: str,
+        uuid: str,
+        destination_boot: dict,
+        address: str = "",
+        copy_disk: bool = True,
     ) -> str: ...
 
     def move_stopped_with_storage(
-        self, source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+        self,
+        source_uri: str,
+        destination_uri: str,
+        uuid: str,
+        destination_boot: dict,
+        address: str = "",
     ) -> str: ...
 
 

@@ -337,6 +337,46 @@ def _local_uri(name: str, value: str) -> None:
         )
 
 
+# Where a host receives migrations (``Host.migration_address``): the host part of libvirt's
+# migration URI ``tcp://ADDRESS`` and nothing else, so it can bring no option, port or path in.
+MIGRATION_ADDRESS = (
+    "Give a host name or an IP address only (kvm1.example.org, 192.0.2.10, 2001:db8::10): no "
+    "scheme, user, port or path."
+)
+_ADDRESS_CHARACTERS = re.compile(r"[A-Za-z0-9.:\[\]-]+")
+
+
+def address_refusal(address: str) -> str | None:
+    """Why ``address`` is not a plain DNS name, IPv4 or IPv6 address (bracketed or not), or
+    ``None`` when it is one."""
+    if not address or len(address) > 253 or not _ADDRESS_CHARACTERS.fullmatch(address):
+        return MIGRATION_ADDRESS
+    if address.startswith("-"):
+        return f"{address!r} starts with '-'. {MIGRATION_ADDRESS}"
+    bare = address[1:-1] if address.startswith("[") and address.endswith("]") else address
+    if ":" in bare or bare != address:
+        try:
+            ipaddress.IPv6Address(bare)
+        except ValueError:
+            return f"{address!r} is not an IPv6 address. {MIGRATION_ADDRESS}"
+        return None
+    try:
+        _check_host_name(address)
+    except Refusal:
+        return f"{address!r} is not a DNS name or an IPv4 address. {MIGRATION_ADDRESS}"
+    return None
+
+
+def migration_uri(address: str) -> str:
+    """libvirt's URI for a migration stream to ``address``: ``tcp://ADDRESS`` (an IPv6 address
+    in brackets). ``Refusal`` for an address ``address_refusal`` refuses."""
+    reason = address_refusal(address)
+    if reason is not None:
+        raise Refusal(reason)
+    bare = address.strip("[]")
+    return f"tcp://[{bare}]" if ":" in bare else f"tcp://{bare}"
+
+
 PARAMETER_CHECKS = {
     "socket": file_path,
     "keyfile": file_path,

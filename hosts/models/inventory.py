@@ -8,11 +8,13 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import checks
+from hosts.driver import uris
 from hosts.validators import (
     validate_bridge_name,
     validate_kernel_cmdline,
     validate_libvirt_uri,
     validate_login_user,
+    validate_migration_address,
     validate_network_names,
     validate_storage_path,
     validate_user_data,
@@ -131,6 +133,36 @@ class Host(models.Model):
     )
     storage_capacity_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     storage_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    shared_storage = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_object_name],
+        help_text="The shared storage (an NFS export, say) the host's pool folder is on, by a "
+        "name of your choosing, when other hosts' pools are that same folder: hosts of the "
+        "same name move VMs between them without copying disks, and hold each image once. "
+        "Empty: the pool is the host's own. Checked against what the hosts show.",
+    )
+    # The host's mark in its pool's folder (a volume named after it): the hosts that see it
+    # there share that folder (hosts/sync/shared_storage.py). A new one whenever the host's
+    # storage settings change, so a mark left in a folder it no longer uses counts no more.
+    storage_marker = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    storage_problem = models.CharField(
+        max_length=500,
+        blank=True,
+        editable=False,
+        help_text="What the last check of its pool's folder found at odds with its shared "
+        "storage setting; empty: none.",
+    )
+    storage_checked_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When its pool's folder was last checked."
+    )
+    migration_address = models.CharField(
+        max_length=253,
+        blank=True,
+        validators=[validate_migration_address],
+        help_text="The host name or IP address other hosts send this host's incoming "
+        "migrations to (memory and disks). Empty: the host name of its URI.",
+    )
     guest_ssh_port_min = models.PositiveIntegerField(
         "first guest SSH port",
         null=True,
@@ -193,6 +225,22 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def migration_target(self) -> str:
+        """Where other hosts send this host's incoming migrations: its migration address, else
+        the host name of its URI; "" for a host on Corral's own machine without an address
+        (libvirt's own choice: the name the host gives for itself)."""
+        if self.migration_address:
+            return self.migration_address
+        return "" if uris.is_local(self.uri) else uris.host_name(self.uri)
+
+    def sharing_storage(self) -> models.QuerySet:
+        """The hosts set to share this host's pool folder, itself included (only itself when
+        it shares none)."""
+        if not self.shared_storage:
+            return Host.objects.filter(pk=self.pk)
+        return Host.objects.filter(shared_storage=self.shared_storage)
 
     def clean(self) -> None:
         self._clean_guest_ssh_ports()

@@ -135,22 +135,36 @@ def _destinations(vm: VirtualMachine, params: dict, exclude: set[int]):
 
 
 def _move(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> int | None:
-    """Move the running VM; when both hosts keep disks in pools of their own, its disk too
-    (the destination's images and overlay prepared first, the source's overlay, seed and
-    console log removed after). Returns the destination's port for the guest's SSH, if it
-    publishes one."""
+    """Move the running VM, its stream sent to the destination's migration address. Between
+    hosts keeping disks in pools: over storage both are set to share and show they share, only
+    its memory (nothing made on the destination, nothing removed from the source: the disk,
+    seed and console log are the files they are); otherwise its disk too (the destination's
+    images and overlay prepared first, the source's overlay, seed and console log removed
+    after). Returns the destination's port for the guest's SSH, if it publishes one."""
+    address = destination.migration_target
+    if not (disks.real_storage(source) and disks.real_storage(destination)):
+        ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
+        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid), address)
+        return None
+    if disks.storage_shared(ctx, source, destination):
+        boot = disks.boot_for(ctx, vm, destination, disk="existing")
+        ctx.step(f"Migrating from {source.name} to {destination.name}", 0.5)
+        host_call(
+            lambda: driver.migrate_with_storage(
+                source.uri, destination.uri, str(vm.uuid), boot, address, copy_disk=False
+            )
+        )
+        return boot.get("ssh_forward_port")
     # Read-only CD-ROMs are not copied by a migration: the seed must be there first.
     host_call(cloudinit.write_seed_on, destination, vm)
-    if disks.real_storage(source) and disks.real_storage(destination):
-        boot = disks.boot_for(ctx, vm, destination, reset=True)
-        disks.carry_log(vm, source, destination)
-        ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
-        host_call(
-            lambda: driver.migrate_with_storage(source.uri, destination.uri, str(vm.uuid), boot)
+    boot = disks.boot_for(ctx, vm, destination, disk="afresh")
+    disks.carry_log(vm, source, destination)
+    ctx.step(f"Migrating from {source.name} to {destination.name} with its disk", 0.5)
+    host_call(
+        lambda: driver.migrate_with_storage(
+            source.uri, destination.uri, str(vm.uuid), boot, address
         )
-        disks.remove_disk(ctx, vm, source)
-        host_call(driver.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
-        return boot.get("ssh_forward_port")
-    ctx.step(f"Migrating from {source.name} to {destination.name}", 0.3)
-    host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
-    return None
+    )
+    disks.remove_disk(ctx, vm, source)
+    host_call(driver.remove_guest_files, source.uri, str(vm.uuid), source.storage_pool)
+    return boot.get("ssh_forward_port")

@@ -119,7 +119,8 @@ def _needs_base_snapshot(vm: VirtualMachine) -> bool:
 
 def _move_stopped(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
     """A stopped VM defined on an unusable host: move its definition (and snapshots) over;
-    between hosts keeping disks in pools of their own, its disk too (see ``_move_disk``)."""
+    between hosts keeping disks in pools, its disk too, or over storage both share, nothing
+    but its definition (see ``_move_disk``)."""
     try:
         exists = driver.domain_power_state(source.uri, str(vm.uuid)) is not None
     except driver.DriverError:
@@ -130,22 +131,33 @@ def _move_stopped(ctx: JobContext, vm: VirtualMachine, source: Host, destination
     if disks.real_storage(source) and disks.real_storage(destination):
         _move_disk(ctx, vm, source, destination)
     else:
-        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid))
+        address = destination.migration_target
+        host_call(driver.migrate, source.uri, destination.uri, str(vm.uuid), address)
 
 
 def _move_disk(ctx: JobContext, vm: VirtualMachine, source: Host, destination: Host) -> None:
     """A stateless pool's VM no user holds (or one that never wrote a disk) gets a new overlay
-    over the base on the destination; any other VM's overlay, a held stateless one's too (it
-    reverts only when returned), is copied there with the domain (a paused migration). Then
-    nothing of the VM is left on the source."""
+    over the base on the destination; any other VM keeps its overlay: left where it is over
+    storage the two hosts share (the VM is only undefined on the source, the start defines it
+    on the destination), else copied there with the domain (a paused migration), a held
+    stateless one's too (it reverts only when returned). Then the source keeps nothing of the
+    VM but what it shares with the destination."""
     uuid = str(vm.uuid)
     has_disk = host_call(driver.volume_path, source.uri, source.storage_pool, disks.disk_name(vm))
     if has_disk and not (_needs_base_snapshot(vm) and vm.owner_id is None):
+        if disks.storage_shared(ctx, source, destination):
+            host_call(driver.undefine, source.uri, uuid)
+            return
         host_call(cloudinit.write_seed_on, destination, vm)
-        boot = disks.boot_for(ctx, vm, destination, reset=True)
+        boot = disks.boot_for(ctx, vm, destination, disk="afresh")
         disks.carry_log(vm, source, destination)
         ctx.step(f"Copying the VM's disk from {source.name} to {destination.name}", 0.27)
-        host_call(lambda: driver.move_stopped_with_storage(source.uri, destination.uri, uuid, boot))
+        address = destination.migration_target
+        host_call(
+            lambda: driver.move_stopped_with_storage(
+                source.uri, destination.uri, uuid, boot, address
+            )
+        )
         ctx.log(f"Moved the VM's disk from {source.name} to {destination.name}")
     else:
         host_call(driver.undefine, source.uri, uuid)

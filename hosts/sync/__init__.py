@@ -10,7 +10,8 @@ NonResponsive and its VMs Unknown — never Down, never restarted because of it;
 past ``CORRAL_HOST_DOWN_GRACE`` is fenced by the ``host-fence`` hooks, if any (``fencing``). A
 host whose URI the allowlist refuses (a row written around validation) is Error, its VMs left as
 they were: it is never opened, so nothing is known of them. Each report
-also starts or stops the host's over-utilization clock (``overloaded_since``).
+also starts or stops the host's over-utilization clock (``overloaded_since``), and every so
+often checks which hosts share its storage pool's folder (``shared_storage``).
 
 A change is blamed on someone (an alert, a pool taking its VM back) only when Corral watched it:
 VMs that ran on a host out of sight (not Up, or not synced for ``CORRAL_HOST_UNSEEN_AFTER``) and
@@ -24,8 +25,11 @@ is each task cluster's syncer, which syncs the hosts it holds.
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from hosts import driver
 from hosts.models import Host, HostStatus
+from hosts.sync import shared_storage
 from hosts.sync.failures import mark_refused, mark_unreachable
 from hosts.sync.fencing import fence_if_due
 from hosts.sync.reconcile import reconcile_vm, status_for, vm_changed
@@ -57,7 +61,9 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
     if not_held(host, owner):
         return SyncResult(host_status=host.status, skipped=True)
     try:
-        report = driver.host_report(host.uri, host.storage_pool, host.storage_path)
+        # Every so often, which hosts share its pool's folder (hosts.sync.shared_storage).
+        marker = str(host.storage_marker) if shared_storage.check_due(host, timezone.now()) else ""
+        report = driver.host_report(host.uri, host.storage_pool, host.storage_path, marker)
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
     except driver.DriverError as exc:

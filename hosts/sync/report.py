@@ -26,7 +26,7 @@ from hosts.models import (
 )
 from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import host_reported, host_returned
-from hosts.sync import load, unseen
+from hosts.sync import load, shared_storage, unseen
 from hosts.sync.reconcile import (
     RUNNING_STATUSES,
     announce_stop,
@@ -311,9 +311,30 @@ def _write_report(
     if plan.external:
         plan.external.write(host)
     _write_host(host, plan, now)
+    _announce_storage(host, plan.host_values, result)
     # The host's load is known now (the balancer starts or stops its overload clock).
     host_reported.send(sender=Host, host=host, committed_vcpus=plan.committed_vcpus)
     return result
+
+
+def _announce_storage(host: Host, written: dict, result: SyncResult) -> None:
+    """An alert when the check of the host's pool folder found a new problem; an event when
+    one is gone."""
+    if "storage_problem" not in written:
+        return
+    found = written["storage_problem"]
+    if found:
+        alert = shared_storage.alert_text(host, found)
+        result.alerts.append(alert)
+        events.alert("host", host.pk, alert, cluster_id=host.cluster_id)
+        return
+    events.emit(
+        EventKind.CHANGED,
+        "host",
+        host.pk,
+        f"Host {host.name} shares storage as set",
+        cluster_id=host.cluster_id,
+    )
 
 
 def _write(to_write: dict[int, tuple[VirtualMachine, set[str]]]) -> None:
@@ -386,6 +407,11 @@ def _host_changes(
     }
     if cpu_percent is not None and load.moved(host.cpu_usage_percent, cpu_percent):
         values["cpu_usage_percent"] = cpu_percent
+    if report.storage_markers is not None:
+        values["storage_checked_at"] = now
+        values["storage_problem"] = shared_storage.problem(
+            host, report.storage_markers, report.read_at or now
+        )
     if report.hypervisor is not None:
         values["domain_type"] = report.hypervisor.domain_type
         values["machine"] = report.hypervisor.machine

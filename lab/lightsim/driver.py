@@ -130,7 +130,9 @@ def request(uri: str, op: str, what: str, **values) -> dict:
     raise DriverError(f"Could not {what}: the host refused it.", uri=uri, detail=detail)
 
 
-def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
+def host_report(
+    uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+) -> HostReport:
     read_at = datetime.now(UTC)
     reply = request(uri, "report", "read the host's domains")
     return HostReport(
@@ -191,7 +193,7 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
     raise _no_snapshots(uri)
 
 
-def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "") -> None:
     raise NotSupported(
         "The light simulated host cannot migrate.", uri=source_uri, detail=source_uri
     )
@@ -229,6 +231,12 @@ def create_disk(uri: str, pool: str, name: str, size: int, backing=None, *, repl
 
 def delete_volume(uri: str, pool: str, name: str) -> bool:
     raise _without_libvirt(uri)
+
+
+def sees_same_storage(
+    source_uri: str, source_pool: str, destination_uri: str, destination_pool: str
+) -> bool:
+    raise _without_libvirt(source_uri)
 
 
 def write_seed(uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bool:
@@ -274,13 +282,18 @@ def open_serial_console(uri: str, uuid: str):
 
 
 def migrate_with_storage(
-    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    source_uri: str,
+    destination_uri: str,
+    uuid: str,
+    destination_boot: dict,
+    address: str = "",
+    copy_disk: bool = True,
 ) -> str:
     raise _without_libvirt(source_uri)
 
 
 def move_stopped_with_storage(
-    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict, address: str = ""
 ) -> str:
     raise _without_libvirt(source_uri)
 

@@ -32,6 +32,7 @@ from hosts.driver.libvirt import (
     remove_guest_files,
     resume,
     screen_port,
+    sees_same_storage,
     set_authorized_keys,
     set_screen_password,
     shutdown,
@@ -49,7 +50,9 @@ from hosts.driver.libvirt.connection import call, translate
 LIBVIRT_DRIVER = "test"
 
 
-def host_report(uri: str, storage_pool: str = "", storage_path: str = "") -> HostReport:
+def host_report(
+    uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+) -> HostReport:
     """The libvirt report, without storage or hypervisor (the test driver has neither)."""
     return domains.host_report(uri, capabilities=False)
 
@@ -69,9 +72,9 @@ def has_serial_consoles(uri: str) -> bool:
     return False
 
 
-def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "") -> None:
     """Move the domain to another simulated host, keeping its UUID, state and snapshots (an
-    emulation: the test driver cannot migrate)."""
+    emulation: the test driver cannot migrate, so there is no stream to send to ``address``)."""
     source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
     destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
     try:
@@ -121,6 +124,7 @@ __all__ = [
     "remove_guest_files",
     "resume",
     "screen_port",
+    "sees_same_storage",
     "set_authorized_keys",
     "set_screen_password",
     "shutdown",

@@ -35,6 +35,7 @@ from hosts.driver.libvirt.guests import (
 )
 from hosts.driver.libvirt.migration import migrate_with_storage, move_stopped_with_storage
 from hosts.driver.libvirt.serial import has_serial_consoles, open_serial_console
+from hosts.driver.libvirt.storage import sees_same_storage
 from hosts.driver.libvirt.volumes import (
     create_disk,
     ensure_pool,
@@ -65,6 +66,7 @@ __all__ = [
     "remove_guest_files",
     "resume",
     "screen_port",
+    "sees_same_storage",
     "set_authorized_keys",
     "set_screen_password",
     "shutdown",

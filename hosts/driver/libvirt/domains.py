@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
+from hosts.driver import uris
 from hosts.driver.base import (
     ACTIVE_STATES,
     DomainReport,
@@ -22,6 +23,7 @@ from hosts.driver.base import (
 )
 from hosts.driver.libvirt.connection import call, lookup_domain, translate
 from hosts.driver.libvirt.guests import with_devices
+from hosts.driver.libvirt.storage import pool_markers
 from hosts.driver.libvirt.volumes import pool_space, running_pool
 
 POWER_STATES = {
@@ -167,13 +169,19 @@ def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
 
 
 def host_report(
-    uri: str, storage_pool: str = "", storage_path: str = "", *, capabilities: bool = True
+    uri: str,
+    storage_pool: str = "",
+    storage_path: str = "",
+    storage_marker: str = "",
+    *,
+    capabilities: bool = True,
 ) -> HostReport:
     """Capacity, CPU counters, the raw power state and CPU time of every domain (one
     ``getAllDomainStats`` call), the storage pool's space and the hypervisor. With
     ``storage_path``, a missing pool is made there (a directory pool); without, a missing pool
-    reports no storage. Without ``capabilities`` (a host known to have none) the hypervisor is
-    not asked for."""
+    reports no storage. With ``storage_marker``, the host's mark is put in its pool and the
+    marks there read (``storage.pool_markers``: which hosts share the pool's folder). Without
+    ``capabilities`` (a host known to have none) the hypervisor is not asked for."""
 
     def read(conn: libvirt.virConnect) -> HostReport:
         read_at = datetime.now(UTC)
@@ -191,14 +199,17 @@ def host_report(
             for dom, values in stats
         ]
         networks = sorted(net.name() for net in conn.listAllNetworks())
-        storage = None
+        storage = markers = None
         if storage_pool:
             if storage_path:
                 with contextlib.suppress(libvirt.libvirtError):
                     running_pool(conn, storage_pool, storage_path)
             storage = pool_space(conn, storage_pool)
+            if storage is not None and storage_marker:
+                markers = pool_markers(conn, storage_pool, storage_marker)
         return HostReport(
             storage=storage,
+            storage_markers=markers,
             hypervisor=hypervisor(conn) if capabilities else None,
             cpus=cpus,
             memory_mb=memory_mb,
@@ -343,17 +354,35 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
     call(uri, "revert to the snapshot", run)
 
 
-def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
+def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "") -> None:
     """Move the domain to another host, keeping its UUID, state and snapshots: libvirt's live
-    migration (``migrate3``), persistent on the destination, undefined on the source."""
+    migration (``migrate3``), persistent on the destination, undefined on the source; its
+    stream goes to ``address`` (``migration_params``)."""
     source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
     destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
+    params = migration_params(address)
     try:
         flags = (
             libvirt.VIR_MIGRATE_LIVE
             | libvirt.VIR_MIGRATE_PERSIST_DEST
             | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
         )
-        _domain(source, uuid).migrate3(destination, {}, flags)
+        _domain(source, uuid).migrate3(destination, params, flags)
     except libvirt.libvirtError as exc:
         raise translate(source_uri, exc, "migrate the VM") from exc
+
+
+def migration_params(address: str) -> dict:
+    """The ``migrate3`` parameter sending the migration stream to ``address`` (the
+    destination's migration address: ``tcp://ADDRESS``), where the destination listens on all
+    its addresses unless its ``qemu.conf`` names one; libvirt sends a disk copy's stream (its
+    NBD server on the destination) to the same host. None for "": libvirt's own choice, the
+    name the destination gives for itself."""
+    if not address:
+        return {}
+    try:
+        return {libvirt.VIR_MIGRATE_PARAM_URI: uris.migration_uri(address)}
+    except uris.Refusal as exc:
+        raise DriverError(
+            "Corral does not send a migration to this address.", detail=str(exc)
+        ) from exc

@@ -1,12 +1,16 @@
-"""Live migration between real hosts that do not share storage: the disk goes along.
+"""Live migration between real hosts keeping disks in storage pools: with the disk, or over
+storage both hosts see.
 
-The destination's overlay (backed by its own copy of the base image) and boot images are made
-first; ``migrate3`` then copies only what the overlay holds (``VIR_MIGRATE_NON_SHARED_INC``),
-with the domain's paths rewritten to the destination's pool in both its live and persistent
-definitions. The guest's other files in the pool (the serial ``<log file>`` and the cloud-init
-seed's cdrom) are renamed to the same directory as the destination's overlay: the caller uploads
-the seed there first (read-only cdroms are not copied) and removes the source's overlay, seed
-and log after success.
+Between hosts that do not share storage the disk goes along: the destination's overlay (backed
+by its own copy of the base image) and boot images are made first; ``migrate3`` then copies
+only what the overlay holds (``VIR_MIGRATE_NON_SHARED_INC``). Between hosts whose pools are one
+folder (``copy_disk=False``) only the memory moves: nothing is made on the destination and
+nothing removed from the source, the disk stays the file it is. Either way the domain's paths
+are rewritten to the destination's pool in its live and persistent definitions (the same
+folder may be mounted elsewhere there), the guest's other files in the pool (the serial ``<log
+file>`` and the cloud-init seed's cdrom) too: without shared storage the caller uploads the
+seed there first (read-only cdroms are not copied) and removes the source's overlay, seed and
+log after success.
 """
 
 from __future__ import annotations
@@ -17,14 +21,14 @@ from xml.etree import ElementTree
 
 import libvirt
 
+from hosts.driver import uris
 from hosts.driver.libvirt.connection import call, translate
-from hosts.driver.libvirt.domains import with_forwarded_ssh_port
+from hosts.driver.libvirt.domains import migration_params, with_forwarded_ssh_port
 
 FLAGS = (
     libvirt.VIR_MIGRATE_LIVE
     | libvirt.VIR_MIGRATE_PERSIST_DEST
     | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
-    | libvirt.VIR_MIGRATE_NON_SHARED_INC
 )
 
 
@@ -61,19 +65,33 @@ def rewrite(xml: str, moves: dict[str, str]) -> str:
 
 
 def migrate_with_storage(
-    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    source_uri: str,
+    destination_uri: str,
+    uuid: str,
+    destination_boot: dict,
+    address: str = "",
+    copy_disk: bool = True,
 ) -> str:
-    """Move the running domain and its disk; returns the source overlay's path."""
+    """Move the running domain, with its disk unless ``copy_disk`` is false (the hosts' pools
+    are one folder); its stream goes to ``address``. Returns the source overlay's path."""
     source = call(source_uri, "connect for migration", lambda conn: conn, retry=True)
     destination = call(destination_uri, "connect for migration", lambda conn: conn, retry=True)
     try:
-        return _migrate(source.lookupByUUIDString(uuid), destination, destination_boot)
+        return _migrate(
+            source.lookupByUUIDString(uuid),
+            destination,
+            destination_boot,
+            address=address,
+            copy_disk=copy_disk,
+            same_machine=_same_machine(source_uri, destination_uri),
+        )
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "migrate the VM with its disk") from exc
+        what = "migrate the VM with its disk" if copy_disk else "migrate the VM"
+        raise translate(source_uri, exc, what) from exc
 
 
 def move_stopped_with_storage(
-    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict
+    source_uri: str, destination_uri: str, uuid: str, destination_boot: dict, address: str = ""
 ) -> str:
     """Move a stopped domain and its disk: started paused on the source (its CPUs never run,
     so the guest writes nothing), migrated as a running one would be, then stopped on the
@@ -85,7 +103,7 @@ def move_stopped_with_storage(
         dom = source.lookupByUUIDString(uuid)
         dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
         try:
-            path = _migrate(dom, destination, destination_boot)
+            path = _migrate(dom, destination, destination_boot, address=address)
         except libvirt.libvirtError:
             with contextlib.suppress(libvirt.libvirtError):
                 dom.destroy()
@@ -96,11 +114,25 @@ def move_stopped_with_storage(
     return path
 
 
-def _migrate(dom: libvirt.virDomain, destination: libvirt.virConnect, destination_boot: dict):
+def _same_machine(source_uri: str, destination_uri: str) -> bool:
+    """Both hosts are daemons on Corral's own machine (the lab's): they see one file system
+    through one page cache."""
+    return uris.is_local(source_uri) and uris.is_local(destination_uri)
+
+
+def _migrate(
+    dom: libvirt.virDomain,
+    destination: libvirt.virConnect,
+    destination_boot: dict,
+    *,
+    address: str = "",
+    copy_disk: bool = True,
+    same_machine: bool = False,
+) -> str:
     # With its secrets: without them the destination's screen would need no password.
-    flags = libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_SECURE
-    live = dom.XMLDesc(flags)
-    inactive = dom.XMLDesc(flags | libvirt.VIR_DOMAIN_XML_INACTIVE)
+    xml_flags = libvirt.VIR_DOMAIN_XML_MIGRATABLE | libvirt.VIR_DOMAIN_XML_SECURE
+    live = dom.XMLDesc(xml_flags)
+    inactive = dom.XMLDesc(xml_flags | libvirt.VIR_DOMAIN_XML_INACTIVE)
     current = boot_paths(live)
     moves = {current[k]: destination_boot.get(k, "") for k in current}
     pool_dir = posixpath.dirname(destination_boot.get("disk_path", ""))
@@ -116,7 +148,16 @@ def _migrate(dom: libvirt.virDomain, destination: libvirt.virConnect, destinatio
     params = {
         libvirt.VIR_MIGRATE_PARAM_DEST_XML: live,
         libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: inactive,
-        libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: ["vda"],
+        **migration_params(address),
     }
-    dom.migrate3(destination, params, FLAGS)
+    flags = FLAGS
+    if copy_disk:
+        params[libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS] = ["vda"]
+        flags |= libvirt.VIR_MIGRATE_NON_SHARED_INC
+    elif same_machine:
+        # libvirt lets a disk stay where it is only on a network or cluster file system (NFS,
+        # GFS2, Ceph...), where it is safe from the two hosts' caches; two daemons on one
+        # machine share one page cache, so a plain folder there is safe too.
+        flags |= libvirt.VIR_MIGRATE_UNSAFE
+    dom.migrate3(destination, params, flags)
     return current.get("disk_path", "")

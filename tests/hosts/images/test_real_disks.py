@@ -245,6 +245,7 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     )
     _run(JobKind.START, vm)
     VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=None)
+    assert "corral-guest: boot 1" in _boots(first, vm, 1)
     wait_until(
         lambda: (
             guestinfo.refresh_host(first.pk) >= 0
@@ -286,6 +287,13 @@ def test_a_running_vm_migrates_with_its_disk_to_a_host_with_its_own_pool(
     guestinfo.refresh_host(second.pk)
     assert ConsoleLog.objects.get(vm=vm).text.startswith(printed)
     try:
+        # Stopped and started again there, the guest boots from the disk that came along:
+        # the boots it counts on it go on.
+        _run(JobKind.POWEROFF, vm)
+        VirtualMachine.objects.filter(pk=vm.pk).update(pinned_host=second)
+        _run(JobKind.START, vm)
+        text = _boots(second, vm, 2)
+        assert text.index("corral-guest: boot 1") < text.index("corral-guest: boot 2")
         _run(JobKind.POWEROFF, vm)
         _run(JobKind.DELETE, vm)
     finally:
