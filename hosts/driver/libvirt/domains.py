@@ -349,4 +349,6 @@ def migrate(source_uri: str, destination_uri: str, uuid: str) -> None:
         )
         _domain(source, uuid).migrate3(destination, {}, flags)
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "migrate the VM") from exc
+        raise translate(
+            source_uri, exc, "migrate the VM", source, others=[(destination_uri, destination)]
+        ) from exc

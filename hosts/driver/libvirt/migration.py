@@ -69,7 +69,10 @@ def migrate_with_storage(
     try:
         return _migrate(source.lookupByUUIDString(uuid), destination, destination_boot)
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "migrate the VM with its disk") from exc
+        others = [(destination_uri, destination)]
+        raise translate(
+            source_uri, exc, "migrate the VM with its disk", source, others=others
+        ) from exc
 
 
 def move_stopped_with_storage(
@@ -92,7 +95,10 @@ def move_stopped_with_storage(
             raise
         destination.lookupByUUIDString(uuid).destroy()
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "move the stopped VM with its disk") from exc
+        others = [(destination_uri, destination)]
+        raise translate(
+            source_uri, exc, "move the stopped VM with its disk", source, others=others
+        ) from exc
     return path
 
 
