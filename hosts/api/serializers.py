@@ -83,6 +83,7 @@ class HostSerializer(ModelCleanSerializer):
             "uri",
             "description",
             "status",
+            "status_reason",
             "status_detail",
             "reservable",
             "networks",
@@ -110,7 +111,7 @@ class HostSerializer(ModelCleanSerializer):
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["status", "status_detail"]
+        read_only_fields = ["status", "status_reason", "status_detail"]
 
     def to_representation(self, host):
         data = super().to_representation(host)
