@@ -15,6 +15,15 @@ def reads_host_words(user, cluster: Cluster | None) -> bool:
     return cluster is not None and holds(user, VIEW_HOST, cluster)
 
 
+def reads_job_host_words(user, job: Job) -> bool:
+    """Whether ``user`` may read the hosts' words behind ``job``'s failure (False when it has
+    none: no query then)."""
+    if not job.error_detail:
+        return False
+    cluster = job.vm.cluster if job.vm_id else (job.host.cluster if job.host_id else None)
+    return reads_host_words(user, cluster)
+
+
 def clusters_read_by(user) -> set[int]:
     """The clusters whose hosts' words ``user`` may read, in one query (for a list of jobs)."""
     hosts = restrict(Host.objects.all(), user, VIEW_HOST)

@@ -14,7 +14,7 @@ from hosts import services
 from hosts.after_stop import after_stop
 from hosts.forms import VmSettingsForm
 from hosts.guests import consoles, ssh
-from hosts.host_words import reads_host_words
+from hosts.host_words import reads_host_words, reads_job_host_words
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.access.permissions import holds_at_system, restrict
@@ -282,4 +282,5 @@ def job_progress(request, job_id: int):
         requested_by=request.user
     )
     job = get_object_or_404(visible, pk=job_id)
-    return render(request, "portal/_job.html", {"job": job})
+    host_words = reads_job_host_words(request.user, job)
+    return render(request, "portal/_job.html", {"job": job, "host_words": host_words})

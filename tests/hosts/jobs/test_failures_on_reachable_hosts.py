@@ -138,6 +138,9 @@ def test_a_start_that_every_host_fails_names_libvirts_reason_to_admins_only(
     assert "Is a directory" in signed_in(admin_user).get(portal).content.decode()
     page = signed_in(user).get(portal).content.decode()
     assert job.error_message in page and "Is a directory" not in page
+    progress = f"/jobs/{job.pk}/"  # the job's own part of the page, refreshed as it runs
+    assert "Is a directory" in signed_in(admin_user).get(progress).content.decode()
+    assert "Is a directory" not in signed_in(user).get(progress).content.decode()
     admin_page = signed_in(admin_user).get(f"/admin/hosts/virtualmachine/{vm.pk}/change/")
     assert "Is a directory" in admin_page.content.decode()
     job_page = signed_in(admin_user).get(f"/admin/hosts/job/{job.pk}/change/")
