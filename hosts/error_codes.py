@@ -54,7 +54,11 @@ class JobErrorCode(ErrorCode):
     VM_GONE = "vm_gone", "The job's VM was deleted before the job could run."
     NO_HOST = "no_host", "No host can take the VM (the placement says why)."
     HOOK_FAILED = "hook_failed", "A hook run before or after the operation failed."
-    HOST_UNREACHABLE = "host_unreachable", "The host did not respond."
+    HOST_UNREACHABLE = (
+        "host_unreachable",
+        "The host did not respond, or did not let Corral in (its status says why); a host that "
+        "answers and fails the operation fails it with that operation's code, never this.",
+    )
     UNEXPECTED_STATE = (
         "unexpected_state",
         "The VM was in another state on its host than the step expected.",

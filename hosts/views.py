@@ -14,6 +14,7 @@ from hosts import services
 from hosts.after_stop import after_stop
 from hosts.forms import VmSettingsForm
 from hosts.guests import consoles, ssh
+from hosts.host_words import reads_host_words, reads_job_host_words
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.access.permissions import holds_at_system, restrict
@@ -138,7 +139,15 @@ def _vm_context(user, vm_id: int) -> dict:
     jobs = list(Job.objects.filter(vm=vm).order_by("-id")[:RECENT_JOBS])
     # Only its holder reads "your keys": others see how to connect, not the holder's keys.
     keys = ssh.keys_state(vm, user.pk) if vm.owner_id == user.pk else None
-    return {"vm": vm, "jobs": jobs, "ssh": ssh.details(vm), "guest_keys": keys}
+    # What the hosts said behind a failed job: for those who may see the cluster's hosts.
+    host_words = any(job.error_detail for job in jobs) and reads_host_words(user, vm.cluster)
+    return {
+        "vm": vm,
+        "jobs": jobs,
+        "ssh": ssh.details(vm),
+        "guest_keys": keys,
+        "host_words": host_words,
+    }
 
 
 def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200):
@@ -273,4 +282,5 @@ def job_progress(request, job_id: int):
         requested_by=request.user
     )
     job = get_object_or_404(visible, pk=job_id)
-    return render(request, "portal/_job.html", {"job": job})
+    host_words = reads_job_host_words(request.user, job)
+    return render(request, "portal/_job.html", {"job": job, "host_words": host_words})

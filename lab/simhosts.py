@@ -96,9 +96,12 @@ def start(host: SimHost, timeout: float = 15.0) -> int:
     return pid
 
 
-def start_daemon(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> int:
+def start_daemon(
+    host: SimHost, timeout: float = 15.0, qemu_conf: str = "", libvirtd_conf: str = ""
+) -> int:
     """Start the daemon for ``host`` unless it runs already; returns its pid. ``qemu_conf``:
-    the daemon's QEMU driver settings (its ``qemu.conf``)."""
+    the daemon's QEMU driver settings (its ``qemu.conf``); ``libvirtd_conf``: the daemon's own
+    (its ``libvirtd.conf``: how it authenticates clients, its access control)."""
     running = host.pid()
     if running is not None and host.socket.exists():
         return running
@@ -136,6 +139,8 @@ def start_daemon(host: SimHost, timeout: float = 15.0, qemu_conf: str = "") -> i
             extra["extra_groups"] = [kvm]
     if qemu_conf:
         _write_config(host, "libvirt/qemu.conf", qemu_conf, extra)
+    if libvirtd_conf:
+        _write_config(host, "libvirt/libvirtd.conf", libvirtd_conf, extra)
     return _serve(
         [LIBVIRTD],
         host.directory / "libvirtd.log",

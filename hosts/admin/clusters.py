@@ -91,10 +91,11 @@ class HostAdmin(ScopedAdmin):
         "reservable",
         "last_seen_at",
     ]
-    list_filter = [("cluster", ONLY_VISIBLE), "status", "reservable"]
+    list_filter = [("cluster", ONLY_VISIBLE), "status", "status_reason", "reservable"]
     search_fields = ["name", "uri", "description"]
     readonly_fields = [
         "status",
+        "status_reason",
         "status_detail",
         "memory_load",
         "cpu_load",
@@ -159,6 +160,7 @@ class HostAdmin(ScopedAdmin):
                 {
                     "fields": [
                         "status",
+                        "status_reason",
                         "status_detail",
                         "last_seen_at",
                         "non_responsive_since",

@@ -44,7 +44,7 @@ class JobAdmin(ScopedAdmin):
         recent_filter("finished_at", "finished", "finished"),
         recent_filter("created_at", "created", "created"),
     ]
-    search_fields = ["target_name", "error_message", "requested_by__username"]
+    search_fields = ["target_name", "error_message", "error_detail", "requested_by__username"]
     list_select_related = ["requested_by", "vm", "host"]  # a job's name is its VM's or host's
     readonly_fields = [f.name for f in Job._meta.fields]
     inlines = [JobJournalInline]

@@ -5,11 +5,12 @@ from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_deletion
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html
 
 from hosts import services
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.guests import ssh
-from hosts.models import JobKind, VirtualMachine
+from hosts.models import Job, JobKind, JobState, VirtualMachine
 from project.access.permissions import holds
 from project.admin.base import ScopedAdmin
 from project.errors import Refused
@@ -90,6 +91,7 @@ class VirtualMachineAdmin(ScopedAdmin):
         "ip_addresses",
         "ssh_command",
         "ssh_keys_in_guest",
+        "last_failure",
         "graphics_port",
         "created_at",
         "updated_at",
@@ -116,6 +118,22 @@ class VirtualMachineAdmin(ScopedAdmin):
     def ssh_command(self, obj):
         found = ssh.details(obj)
         return found.command if found is not None else "—"
+
+    @admin.display(description="Last failed job")
+    def last_failure(self, obj):
+        """The VM's last failed job: its message and what the hosts said (libvirt's words)."""
+        job = Job.objects.filter(vm=obj, state=JobState.FAILED).order_by("-id").first()
+        if job is None:
+            return "—"
+        link = reverse("admin:hosts_job_change", args=[job.pk])
+        return format_html(
+            '<a href="{}">#{} {}</a>: {}<pre class="host-words">{}</pre>',
+            link,
+            job.pk,
+            job.get_kind_display(),
+            job.error_message or job.error_code,
+            job.error_detail or "(no word from a host)",
+        )
 
     @admin.display(description="Its user's SSH keys")
     def ssh_keys_in_guest(self, obj):

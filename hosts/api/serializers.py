@@ -10,6 +10,7 @@ from hosts import checks
 from hosts.capacity import schedulable
 from hosts.error_codes import JobErrorCode
 from hosts.guests import ssh
+from hosts.host_words import clusters_read_by, job_cluster_id
 from hosts.models import (
     Cluster,
     ExternalDomain,
@@ -83,6 +84,7 @@ class HostSerializer(ModelCleanSerializer):
             "uri",
             "description",
             "status",
+            "status_reason",
             "status_detail",
             "reservable",
             "networks",
@@ -114,7 +116,7 @@ class HostSerializer(ModelCleanSerializer):
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["status", "status_detail"]
+        read_only_fields = ["status", "status_reason", "status_detail"]
 
     def to_representation(self, host):
         data = super().to_representation(host)
@@ -336,10 +338,17 @@ class VirtualMachineSerializer(ModelCleanSerializer):
 
 
 class JobErrorSerializer(serializers.Serializer):
-    """Why the job failed: a stable code and words for people."""
+    """Why the job failed: a stable code and words for people; the hosts' own words too, for
+    those who may see the hosts."""
 
     code = serializers.ChoiceField(choices=JobErrorCode.choices())
     message = serializers.CharField()
+    detail = serializers.CharField(
+        required=False,
+        help_text="What the hosts said (their URIs, libvirt's own text), one line per host: "
+        "only to those who may see the hosts of the job's cluster, and only when a host said "
+        "something.",
+    )
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -380,7 +389,20 @@ class JobSerializer(serializers.ModelSerializer):
     def get_error(self, job: Job) -> dict | None:
         if not job.error_code:
             return None
-        return {"code": job.error_code, "message": job.error_message}
+        error = {"code": job.error_code, "message": job.error_message}
+        if job.error_detail and job_cluster_id(job) in self._clusters_read():
+            error["detail"] = job.error_detail
+        return error
+
+    def _clusters_read(self) -> set[int]:
+        """The clusters whose hosts' words the caller reads: asked once per request, and only
+        when a job has any (none without a request)."""
+        request = self.context.get("request")
+        if request is None:
+            return set()
+        if not hasattr(request, "_corral_clusters_read"):
+            request._corral_clusters_read = clusters_read_by(request.user)
+        return request._corral_clusters_read
 
     def get_journal(self, job: Job) -> list[dict]:
         return [{"at": line.at, "message": line.message} for line in job.journal.all()]

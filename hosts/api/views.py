@@ -239,7 +239,7 @@ class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, Sco
 class JobViewSet(ScopedReadOnlyViewSet):
     """Jobs: one per operation. You see your own and those on objects you may see."""
 
-    queryset = Job.objects.select_related("requested_by").prefetch_related("journal")
+    queryset = Job.objects.select_related("requested_by", "vm", "host").prefetch_related("journal")
     serializer_class = JobSerializer
     filterset_class = JobFilterSet
     ordering_fields = ["id", "created_at", "state", "kind"]

@@ -47,8 +47,32 @@ class DriverError(Exception):
         return f"{self.message} ({self.detail})" if self.detail else self.message
 
 
+class HostProblem:
+    """Why a host cannot be used, as the host's status names it (``Host.status_reason``)."""
+
+    UNREACHABLE = "unreachable"  # nothing answers: the network, or the host is down
+    AUTH_REFUSED = "auth_refused"  # the host answered and refused Corral's login
+    HOST_KEY_CHANGED = "host_key_changed"  # its SSH host key is not the one trusted for it
+    HOST_KEY_UNKNOWN = "host_key_unknown"  # its SSH host key is not among the known hosts
+    LIBVIRT_REFUSED = "libvirt_refused"  # reached and logged in to, but libvirt said no
+
+
 class HostUnreachable(DriverError):
+    """Corral could not talk to the host's libvirt: ``reason`` (a ``HostProblem``) says why,
+    nothing answering (``UNREACHABLE``) or a host that answered and would not let it in."""
+
     code = "host_unreachable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        uri: str | None = None,
+        detail: str = "",
+        reason: str = HostProblem.UNREACHABLE,
+    ):
+        super().__init__(message, uri=uri, detail=detail)
+        self.reason = reason
 
 
 class DomainNotFound(DriverError):

@@ -32,21 +32,24 @@ class JobLost(Exception):
 
 class JobFailed(Exception):
     """A step failed; ``code`` is stable for clients (a ``JobErrorCode``, or a host driver's
-    code, which ``JobErrorCode`` lists too), the message is for people."""
+    code, which ``JobErrorCode`` lists too), the message is for people; ``detail``, when given,
+    is the hosts' own words behind it (else those of the driver error it was raised from)."""
 
-    def __init__(self, code: str, message: str, result: dict | None = None):
+    def __init__(self, code: str, message: str, result: dict | None = None, detail: str = ""):
         super().__init__(message)
         self.code = code
         self.message = message
         self.result = result
+        self.detail = detail
 
 
 def host_detail(exc: BaseException | None) -> str:
-    """The host's own words behind ``exc`` (the ``DriverError`` it was raised from, however
-    deep), for the admins; "" when no host said anything."""
+    """The host's own words behind ``exc`` (a ``JobFailed``'s own, or those of the
+    ``DriverError`` it was raised from, however deep), for the admins; "" when no host said
+    anything."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, DriverError) and exc.detail:
+        if isinstance(exc, DriverError | JobFailed) and exc.detail:
             return exc.detail
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__

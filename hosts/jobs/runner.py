@@ -69,6 +69,7 @@ def run(job_id: int, operations: Mapping[str, Operation]) -> str:
     extra = log_extra(job)
     logger.info("job %s (%s) started", job.pk, job.kind, extra=extra)
     state, result, error_code, error_message = JobState.SUCCEEDED, None, "", ""
+    error_detail = ""
     lost = False
     settled = None
     with Heartbeat(job.pk):
@@ -82,7 +83,8 @@ def run(job_id: int, operations: Mapping[str, Operation]) -> str:
         except JobFailed as exc:
             state, error_code, error_message = JobState.FAILED, exc.code, exc.message
             result = exc.result
-            context.log(f"Failed: {exc.message}", detail=host_detail(exc))
+            error_detail = host_detail(exc)
+            context.log(f"Failed: {exc.message}", detail=error_detail)
         except Exception as exc:  # a bug or an unexpected libvirt answer: fail, never hang
             logger.exception("job %s crashed", job.pk, extra=extra)
             # What went wrong is the admins' to read (the journal, the server log), not users'.
@@ -91,7 +93,8 @@ def run(job_id: int, operations: Mapping[str, Operation]) -> str:
                 JobErrorCode.INTERNAL_ERROR,
                 UNEXPECTED,
             )
-            context.log(f"Failed: {UNEXPECTED}", detail=f"{type(exc).__name__}: {exc}")
+            error_detail = f"{type(exc).__name__}: {exc}"
+            context.log(f"Failed: {UNEXPECTED}", detail=error_detail)
         finally:
             # A job failed meanwhile by the reaper (it ran too long, say, in one long call) is
             # lost too: its VM was settled then and may be another job's by now.
@@ -127,14 +130,16 @@ def run(job_id: int, operations: Mapping[str, Operation]) -> str:
             )
     if context.placement is not None and "placement" not in (result or {}):
         result = {**(result or {}), "placement": context.placement}
-    finish(job, state, result, error_code, error_message)
+    finish(job, state, result, error_code, error_message, error_detail)
     logger.info("job %s (%s) %s", job.pk, job.kind, state, extra=extra)
     return state
 
 
-def finish(job: Job, state: str, result, error_code: str, error_message: str) -> None:
+def finish(
+    job: Job, state: str, result, error_code: str, error_message: str, error_detail: str = ""
+) -> None:
     """Record the job's outcome (unless the reaper already did) and hand its VM's next job
-    over."""
+    over. ``error_detail``: the hosts' own words behind a failure, for those who see hosts."""
     with transaction.atomic():
         updated = Job.objects.filter(pk=job.pk, state__in=RUNNING_JOB_STATES).update(
             state=state,
@@ -142,6 +147,7 @@ def finish(job: Job, state: str, result, error_code: str, error_message: str) ->
             result=result,
             error_code=error_code,
             error_message=error_message[:5000],
+            error_detail=error_detail[:5000],
             finished_at=timezone.now(),
         )
         if updated:

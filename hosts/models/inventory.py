@@ -8,7 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import checks
-from hosts.driver import uris
+from hosts.driver import HostProblem, uris
 from hosts.validators import (
     validate_bridge_name,
     validate_kernel_cmdline,
@@ -79,6 +79,19 @@ class HostStatus(models.TextChoices):
     ERROR = "error", "Error"
 
 
+class HostStatusReason(models.TextChoices):
+    """Why a host is NonResponsive or Error, in a word (empty while it is Up): nothing
+    answers, or it answered and would not let Corral in, or Corral never opens its URI."""
+
+    NONE = "", "—"
+    UNREACHABLE = HostProblem.UNREACHABLE, "Unreachable"
+    AUTH_REFUSED = HostProblem.AUTH_REFUSED, "Authentication refused"
+    HOST_KEY_CHANGED = HostProblem.HOST_KEY_CHANGED, "Host key changed"
+    HOST_KEY_UNKNOWN = HostProblem.HOST_KEY_UNKNOWN, "Host key unknown"
+    LIBVIRT_REFUSED = HostProblem.LIBVIRT_REFUSED, "libvirt refused"
+    URI_REFUSED = "uri_refused", "URI refused"
+
+
 class Host(models.Model):
     """A libvirt host, reached by its URI. Capacity and usage are read from the host itself."""
 
@@ -92,6 +105,14 @@ class Host(models.Model):
         max_length=20, choices=HostStatus.choices, default=HostStatus.CONNECTING
     )
     status_detail = models.CharField(max_length=500, blank=True)
+    status_reason = models.CharField(
+        max_length=32,
+        choices=HostStatusReason.choices,
+        blank=True,
+        editable=False,
+        help_text="Why the host is NonResponsive or Error: unreachable, authentication "
+        "refused, host key changed or unknown, libvirt refused, URI refused (empty when Up).",
+    )
     reservable = models.BooleanField(
         default=False, help_text="Reserved for leases: only VMs of an active reservation run here."
     )

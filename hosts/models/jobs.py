@@ -63,6 +63,11 @@ class Job(models.Model):
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
+    error_detail = models.TextField(
+        blank=True,
+        help_text="The hosts' own words behind the failure (their URIs, libvirt's text), for "
+        "those who may see the hosts: the admin console, and the API and portal to them.",
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -90,13 +90,16 @@ def run_event_hooks(ctx: JobContext, event: str, progress: float) -> None:
 
 
 def host_call(fn, *args):
-    """A driver call whose failure fails the job with the driver's code and message."""
+    """A driver call whose failure fails the job with the driver's code and message (the
+    host's own words as its detail, for the admins). Only a host that does not answer, or
+    does not let Corral in, is ``host_unreachable``: a host that answers and fails the call
+    is that operation's failure."""
     try:
         return fn(*args)
     except driver.HostUnreachable as exc:
-        raise JobFailed(JobErrorCode.HOST_UNREACHABLE, exc.message) from exc
+        raise JobFailed(JobErrorCode.HOST_UNREACHABLE, exc.message, detail=exc.detail) from exc
     except driver.DriverError as exc:
-        raise JobFailed(exc.code, exc.message) from exc
+        raise JobFailed(exc.code, exc.message, detail=exc.detail) from exc
 
 
 def current_state(vm: VirtualMachine) -> str | None:
@@ -183,6 +186,8 @@ class Attempts:
         self.limit = max(1, limit or settings.CORRAL_PLACEMENT_TRIES)
         self.tried: list[dict] = []
         self.failed: set[int] = set()
+        # What each failed host said (libvirt's words), for the job's detail: the admins'.
+        self.details: list[str] = []
 
     def succeeded(self, host: Host) -> None:
         self.tried.append({"host": host.name, "outcome": "succeeded", "reason": ""})
@@ -194,13 +199,17 @@ class Attempts:
             {"host": host.name, "outcome": "failed", "reason": exc.message, "code": exc.code}
         )
         self.failed.add(host.pk)
-        self.ctx.log(f"{self.what} on {host.name} failed: {exc.message}", detail=host_detail(exc))
+        detail = host_detail(exc)
+        if detail:
+            self.details.append(f"{host.name}: {detail}")
+        self.ctx.log(f"{self.what} on {host.name} failed: {exc.message}", detail=detail)
         if len(self.tried) >= self.limit:
             names = ", ".join(attempt["host"] for attempt in self.tried)
             raise JobFailed(
                 exc.code,
                 f"{self.what} failed on {len(self.tried)} host(s) ({names}); last: {exc.message}",
                 {"attempts": self.tried},
+                detail=self.detail,
             ) from exc
         self.ctx.log(f"Trying the next host ({len(self.tried) + 1} of at most {self.limit})")
 
@@ -220,9 +229,16 @@ class Attempts:
                     f"{self.what} failed on {len(self.tried)} host(s) ({names}) and no other "
                     f"host can take it; last: {last['reason']}",
                     {**(exc.result or {}), "attempts": self.tried},
+                    detail=self.detail,
                 ) from exc
             exc.result = {**(exc.result or {}), "attempts": self.tried}
+            exc.detail = exc.detail or self.detail
             raise
+
+    @property
+    def detail(self) -> str:
+        """What each host that failed said, one line each (its name first)."""
+        return "\n".join(self.details)
 
 
 def clear_from(ctx: JobContext, vm: VirtualMachine, host: Host) -> bool:

@@ -8,8 +8,11 @@ its host's report for two sync intervals is PowerReportMissing. A report read be
 a VM ended is not applied to that VM: the next one is. An unreachable host goes
 NonResponsive and its VMs Unknown — never Down, never restarted because of it; one NonResponsive
 past ``CORRAL_HOST_DOWN_GRACE`` is fenced by the ``host-fence`` hooks, if any (``fencing``). A
-host whose URI the allowlist refuses (a row written around validation) is Error, its VMs left as
-they were: it is never opened, so nothing is known of them. Each report
+host that answers but does not let Corral in (its login refused, its SSH host key changed or
+unknown, its libvirt refusing the connection or the report) is Error, never fenced: an admin's
+to fix. So is a host whose URI the allowlist refuses (a row written around validation). An
+Error host's VMs are left as they were: nothing is known of them. ``status_reason`` names
+which of these a host is in, ``status_detail`` says it with the host's own words. Each report
 also starts or stops the host's over-utilization clock (``overloaded_since``), and every so
 often checks which hosts share its storage pool's folder (``shared_storage``).
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from hosts import driver
-from hosts.models import Host, HostStatus
+from hosts.models import Host, HostStatus, HostStatusReason
 from hosts.sync import shared_storage
 from hosts.sync.failures import mark_refused, mark_unreachable
 from hosts.sync.fencing import fence_if_due
@@ -66,10 +69,17 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
         report = driver.host_report(host.uri, host.storage_pool, host.storage_path, marker)
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
-    except driver.DriverError as exc:
+    except driver.HostUnreachable as exc:
         # The host's status and alert are for its admins: with the host's own words.
+        if exc.reason != driver.HostProblem.UNREACHABLE:
+            # It answered and would not let Corral in: an admin's to fix, not a lost host.
+            return mark_refused(host_id, exc.for_admins, owner, reason=exc.reason)
         result = mark_unreachable(host_id, exc.for_admins, owner)
         if result.host_status == HostStatus.NON_RESPONSIVE and not result.skipped:
             fence_if_due(host_id, result, owner)  # after the commit: no lock held while hooks run
         return result
+    except driver.DriverError as exc:
+        # The host answers, and its libvirt refused or failed the report itself.
+        reason = HostStatusReason.LIBVIRT_REFUSED
+        return mark_refused(host_id, exc.for_admins, owner, reason=reason)
     return apply_report(host_id, report, owner, host=host)

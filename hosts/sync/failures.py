@@ -1,5 +1,6 @@
 """A host that cannot be asked: NonResponsive when it does not answer (its VMs Unknown, never
-Down), Error when its URI is one Corral never opens (its VMs left as they were)."""
+Down); Error when it answers but does not let Corral in, or its URI is one Corral never opens
+(its VMs left as they were). Either way ``status_reason`` says why."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from django.db import transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
 
-from hosts.models import Host, HostStatus, Job, PowerState, VirtualMachine, VmStatus
+from hosts.models import (
+    Host,
+    HostStatus,
+    HostStatusReason,
+    Job,
+    PowerState,
+    VirtualMachine,
+    VmStatus,
+)
 from hosts.models.jobs import RUNNING_JOB_STATES
 from hosts.signals import host_unreachable
 from hosts.sync.reconcile import RUNNING_STATUSES
@@ -16,9 +25,16 @@ from project import events
 
 
 @transaction.atomic
-def mark_refused(host_id: int, detail: str, owner: str | None = None) -> SyncResult:
-    """Host Error: its URI is one Corral never opens. One alert (when it becomes so); its VMs
-    are left as they are — the host was not asked, so nothing is known of them."""
+def mark_refused(
+    host_id: int,
+    detail: str,
+    owner: str | None = None,
+    reason: str = HostStatusReason.URI_REFUSED,
+) -> SyncResult:
+    """Host Error for ``reason`` (a ``HostStatusReason``): its URI is one Corral never opens,
+    or the host answered and would not let Corral in (its login refused, its SSH host key
+    changed or unknown, its libvirt refusing). One alert (when it becomes so); its VMs are left
+    as they are — the host was not asked, so nothing is known of them. Never fenced."""
     host = Host.objects.select_for_update(no_key=True).get(pk=host_id)
     if host.status == HostStatus.MAINTENANCE:
         return SyncResult(host_status=host.status)
@@ -26,10 +42,14 @@ def mark_refused(host_id: int, detail: str, owner: str | None = None) -> SyncRes
         return SyncResult(host_status=host.status, skipped=True)
     result = SyncResult(host_status=HostStatus.ERROR)
     detail = detail[:500]
-    if (host.status, host.status_detail) == (HostStatus.ERROR, detail):
+    now = (host.status, host.status_reason, host.status_detail)
+    if now == (HostStatus.ERROR, reason, detail):
         return result
     Host.objects.filter(pk=host.pk).update(
-        status=HostStatus.ERROR, status_detail=detail, updated_at=timezone.now()
+        status=HostStatus.ERROR,
+        status_reason=reason,
+        status_detail=detail,
+        updated_at=timezone.now(),
     )
     message = f"Host {host.name} is in error: {detail}"
     result.alerts.append(message)
@@ -55,6 +75,7 @@ def mark_unreachable(host_id: int, detail: str, owner: str | None = None) -> Syn
     if host.status != HostStatus.NON_RESPONSIVE:
         Host.objects.filter(pk=host.pk).update(
             status=HostStatus.NON_RESPONSIVE,
+            status_reason=HostStatusReason.UNREACHABLE,
             status_detail=detail[:500],
             non_responsive_since=timezone.now(),
             updated_at=timezone.now(),

@@ -398,6 +398,7 @@ def _host_changes(
     values = {
         "status": HostStatus.UP,
         "status_detail": "",
+        "status_reason": "",
         "cpus": report.cpus,
         "memory_mb": report.memory_mb,
         "memory_used_mb": used_memory,

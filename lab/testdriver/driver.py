@@ -80,7 +80,9 @@ def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "")
     try:
         _emulate_migration(destination, source.lookupByUUIDString(uuid))
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "migrate the VM") from exc
+        raise translate(
+            source_uri, exc, "migrate the VM", source, others=[(destination_uri, destination)]
+        ) from exc
 
 
 def _emulate_migration(destination: libvirt.virConnect, dom: libvirt.virDomain) -> None:

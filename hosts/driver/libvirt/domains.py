@@ -369,7 +369,9 @@ def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "")
         )
         _domain(source, uuid).migrate3(destination, params, flags)
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "migrate the VM") from exc
+        raise translate(
+            source_uri, exc, "migrate the VM", source, others=[(destination_uri, destination)]
+        ) from exc
 
 
 def migration_params(address: str) -> dict:

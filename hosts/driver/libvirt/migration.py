@@ -87,7 +87,8 @@ def migrate_with_storage(
         )
     except libvirt.libvirtError as exc:
         what = "migrate the VM with its disk" if copy_disk else "migrate the VM"
-        raise translate(source_uri, exc, what) from exc
+        others = [(destination_uri, destination)]
+        raise translate(source_uri, exc, what, source, others=others) from exc
 
 
 def move_stopped_with_storage(
@@ -110,7 +111,10 @@ def move_stopped_with_storage(
             raise
         destination.lookupByUUIDString(uuid).destroy()
     except libvirt.libvirtError as exc:
-        raise translate(source_uri, exc, "move the stopped VM with its disk") from exc
+        others = [(destination_uri, destination)]
+        raise translate(
+            source_uri, exc, "move the stopped VM with its disk", source, others=others
+        ) from exc
     return path
 
 

@@ -36,10 +36,12 @@ def test_each_idle_vm_gets_a_job_handed_to_a_worker_and_busy_vms_are_left_to_the
     assert sorted(requested.values_list("vm_id", flat=True)) == sorted(vm.pk for vm in idle)
 
 
-def test_queueing_many_takes_the_same_number_of_queries_for_5_and_50_vms(
+def test_queueing_many_takes_the_same_number_of_queries_for_5_and_40_vms(
     make_vm, make_cluster, django_assert_max_num_queries, django_capture_on_commit_callbacks
 ):
-    for count in (5, 50):
+    # 40, not more: SQLite binds at most 999 values a query, and Django splits an insert of
+    # more jobs (20 columns each) in two; PostgreSQL inserts any number in one.
+    for count in (5, 40):
         cluster = make_cluster()
         vms = [make_vm(cluster=cluster) for _ in range(count)]
         OrmQ.objects.all().delete()
