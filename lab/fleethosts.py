@@ -128,6 +128,11 @@ class FleetHost:
         """Every process in the host's network namespace (its daemons, guests, SSH sessions)."""
         return _namespace_pids(self.namespace)
 
+    def cut_off(self) -> bool:
+        """Its cable is pulled (``cut``)."""
+        links = _ip_json("link", "show", "dev", self.link) if _link_exists(self.link) else []
+        return any("UP" not in link.get("flags", []) for link in links)
+
     def running(self) -> bool:
         """Its sshd and libvirtd run (they wrote their pid files in its /run)."""
         return all(

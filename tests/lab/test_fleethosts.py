@@ -214,6 +214,12 @@ def test_fleethosts_command_starts_registers_lists_and_takes_down_hosts(
         call_command("fleethosts", "list", stdout=listed)
         assert listed.getvalue() == f"fleet-1: running  {host.uri}\n"
         (fleet_host,) = fleethosts.discover().hosts
+        call_command("fleethosts", "cut", "fleet-1", stdout=StringIO())
+        listed = StringIO()
+        call_command("fleethosts", "list", stdout=listed)
+        assert listed.getvalue() == f"fleet-1: running, cut off  {host.uri}\n"
+        call_command("fleethosts", "rejoin", "fleet-1", stdout=StringIO())
+        assert not fleet_host.cut_off()
     finally:
         gone = StringIO()
         call_command("fleethosts", "down", stdout=gone)

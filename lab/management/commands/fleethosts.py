@@ -3,6 +3,7 @@ rejoin HOST — fleet hosts (lab/fleethosts.py): hosts on a network of their own
 
 Root only: each host is a network, mount and UTS namespace of this machine with its own sshd and
 system libvirtd, reached as ``qemu+ssh://root@ADDRESS/system``. ``up`` registers them as Hosts.
+While they run, ``ssh -i <fleet folder>/client_key root@ADDRESS`` logs in to one as Corral does.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -46,6 +47,7 @@ class Command(BaseCommand):
             fleet = fleethosts.discover()
             for host in fleet.hosts if fleet else ():
                 state = "running" if host.running() else "stopped"
+                state += ", cut off" if host.cut_off() else ""
                 self.stdout.write(f"{host.name}: {state}  {host.uri}")
         else:
             fleet = fleethosts.discover()
