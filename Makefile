@@ -20,6 +20,10 @@ BROWSER_PACKAGES := chromium
 SOAK_PACKAGES := postgresql redis-server
 # What builds the Debian cloud image (lab/cloudimage.py) and logs into it (tests only).
 CLOUD_IMAGE_PACKAGES := mmdebstrap e2fsprogs openssh-client
+# What a fleet host runs in its own namespaces (lab/fleethosts.py): sshd, and the system libvirtd
+# (libvirt-daemon-system makes the libvirt-qemu user and /etc/libvirt it needs); ip makes the
+# namespaces, bridge and links. Installed without starting them here (see fleet-host-packages).
+FLEET_HOST_PACKAGES := openssh-server libvirt-daemon-system iproute2 openssh-client
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own
@@ -27,7 +31,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OPENSTACK_VENV ?= var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
 
-.PHONY: run serve test lint format bench soak system-packages browser-packages soak-packages cloud-image-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
+.PHONY: run serve test lint format bench soak system-packages browser-packages soak-packages cloud-image-packages fleet-host-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
 
 help:
 	@echo "make run    install what is missing, migrate, start 3 simulated hosts, a real QEMU host (lab), a task cluster"
@@ -91,6 +95,24 @@ soak-packages:
 cloud-image-packages:
 	$(call install-missing,$(CLOUD_IMAGE_PACKAGES))
 
+# Fleet hosts start their own sshd and libvirtd inside their namespaces: the packages' own services
+# (an sshd on port 22 and a system libvirtd on this machine itself) are not needed, so a policy
+# forbids starting them during the install (unless one is there already, as in a container).
+fleet-host-packages:
+	@missing=""; \
+	for p in $(FLEET_HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:$$missing"; \
+		policy=""; \
+		if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			policy=/usr/sbin/policy-rc.d; \
+			printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee $$policy >/dev/null && $(SUDO) chmod +x $$policy; \
+		fi; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+		status=$$?; [ -z "$$policy" ] || $(SUDO) rm -f $$policy; exit $$status; \
+	fi
+
 $(OPENSTACK_STAMP): requirements-openstack.txt
 	$(MAKE) system-packages
 	rm -rf $(OPENSTACK_VENV)
@@ -142,7 +164,7 @@ format: deps
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: deps browser-packages cloud-image-packages soak-packages openstack-clients lint
+test: deps browser-packages cloud-image-packages fleet-host-packages soak-packages openstack-clients lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: deps

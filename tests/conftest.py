@@ -243,6 +243,29 @@ def shared_storage_daemons():
 
 
 @pytest.fixture(scope="session")
+def fleet_hosts():
+    """Two fleet hosts (lab/fleethosts.py): each in namespaces of its own on a bridge of this
+    run's, reached over SSH with Corral's own key (``qemu+ssh://root@ADDRESS/system``), each
+    with its storage pool ``corral``; taken down at the end, and by the next run if this one
+    dies first. Skipped only where the machine cannot make them (not root, no namespaces)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from lab import fleethosts
+
+    reason = fleethosts.unavailable()
+    if reason:
+        pytest.skip(f"fleet hosts cannot run here: {reason}")
+    # Not under pytest's base folder: runs side by side prune each other's old ones.
+    directory = Path(tempfile.mkdtemp(prefix="corral-fleet-", dir="/tmp"))
+    try:
+        yield fleethosts.up(2, directory=directory, owner=os.getpid()).hosts
+    finally:
+        fleethosts.down(directory)
+
+
+@pytest.fixture(scope="session")
 def tiny_guest():
     """The tiny guest's kernel, initrd and blank disk (lab/tinyguest.py), built once."""
     from lab import tinyguest

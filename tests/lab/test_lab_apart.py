@@ -61,7 +61,7 @@ def test_development_settings_install_the_lab_and_accept_a_simulated_host(tmp_pa
     assert probe(tmp_path, DEBUG="1") == {"lab": True, "uri": [], "test_uri": []}
 
 
-@pytest.mark.parametrize("command", ["simhosts", "tinyguest", "devstack"])
+@pytest.mark.parametrize("command", ["simhosts", "fleethosts", "tinyguest", "devstack"])
 def test_production_has_no_lab_commands(tmp_path, command):
     env = {k: v for k, v in os.environ.items() if k not in {"DEBUG"}}
     env.update(

@@ -1,0 +1,231 @@
+"""Fleet hosts (lab/fleethosts.py): hosts Corral does not run itself, each at its own address on
+a bridge, reached over SSH as a real host is. Corral syncs them, boots the tiny guest on one,
+moves it live with its disk to the other, and sees a host cut off the network go NonResponsive
+and come back. Jobs run in this process, as a task worker would run them.
+"""
+
+import os
+import subprocess
+from io import StringIO
+
+import libvirt
+import pytest
+from django.core.management import call_command
+
+from hosts import driver, sync
+from hosts.driver.libvirt import volumes
+from hosts.guests import guestinfo
+from hosts.models import ConsoleLog, Host, HostStatus, JobKind, VirtualMachine
+from lab import fleethosts
+from tests.conftest import unique, wait_until
+from tests.hosts.driver.guests import agent_addresses
+from tests.hosts.fixtures import run_pending_jobs
+from tests.hosts.images.uploads import tiny_guest_template
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+BOOTED = "corral-guest: booted"
+
+
+@pytest.fixture
+def fleet_cluster(fleet_hosts, make_cluster):
+    """Both fleet hosts registered in a cluster of their own, as ``fleethosts up`` registers
+    them; what the test's VMs leave on them is removed afterwards."""
+    cluster = make_cluster()
+    hosts = [
+        Host.objects.create(
+            name=unique(host.name), cluster=cluster, uri=host.uri, storage_path=host.pool_path
+        )
+        for host in fleet_hosts
+    ]
+    yield cluster, hosts
+    for vm in VirtualMachine.objects.filter(cluster=cluster):
+        for host in hosts:
+            driver.undefine(host.uri, str(vm.uuid))
+            volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+@pytest.fixture
+def fleet_machine():
+    """For tests that make fleets of their own: skipped as ``fleet_hosts`` is."""
+    reason = fleethosts.unavailable()
+    if reason:
+        pytest.skip(f"fleet hosts cannot run here: {reason}")
+
+
+def test_fleet_hosts_come_up_in_corral_over_ssh_with_their_cpus_and_memory(fleet_cluster):
+    _, hosts = fleet_cluster
+
+    for host in hosts:
+        sync.sync_host(host.pk)
+
+    for host in hosts:
+        host.refresh_from_db()
+        assert host.uri.startswith(f"qemu+ssh://root@{fleethosts.NETWORK}.")
+        assert (host.status, host.status_detail) == (HostStatus.UP, "")
+        assert host.cpus == os.cpu_count()
+        assert host.memory_mb > 0
+        assert host.domain_type == "qemu"  # /dev/kvm hidden: TCG
+        assert host.storage_free_bytes > 0
+    assert hosts[0].uri != hosts[1].uri
+
+
+def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
+    fleet_cluster, tiny_guest, image_store, admin_user, client_for
+):
+    cluster, hosts = fleet_cluster
+    for host in hosts:
+        sync.sync_host(host.pk)
+    admin = client_for(admin_user)
+    template = tiny_guest_template(admin, tiny_guest, cluster=cluster.pk)
+    made = admin.post(
+        "/api/vms/",
+        {"name": unique("vm"), "cluster": cluster.pk, "template": template["id"]},
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    vm_id = made.json()["id"]
+
+    assert admin.post(f"/api/vms/{vm_id}/start/").status_code == 202
+    assert JobKind.START in [job.kind for job in run_pending_jobs()]
+    vm = VirtualMachine.objects.get(pk=vm_id)
+    first, second = sorted(hosts, key=lambda host: host.pk != vm.host_id)
+    assert driver.domain_power_state(first.uri, str(vm.uuid)) == "running"
+
+    def console_log() -> str:
+        guestinfo.refresh_host(first.pk)
+        return ConsoleLog.objects.filter(vm=vm).values_list("text", flat=True).first() or ""
+
+    wait_until(lambda: BOOTED in console_log(), timeout=120, interval=0.5, message=console_log)
+    log = admin.get(f"/api/vms/{vm_id}/console-log/").content.decode()
+    assert "Linux version" in log and BOOTED in log
+
+    moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
+    assert moved.status_code == 202, moved.content
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.MIGRATE]
+
+    vm.refresh_from_db()
+    assert vm.host_id == second.pk
+    assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
+    conn = libvirt.open(second.uri)
+    try:
+        # Moved while it ran, not booted again; and the guest itself answers there.
+        domain = conn.lookupByUUIDString(str(vm.uuid))
+        assert domain.state() == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_MIGRATED]
+        addresses = wait_until(lambda: agent_addresses(domain), timeout=60, message="no agent")
+        assert addresses["eth0"][0] == "10.0.2.15"
+    finally:
+        conn.close()
+    assert not {name for name in _volumes(first) if str(vm.uuid) in name}  # disk, seed, log
+
+
+def _volumes(host: Host) -> set[str]:
+    conn = libvirt.open(host.uri)
+    try:
+        pool = conn.storagePoolLookupByName("corral")
+        pool.refresh(0)
+        return set(pool.listVolumes())
+    finally:
+        conn.close()
+
+
+def test_a_fleet_host_cut_off_the_network_goes_non_responsive_and_comes_back(
+    fleet_hosts, fleet_cluster
+):
+    _, hosts = fleet_cluster
+    host = hosts[1]
+    sync.sync_host(host.pk)
+    host.refresh_from_db()
+    assert host.status == HostStatus.UP
+
+    fleethosts.cut(fleet_hosts[1])
+    try:
+        # The kept connection dies by its keepalive; a new one finds no host (ssh times out).
+        result = sync.sync_host(host.pk)
+        host.refresh_from_db()
+        assert (result.host_status, host.status) == (HostStatus.NON_RESPONSIVE,) * 2
+        assert host.status_detail
+    finally:
+        fleethosts.rejoin(fleet_hosts[1])
+
+    sync.sync_host(host.pk)
+    host.refresh_from_db()
+    assert host.status == HostStatus.UP
+
+
+def test_hosts_of_a_fleet_with_shared_storage_share_one_pool(fleet_machine, tmp_path):
+    fleet = fleethosts.up(2, True, directory=tmp_path / "shared", owner=os.getpid())
+    try:
+        one, other = fleet.hosts
+        conn = libvirt.open(one.uri)
+        try:
+            pool = conn.storagePoolLookupByName("corral")
+            pool.createXML(
+                "<volume><name>seen-by-both.qcow2</name><capacity>1048576</capacity>"
+                "<target><format type='qcow2'/></target></volume>",
+                0,
+            )
+        finally:
+            conn.close()
+
+        assert "seen-by-both.qcow2" in _volumes(Host(uri=other.uri))
+        assert one.pool_path == other.pool_path == fleethosts.SHARED_POOL_PATH
+    finally:
+        fleethosts.down(tmp_path / "shared")
+
+
+def test_two_fleets_at_once_hold_their_own_names_and_addresses_and_a_dead_runs_is_removed(
+    fleet_machine, tmp_path
+):
+    """Two test runs side by side each have a fleet of their own; a run that died leaves its
+    fleet behind, and the next fleet to start takes it down."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    ours = fleethosts.up(1, directory=tmp_path / "ours", owner=os.getpid())
+    try:
+        dead = fleethosts.up(1, directory=tmp_path / "dead", owner=gone.pid)
+        (mine,), (theirs,) = ours.hosts, dead.hosts
+        assert ours.bridge != dead.bridge and mine.address != theirs.address
+        assert mine.namespace != theirs.namespace
+        assert driver.host_report(theirs.uri).cpus == os.cpu_count()
+
+        assert dead.slot in fleethosts.remove_leftovers()
+
+        assert theirs.pids() == [] and not (tmp_path / "dead").exists()
+        assert theirs.namespace not in fleethosts.namespaces()
+        assert mine.running()
+        assert driver.host_report(mine.uri).cpus == os.cpu_count()
+    finally:
+        fleethosts.down(tmp_path / "ours")
+        fleethosts.down(tmp_path / "dead")
+
+
+def test_fleethosts_command_starts_registers_lists_and_takes_down_hosts(
+    fleet_machine, settings, tmp_path
+):
+    settings.CORRAL_SIMHOSTS_DIR = tmp_path / "simhosts"
+    try:
+        call_command("fleethosts", "up", "1", stdout=StringIO())
+        call_command("fleethosts", "up", "1", stdout=StringIO())  # idempotent
+
+        host = Host.objects.get(cluster__name="fleet")
+        assert (host.name, host.status) == ("fleet-1", HostStatus.UP)
+        assert host.uri.startswith("qemu+ssh://root@")
+        listed = StringIO()
+        call_command("fleethosts", "list", stdout=listed)
+        assert listed.getvalue() == f"fleet-1: running  {host.uri}\n"
+        (fleet_host,) = fleethosts.discover().hosts
+        call_command("fleethosts", "cut", "fleet-1", stdout=StringIO())
+        listed = StringIO()
+        call_command("fleethosts", "list", stdout=listed)
+        assert listed.getvalue() == f"fleet-1: running, cut off  {host.uri}\n"
+        call_command("fleethosts", "rejoin", "fleet-1", stdout=StringIO())
+        assert not fleet_host.cut_off()
+    finally:
+        gone = StringIO()
+        call_command("fleethosts", "down", stdout=gone)
+
+    assert gone.getvalue() == "fleet-1: taken down\n"
+    assert fleet_host.pids() == [] and fleet_host.namespace not in fleethosts.namespaces()
+    listed = StringIO()
+    call_command("fleethosts", "list", stdout=listed)
+    assert listed.getvalue() == ""
