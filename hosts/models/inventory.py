@@ -131,6 +131,20 @@ class Host(models.Model):
     )
     storage_capacity_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     storage_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    ssh_host_key = models.TextField(
+        "trusted SSH host key",
+        blank=True,
+        editable=False,
+        help_text="The host key an admin confirmed for a host reached over SSH; Corral "
+        "connects to no other.",
+    )
+    ssh_host_key_offered = models.TextField(
+        "offered SSH host key",
+        blank=True,
+        editable=False,
+        help_text="The key the host offers, when no key is trusted yet or it differs from the "
+        "trusted one: compare its fingerprint, then trust it.",
+    )
     guest_ssh_port_min = models.PositiveIntegerField(
         "first guest SSH port",
         null=True,

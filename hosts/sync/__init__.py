@@ -24,7 +24,7 @@ is each task cluster's syncer, which syncs the hosts it holds.
 
 from __future__ import annotations
 
-from hosts import driver
+from hosts import driver, sshtrust
 from hosts.models import Host, HostStatus
 from hosts.sync.failures import mark_refused, mark_unreachable
 from hosts.sync.fencing import fence_if_due
@@ -56,11 +56,17 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
         return SyncResult(host_status=host.status)
     if not_held(host, owner):
         return SyncResult(host_status=host.status, skipped=True)
+    untrusted = sshtrust.refusal(host)
+    if untrusted:
+        return mark_refused(host_id, untrusted, owner)
     try:
         report = driver.host_report(host.uri, host.storage_pool, host.storage_path)
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
     except driver.DriverError as exc:
+        changed = sshtrust.changed_key(host, exc.for_admins)
+        if changed:
+            return mark_refused(host_id, changed, owner)
         # The host's status and alert are for its admins: with the host's own words.
         result = mark_unreachable(host_id, exc.for_admins, owner)
         if result.host_status == HostStatus.NON_RESPONSIVE and not result.skipped:

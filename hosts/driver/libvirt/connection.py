@@ -23,6 +23,7 @@ from hosts.driver.base import (
     NotSupported,
     check_uri,
     claimed,
+    connection_uri,
 )
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def connection(uri: str) -> libvirt.virConnect:
             _connections.pop(uri, None)
             _close_quietly(conn)
         try:
-            conn = libvirt.open(uri)
+            conn = libvirt.open(connection_uri(uri))
         except libvirt.libvirtError as exc:
             raise _unreachable(uri, exc) from exc
         # Drivers without keepalive (the in-process test driver) need none.
@@ -129,7 +130,7 @@ def open_dedicated(uri: str) -> libvirt.virConnect:
         raise _without_libvirt(uri)
     ensure_event_loop()
     try:
-        conn = libvirt.open(uri)
+        conn = libvirt.open(connection_uri(uri))
     except libvirt.libvirtError as exc:
         raise _unreachable(uri, exc) from exc
     with contextlib.suppress(libvirt.libvirtError):
