@@ -28,7 +28,6 @@ from hosts.driver.base import (
     NotSupported,
     check_uri,
     claimed,
-    connection_uri,
 )
 
 logger = logging.getLogger(__name__)
@@ -119,7 +118,7 @@ def connection(uri: str) -> libvirt.virConnect:
             _connections.pop(uri, None)
             _close_quietly(conn)
         try:
-            conn = libvirt.open(connection_uri(uri))
+            conn = libvirt.open(uri)
         except libvirt.libvirtError as exc:
             raise open_failure(uri, exc) from exc
         # Drivers without keepalive (the in-process test driver) need none.
@@ -138,7 +137,7 @@ def open_dedicated(uri: str) -> libvirt.virConnect:
         raise _without_libvirt(uri)
     ensure_event_loop()
     try:
-        conn = libvirt.open(connection_uri(uri))
+        conn = libvirt.open(uri)
     except libvirt.libvirtError as exc:
         raise open_failure(uri, exc) from exc
     with contextlib.suppress(libvirt.libvirtError):
