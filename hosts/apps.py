@@ -24,6 +24,7 @@ class HostsConfig(AppConfig):
             metrics,
             roles,
             services,
+            sshtrust,
             tasks,
         )
         from hosts.error_codes import HostErrorCode
@@ -39,6 +40,7 @@ class HostsConfig(AppConfig):
         from project.access import scopes
 
         error_codes.register("hosts", HostErrorCode)
+        driver.register_connection_uri(sshtrust.connection_uri)
         scopes.register("cluster", "hosts.Cluster", rank=10)
         scopes.register("vm", "hosts.VirtualMachine", rank=40)
         roles.register()

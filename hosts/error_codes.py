@@ -27,6 +27,14 @@ class HostErrorCode(ErrorCode):
         "not_lost_long_enough",
         "The host has not been silent long enough to be confirmed down.",
     )
+    NO_HOST_KEY_OFFERED = (
+        "no_host_key_offered",
+        "The host offers no SSH host key that is not trusted already.",
+    )
+    HOST_KEY_NOT_OFFERED = (
+        "host_key_not_offered",
+        "The fingerprint confirmed is not that of the key the host offers (it changed since).",
+    )
     NOTHING_TO_CANCEL = "nothing_to_cancel", "The job has ended (or never ran); nothing to cancel."
     CONSOLE_UNAVAILABLE = (
         "console_unavailable",

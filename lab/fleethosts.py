@@ -50,6 +50,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from hosts import sshtrust
 from hosts.driver.libvirt.connection import drop
 from hosts.driver.libvirt.storage import ensure_storage_pool
 
@@ -118,6 +119,17 @@ class FleetHost:
         # no_tty: ssh never asks (a password, an unknown host key) on a terminal Corral has.
         key = self.fleet_directory / "client_key"
         return f"qemu+ssh://root@{self.address}/system?keyfile={key}&no_tty=1"
+
+    @property
+    def managed_uri(self) -> str:
+        """The URI an admin gives for it: reached with Corral's own key and the host key
+        trusted for it in Corral (hosts/sshtrust.py), whatever ssh's configuration says."""
+        return f"qemu+ssh://root@{self.address}/system"
+
+    @property
+    def host_key(self) -> str:
+        """Its SSH host key (``type base64``), as an admin compares it on the host."""
+        return " ".join((self.directory / "ssh_host_ed25519_key.pub").read_text().split()[:2])
 
     @property
     def pool_path(self) -> str:
@@ -358,7 +370,9 @@ def _start(fleet: Fleet, host: FleetHost) -> subprocess.Popen:
         _write_libvirt_config(host)
     (root / "nokvm").touch()
     _keygen(root / "ssh_host_ed25519_key", host.name)
-    shutil.copyfile(f"{fleet.client_key}.pub", root / "authorized_keys")
+    # The fleet's key (the lab's own URIs) and Corral's (a host added as an admin adds one).
+    authorized = Path(f"{fleet.client_key}.pub").read_text().strip()
+    (root / "authorized_keys").write_text(f"{authorized}\n{sshtrust.identity().public_key}\n")
     (root / "sshd_config").write_text(
         f"ListenAddress {host.address}\n"
         f"HostKey {root}/ssh_host_ed25519_key\n"

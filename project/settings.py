@@ -311,6 +311,10 @@ CORRAL_TINYGUEST_DIR = Path(os.environ.get("CORRAL_TINYGUEST_DIR", VAR_DIR / "ti
 CORRAL_CLOUDIMAGE_DIR = Path(
     os.environ.get("CORRAL_CLOUDIMAGE_DIR", "/var/cache/corral/cloudimage")
 )
+# Corral's own SSH key pair (made on first use) and the known-hosts files of the host keys it
+# trusts, for hosts reached over SSH (hosts/sshtrust.py): share it between the machines that
+# run task clusters and web processes (or give each the same files), readable only by Corral.
+CORRAL_SSH_DIR = Path(os.environ.get("CORRAL_SSH_DIR", VAR_DIR / "ssh"))
 # Uploaded images (disks, kernels, initrds), before they are copied to hosts' storage pools.
 CORRAL_IMAGE_STORE = Path(os.environ.get("CORRAL_IMAGE_STORE", VAR_DIR / "images"))
 CORRAL_IMAGE_MAX_BYTES = int(os.environ.get("CORRAL_IMAGE_MAX_BYTES", str(64 * 1024**3)))

@@ -2,10 +2,12 @@
 VMs and external domains on them, maintenance), templates."""
 
 from django.contrib import admin, messages
-from django.urls import reverse
+from django.http import Http404
+from django.shortcuts import redirect
+from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import services
+from hosts import services, sshtrust
 from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
 from project.access.permissions import holds, restrict
@@ -117,6 +119,9 @@ class HostAdmin(ScopedAdmin):
         "domain_type",
         "machine",
         "emulator",
+        "corral_ssh_key",
+        "trusted_host_key",
+        "offered_host_key",
     ]
     list_select_related = ["cluster"]
     actions = ["put_in_maintenance", "activate", "confirm_down"]
@@ -128,7 +133,7 @@ class HostAdmin(ScopedAdmin):
         main = ["name", "cluster", "uri", "description", "reservable", "networks", "capabilities"]
         storage = ["storage_pool", "storage_path", "shared_storage", "migration_address"]
         loopback_ssh = (
-            "Guests' SSH on this machine's loopback (lab and test hosts without a bridge)",
+            "Guests' SSH through the host (guests with only a user-mode NIC)",
             {"fields": [("guest_ssh_port_min", "guest_ssh_port_max")]},
         )
         if obj is None:
@@ -155,6 +160,10 @@ class HostAdmin(ScopedAdmin):
                 },
             ),
             loopback_ssh,
+            (
+                "SSH",
+                {"fields": ["corral_ssh_key", "trusted_host_key", "offered_host_key"]},
+            ),
             (
                 "Status",
                 {
@@ -201,6 +210,75 @@ class HostAdmin(ScopedAdmin):
         if obj.cpu_usage_percent is not None:
             notes.append(f"host CPU {obj.cpu_usage_percent:.0f}%")
         return load_bar(vcpus, "vcpus", "; ".join(notes))
+
+    @admin.display(description="Corral's SSH public key")
+    def corral_ssh_key(self, obj):
+        if obj is None or sshtrust.managed(obj.uri) is None:
+            return "Not used: this host is not reached over SSH with Corral's own key."
+        mine = sshtrust.identity()
+        return format_html(
+            "<code style='word-break: break-all'>{}</code><br>Put it in the "
+            "<code>~/.ssh/authorized_keys</code> of the account the URI names on the host.",
+            mine.public_key,
+        )
+
+    @admin.display(description="trusted host key")
+    def trusted_host_key(self, obj):
+        if obj is None or not obj.ssh_host_key:
+            return "None yet: Corral does not connect until you trust the key the host offers."
+        return format_html("<code>{}</code>", sshtrust.fingerprint(obj.ssh_host_key))
+
+    @admin.display(description="offered host key")
+    def offered_host_key(self, obj):
+        if obj is None or not obj.ssh_host_key_offered:
+            return "-"
+        offered = sshtrust.fingerprint(obj.ssh_host_key_offered)
+        return format_html(
+            "<code>{}</code> ({})<br>Compare it with the host's own "
+            "(<code>ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub</code> on the host), then "
+            "<input type='hidden' name='trust_fingerprint' value='{}'>"
+            "<button type='submit' class='button' formaction='{}' formmethod='post'>"
+            "Trust this host key</button>",
+            offered,
+            "it changed" if obj.ssh_host_key else "not trusted yet",
+            offered,
+            reverse("admin:hosts_host_trust_host_key", args=[obj.pk]),
+        )
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:host_id>/trust-host-key/",
+                self.admin_site.admin_view(self.trust_host_key_view),
+                name="hosts_host_trust_host_key",
+            )
+        ]
+        return own + super().get_urls()
+
+    def trust_host_key_view(self, request, host_id: int):
+        """POST from the host's page: trust the key it offers, if it is still the one shown."""
+        host = restrict(Host.objects.all(), request.user, "hosts.view_host").filter(pk=host_id)
+        host = host.first()
+        if host is None:
+            raise Http404
+        back = redirect("admin:hosts_host_change", host.pk)
+        if request.method != "POST" or not holds(request.user, "hosts.change_host", host):
+            self.message_user(request, f"You may not change host {host.name}.", messages.ERROR)
+            return back
+        shown = request.POST.get("trust_fingerprint", "")
+        try:
+            host = sshtrust.trust_offered_key(host, shown, by=request.user)
+        except Refused as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return back
+        trusted = sshtrust.fingerprint(host.ssh_host_key)
+        self.log_change(request, host, f"Trusted the SSH host key {trusted}.")
+        self.message_user(
+            request,
+            f"Corral trusts {trusted} for host {host.name} and connects at its next sync.",
+            messages.SUCCESS,
+        )
+        return back
 
     @admin.display(ordering="running_vms", description="VMs running")
     def running_vm_count(self, obj):

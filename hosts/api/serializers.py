@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from hosts import checks
+from hosts import checks, sshtrust
 from hosts.capacity import schedulable
 from hosts.error_codes import JobErrorCode
 from hosts.guests import ssh
@@ -69,6 +69,22 @@ class HostSerializer(ModelCleanSerializer):
         "memory_overcommit_percent, what the scheduler and leases count; null until reported."
     )
 
+    ssh_host_key_fingerprint = serializers.SerializerMethodField(
+        help_text="SHA-256 fingerprint of the SSH host key Corral trusts for this host (a host "
+        "reached over SSH); empty until an admin trusts one."
+    )
+    ssh_host_key_offered_fingerprint = serializers.SerializerMethodField(
+        help_text="SHA-256 fingerprint of the key the host offers when Corral does not trust it "
+        "(none trusted yet, or it changed): compare it with the host's own, then POST it to "
+        "trust-host-key."
+    )
+
+    def get_ssh_host_key_fingerprint(self, host) -> str:
+        return sshtrust.fingerprint(host.ssh_host_key)
+
+    def get_ssh_host_key_offered_fingerprint(self, host) -> str:
+        return sshtrust.fingerprint(host.ssh_host_key_offered)
+
     def get_vcpu_capacity(self, host) -> int | None:
         return schedulable(host.cluster, host.cpus, host.memory_mb).vcpus
 
@@ -103,6 +119,8 @@ class HostSerializer(ModelCleanSerializer):
             "migration_address",
             "guest_ssh_port_min",
             "guest_ssh_port_max",
+            "ssh_host_key_fingerprint",
+            "ssh_host_key_offered_fingerprint",
             "storage_capacity_bytes",
             "storage_free_bytes",
             "domain_type",
@@ -131,6 +149,22 @@ class HostSerializer(ModelCleanSerializer):
                 "A host with VMs cannot move to another cluster; move its VMs first."
             )
         return cluster
+
+
+class TrustHostKeySerializer(serializers.Serializer):
+    fingerprint = serializers.CharField(
+        max_length=100,
+        help_text="The offered key's fingerprint (ssh_host_key_offered_fingerprint), as the "
+        "admin compared it with the host's own: SHA256:….",
+    )
+
+
+class SshIdentitySerializer(serializers.Serializer):
+    public_key = serializers.CharField(
+        help_text="Corral's SSH public key: put it in the authorized_keys of the account its "
+        "hosts' qemu+ssh URIs name."
+    )
+    fingerprint = serializers.CharField(help_text="Its SHA-256 fingerprint.")
 
 
 def _image_field(kind: str) -> ScopedRelatedField:

@@ -10,7 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from hosts import jobs, services
+from hosts import jobs, services, sshtrust
 from hosts.after_stop import after_stop
 from hosts.api.filtersets import (
     ClusterFilterSet,
@@ -28,8 +28,10 @@ from hosts.api.serializers import (
     JobSerializer,
     MigrateSerializer,
     SerialTicketSerializer,
+    SshIdentitySerializer,
     StopJobSerializer,
     TemplateSerializer,
+    TrustHostKeySerializer,
     VirtualMachineSerializer,
 )
 from hosts.error_codes import HostErrorCode
@@ -73,7 +75,10 @@ class HostViewSet(ScopedModelViewSet):
     filterset_class = HostFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id", "status", "cluster"]
-    action_permissions = {"confirm_down": "hosts.change_host"}
+    action_permissions = {
+        "confirm_down": "hosts.change_host",
+        "trust_host_key": "hosts.change_host",
+    }
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"], url_path="confirm-down")
@@ -84,6 +89,32 @@ class HostViewSet(ScopedModelViewSet):
         host = self.get_object()
         job = services.confirm_down(host, requested_by=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=TrustHostKeySerializer, responses={200: HostSerializer})
+    @action(detail=True, methods=["post"], url_path="trust-host-key")
+    def trust_host_key(self, request, pk=None):
+        """Trust the SSH host key the host offers (``ssh_host_key_offered_fingerprint``), after
+        comparing its fingerprint with the host's own: give that fingerprint. 400 when it is
+        not the offered key's (it changed again since), 409 when the host offers none. Corral
+        connects to the host again at its next sync; the change is an event naming who."""
+        host = self.get_object()
+        given = TrustHostKeySerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        host = sshtrust.trust_offered_key(
+            host, given.validated_data["fingerprint"], by=request.user
+        )
+        return Response(HostSerializer(host, context=self.get_serializer_context()).data)
+
+    @extend_schema(responses={200: SshIdentitySerializer, 404: None})
+    @action(detail=False, methods=["get"], url_path="ssh-identity")
+    def ssh_identity(self, request):
+        """Corral's own SSH public key, for the authorized_keys of the hosts it reaches over
+        SSH (admins who may add or change hosts; anyone else 404)."""
+        user = request.user
+        if not (holds(user, "hosts.add_host") or holds(user, "hosts.change_host")):
+            raise Http404
+        mine = sshtrust.identity()
+        return Response({"public_key": mine.public_key, "fingerprint": mine.fingerprint})
 
 
 class TemplateViewSet(ScopedModelViewSet):

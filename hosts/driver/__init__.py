@@ -35,6 +35,7 @@ from hosts.driver.base import (
     UriRefused,
     backend_for,
     register_backend,
+    register_connection_uri,
     register_libvirt_backend,
     set_default_backend,
 )
@@ -335,6 +336,7 @@ __all__ = [
     "power_off",
     "recent_output",
     "register_backend",
+    "register_connection_uri",
     "register_libvirt_backend",
     "remove_guest_files",
     "resume",

@@ -393,6 +393,25 @@ def check_uri(uri: str) -> None:
         raise UriRefused(f"Corral does not open this host's URI: {reason}", uri=uri)
 
 
+# How a URI is opened: the default opens it as it is; the hosts app plugs in the one that
+# adds Corral's own SSH identity and the host keys it trusts (``hosts.sshtrust``).
+_connection_uri: Callable[[str], str] = lambda uri: uri  # noqa: E731
+
+
+def register_connection_uri(rewrite: Callable[[str], str]) -> None:
+    """Open every URI as ``rewrite(uri)`` says (an accepted URI, checked again)."""
+    global _connection_uri
+    _connection_uri = rewrite
+
+
+def connection_uri(uri: str) -> str:
+    """The URI libvirt is asked to open for the host at ``uri`` (which the allowlist accepted):
+    ``uri`` as the registered hook gives it back, Corral's own code (which may name Corral's
+    own ssh command, a parameter no URI from outside may hold)."""
+    check_uri(uri)
+    return _connection_uri(uri)
+
+
 def claimed(uri: str) -> bool:
     """Whether a backend other than the default one serves ``uri``."""
     return scheme(uri) in _BACKENDS

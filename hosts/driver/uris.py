@@ -17,6 +17,7 @@ import functools
 import ipaddress
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 # driver -> the paths Corral opens. Any other test-driver path is a file the test driver would
 # read on this machine; qemu:///embed runs QEMU inside the process opening the connection.
@@ -106,6 +107,46 @@ def host_name(uri: str) -> str:
 def is_local(uri: str) -> bool:
     """The URI leads to a daemon on this machine (no host name, or the loopback's)."""
     return host_name(uri) in LOCAL_NAMES
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where a URI's SSH transport leads: user ("" for ssh's default), host, port (22 unless
+    named), the transport (``ssh``, ``libssh``, ``libssh2``) and the URI's parameters."""
+
+    transport: str
+    user: str
+    host: str
+    port: int
+    parameters: dict[str, str]
+
+
+def ssh_target(uri: str) -> SshTarget | None:
+    """The SSH end of an accepted URI reached over SSH; None for any other transport."""
+    found = _URI.fullmatch(uri)
+    if found is None or refusal(uri) is not None:
+        return None
+    transport = found["scheme"].partition("+")[2]
+    if transport not in SSH_TRANSPORTS:
+        return None
+    userinfo, _, hostport = found["authority"].rpartition("@")
+    host, port = _host_and_port(hostport)
+    parameters = dict(
+        section.partition("=")[::2] for section in (found["query"] or "").split("&") if section
+    )
+    return SshTarget(transport, userinfo, host.strip("[]").lower(), int(port or 22), parameters)
+
+
+def with_transport(uri: str, transport: str, parameters: dict[str, str]) -> str:
+    """``uri`` over ``transport`` with ``parameters`` added (an accepted URI's own are kept)."""
+    found = _URI.fullmatch(uri)
+    driver = found["scheme"].partition("+")[0]
+    query = "&".join(
+        [*(found["query"] or "").split("&"), *(f"{k}={v}" for k, v in parameters.items())]
+    ).strip("&")
+    return f"{driver}+{transport}://{found['authority']}{found['path']}" + (
+        f"?{query}" if query else ""
+    )
 
 
 def register_scheme(scheme: str, check: Callable[[str], None]) -> None:
@@ -329,6 +370,14 @@ def _ssh_auth(name: str, value: str) -> None:
         raise Refusal("The sshauth parameter names each method at most once.")
 
 
+def _known_hosts_verify(name: str, value: str) -> None:
+    if value != "normal":
+        raise Refusal(
+            "The known_hosts_verify parameter may only be normal: Corral never accepts a host "
+            f"key it was not told to trust, not {value!r}."
+        )
+
+
 def _local_uri(name: str, value: str) -> None:
     if value not in LOCAL_URIS:
         raise Refusal(
@@ -386,5 +435,6 @@ PARAMETER_CHECKS = {
     "no_tty": _flag,
     "mode": _mode,
     "sshauth": _ssh_auth,
+    "known_hosts_verify": _known_hosts_verify,
     "name": _local_uri,
 }

@@ -184,6 +184,20 @@ class Host(models.Model):
         help_text="The host name or IP address other hosts send this host's incoming "
         "migrations to (memory and disks). Empty: the host name of its URI.",
     )
+    ssh_host_key = models.TextField(
+        "trusted SSH host key",
+        blank=True,
+        editable=False,
+        help_text="The host key an admin confirmed for a host reached over SSH; Corral "
+        "connects to no other.",
+    )
+    ssh_host_key_offered = models.TextField(
+        "offered SSH host key",
+        blank=True,
+        editable=False,
+        help_text="The key the host offers, when no key is trusted yet or it differs from the "
+        "trusted one: compare its fingerprint, then trust it.",
+    )
     guest_ssh_port_min = models.PositiveIntegerField(
         "first guest SSH port",
         null=True,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from hosts import driver
+from hosts import driver, sshtrust
 from hosts.models import Host, HostStatus, HostStatusReason
 from hosts.sync import shared_storage
 from hosts.sync.failures import mark_refused, mark_unreachable
@@ -63,6 +63,10 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
         return SyncResult(host_status=host.status)
     if not_held(host, owner):
         return SyncResult(host_status=host.status, skipped=True)
+    untrusted = sshtrust.refusal(host)
+    if untrusted:
+        reason = HostStatusReason.HOST_KEY_UNKNOWN
+        return mark_refused(host_id, untrusted, owner, reason=reason)
     try:
         # Every so often, which hosts share its pool's folder (hosts.sync.shared_storage).
         marker = str(host.storage_marker) if shared_storage.check_due(host, timezone.now()) else ""
@@ -70,6 +74,10 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
     except driver.HostUnreachable as exc:
+        changed = sshtrust.changed_key(host, exc.for_admins)
+        if changed:
+            reason = HostStatusReason.HOST_KEY_CHANGED
+            return mark_refused(host_id, changed, owner, reason=reason)
         # The host's status and alert are for its admins: with the host's own words.
         if exc.reason != driver.HostProblem.UNREACHABLE:
             # It answered and would not let Corral in: an admin's to fix, not a lost host.

@@ -12,8 +12,9 @@ import libvirt
 import pytest
 from django.core.management import call_command
 
-from hosts import driver, sync
+from hosts import driver, sshtrust, sync
 from hosts.driver.libvirt import volumes
+from hosts.driver.libvirt.connection import drop
 from hosts.guests import guestinfo
 from hosts.models import ConsoleLog, Host, HostStatus, JobKind, VirtualMachine
 from lab import fleethosts
@@ -28,12 +29,18 @@ BOOTED = "corral-guest: booted"
 
 @pytest.fixture
 def fleet_cluster(fleet_hosts, make_cluster):
-    """Both fleet hosts registered in a cluster of their own, as ``fleethosts up`` registers
-    them; what the test's VMs leave on them is removed afterwards."""
+    """Both fleet hosts registered in a cluster of their own as an admin adds a KVM host:
+    ``qemu+ssh://root@ADDRESS/system``, reached with Corral's own key and ssh command, its host
+    key trusted (the admin compared it: here read from the host's key file); what the test's
+    VMs leave on them is removed afterwards."""
     cluster = make_cluster()
     hosts = [
         Host.objects.create(
-            name=unique(host.name), cluster=cluster, uri=host.uri, storage_path=host.pool_path
+            name=unique(host.name),
+            cluster=cluster,
+            uri=host.managed_uri,
+            ssh_host_key=host.host_key,
+            storage_path=host.pool_path,
         )
         for host in fleet_hosts
     ]
@@ -67,6 +74,41 @@ def test_fleet_hosts_come_up_in_corral_over_ssh_with_their_cpus_and_memory(fleet
         assert host.domain_type == "qemu"  # /dev/kvm hidden: TCG
         assert host.storage_free_bytes > 0
     assert hosts[0].uri != hosts[1].uri
+
+
+def test_a_fleet_host_added_over_ssh_waits_for_its_key_to_be_trusted_and_refuses_another(
+    fleet_hosts, make_cluster, admin_user, client_for
+):
+    fleet_host = fleet_hosts[0]
+    host = Host.objects.create(
+        name=unique("kvm"), cluster=make_cluster(), uri=fleet_host.managed_uri
+    )
+    own = sshtrust.fingerprint(fleet_host.host_key)
+
+    sync.sync_host(host.pk)
+
+    host.refresh_from_db()
+    assert (host.status, host.status_reason) == (HostStatus.ERROR, "host_key_unknown")
+    assert own in host.status_detail and host.ssh_host_key == ""
+    trusted = client_for(admin_user).post(
+        f"/api/hosts/{host.pk}/trust-host-key/", {"fingerprint": own}, format="json"
+    )
+    assert trusted.status_code == 200, trusted.content
+    sync.sync_host(host.pk)
+    host.refresh_from_db()
+    assert (host.status, host.status_reason, host.cpus) == (HostStatus.UP, "", os.cpu_count())
+
+    # Another key trusted for it (a reinstalled host, or another machine at its address, is
+    # the same to Corral): refused, naming both, and nothing is asked of the host.
+    other = sshtrust.host_key(fleet_hosts[1].host_key)
+    Host.objects.filter(pk=host.pk).update(ssh_host_key=other)
+    drop(host.uri)  # as the reinstalled host closed it: the next sync connects again
+    sync.sync_host(host.pk)
+
+    host.refresh_from_db()
+    assert (host.status, host.status_reason) == (HostStatus.ERROR, "host_key_changed")
+    assert sshtrust.fingerprint(other) in host.status_detail and own in host.status_detail
+    assert host.ssh_host_key_offered == fleet_host.host_key
 
 
 def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
@@ -106,7 +148,7 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
     vm.refresh_from_db()
     assert vm.host_id == second.pk
     assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
-    conn = libvirt.open(second.uri)
+    conn = libvirt.open(sshtrust.connection_uri(second.uri))  # as Corral opens it
     try:
         # Moved while it ran, not booted again; and the guest itself answers there.
         domain = conn.lookupByUUIDString(str(vm.uuid))
@@ -119,7 +161,7 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
 
 
 def _volumes(host: Host) -> set[str]:
-    conn = libvirt.open(host.uri)
+    conn = libvirt.open(sshtrust.connection_uri(host.uri))
     try:
         pool = conn.storagePoolLookupByName("corral")
         pool.refresh(0)

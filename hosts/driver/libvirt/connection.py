@@ -28,6 +28,7 @@ from hosts.driver.base import (
     NotSupported,
     check_uri,
     claimed,
+    connection_uri,
 )
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def connection(uri: str) -> libvirt.virConnect:
             _connections.pop(uri, None)
             _close_quietly(conn)
         try:
-            conn = libvirt.open(uri)
+            conn = libvirt.open(connection_uri(uri))
         except libvirt.libvirtError as exc:
             raise open_failure(uri, exc) from exc
         # Drivers without keepalive (the in-process test driver) need none.
@@ -137,7 +138,7 @@ def open_dedicated(uri: str) -> libvirt.virConnect:
         raise _without_libvirt(uri)
     ensure_event_loop()
     try:
-        conn = libvirt.open(uri)
+        conn = libvirt.open(connection_uri(uri))
     except libvirt.libvirtError as exc:
         raise open_failure(uri, exc) from exc
     with contextlib.suppress(libvirt.libvirtError):
