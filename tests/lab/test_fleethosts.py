@@ -10,17 +10,21 @@ from io import StringIO
 
 import libvirt
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import call_command
+from django.test import Client
 
 from hosts import driver, sshtrust, sync
+from hosts.driver import uris
 from hosts.driver.libvirt import volumes
 from hosts.driver.libvirt.connection import drop
-from hosts.guests import guestinfo
+from hosts.guests import guestinfo, rfb
 from hosts.models import ConsoleLog, Host, HostStatus, JobKind, VirtualMachine
 from lab import fleethosts
 from tests.conftest import unique, wait_until
-from tests.hosts.driver.guests import agent_addresses
+from tests.hosts.driver.guests import agent_addresses, vnc_login, vnc_security_types
 from tests.hosts.fixtures import run_pending_jobs
+from tests.hosts.guests.test_guest_access import _open_screen, _ticket
 from tests.hosts.images.uploads import tiny_guest_template
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -140,6 +144,7 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
     wait_until(lambda: BOOTED in console_log(), timeout=120, interval=0.5, message=console_log)
     log = admin.get(f"/api/vms/{vm_id}/console-log/").content.decode()
     assert "Linux version" in log and BOOTED in log
+    _screen_from_the_network(first, vm, admin_user, client_for)
 
     moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
     assert moved.status_code == 202, moved.content
@@ -158,6 +163,28 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
     finally:
         conn.close()
     assert not {name for name in _volumes(first) if str(vm.uuid) in name}  # disk, seed, log
+    _screen_from_the_network(second, vm, admin_user, client_for)  # locked there too
+
+
+def _screen_from_the_network(host: Host, vm, user, client_for) -> None:
+    """The VM's screen on its fleet host, as anyone on the host's network meets it and as its
+    user opens it in Corral: the host's VNC port offers VNC authentication only (never "None")
+    and refuses a guessed password; Corral's console relay signs in and hands the browser the
+    screen."""
+
+    def port() -> int | None:
+        guestinfo.refresh_host(host.pk)
+        return VirtualMachine.objects.get(pk=vm.pk).graphics_port
+
+    screen = wait_until(port, timeout=30, interval=0.5, message="no VNC port read")
+    address = uris.host_name(host.uri)
+    assert vnc_security_types(address, screen) == {rfb.SECURITY_VNC}
+    assert vnc_login(address, screen, "corral") != 0
+    browser = Client()
+    browser.force_login(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    width, height, name = async_to_sync(_open_screen)(_ticket(client_for(user), vm), cookie)
+    assert width >= 640 and height >= 400 and name
 
 
 def _volumes(host: Host) -> set[str]:

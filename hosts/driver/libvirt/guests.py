@@ -19,7 +19,7 @@ import libvirt
 from hosts.driver.base import STORAGE_POOL, VNC_PASSWORD_LENGTH, GuestDevices, GuestInfo
 from hosts.driver.libvirt import storage
 from hosts.driver.libvirt.connection import call, lookup_domain
-from hosts.driver.libvirt.storage import storage_pool_path
+from hosts.driver.libvirt.storage import active_pool, storage_pool_path
 
 logger = logging.getLogger(__name__)
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
@@ -35,19 +35,9 @@ def log_volume(uuid: str) -> str:
     return f"{uuid}.log"
 
 
-def _pool(conn: libvirt.virConnect, name: str) -> libvirt.virStoragePool | None:
-    try:
-        pool = conn.storagePoolLookupByName(name)
-    except libvirt.libvirtError as exc:
-        if exc.get_error_code() in (libvirt.VIR_ERR_NO_STORAGE_POOL, libvirt.VIR_ERR_NO_SUPPORT):
-            return None
-        raise
-    return pool if pool.isActive() else None
-
-
 def devices_xml(conn: libvirt.virConnect, uuid: str, devices: GuestDevices) -> str:
     """The ``<devices>`` children for ``devices``, paths resolved in the host's pool."""
-    pool = _pool(conn, devices.storage_pool)
+    pool = active_pool(conn, devices.storage_pool)
     folder = storage_pool_path(pool) if pool is not None else ""
     parts = []
     if folder and devices.seed:
@@ -133,7 +123,7 @@ def recent_output(uri: str, uuid: str, pool_name: str, size: int = 2048) -> byte
 def _log_tail(
     conn: libvirt.virConnect, pool_name: str, uuid: str, size: int = LOG_TAIL_BYTES
 ) -> bytes:
-    pool = _pool(conn, pool_name)
+    pool = active_pool(conn, pool_name)
     if pool is None:
         return b""
     volume = _log_volume(pool, uuid)
@@ -159,7 +149,7 @@ def _log_volume(pool: libvirt.virStoragePool, uuid: str) -> libvirt.virStorageVo
 def _write_volume(conn: libvirt.virConnect, pool_name: str, name: str, data: bytes) -> bool:
     """A raw volume ``name`` holding ``data``, replacing one of that name; False without the
     pool."""
-    pool = _pool(conn, pool_name)
+    pool = active_pool(conn, pool_name)
     if pool is None:
         return False
     storage.refresh(pool)
@@ -191,7 +181,7 @@ def read_volume(uri: str, name: str, pool_name: str = STORAGE_POOL) -> bytes | N
     """A whole (small) volume of the pool, or None when there is none."""
 
     def run(conn):
-        pool = _pool(conn, pool_name)
+        pool = active_pool(conn, pool_name)
         if pool is None:
             return None
         storage.refresh(pool)
@@ -210,7 +200,7 @@ def remove_guest_files(uri: str, uuid: str, pool_name: str = STORAGE_POOL) -> No
     """Delete the guest's seed and serial log from the pool; missing ones are fine."""
 
     def run(conn):
-        pool = _pool(conn, pool_name)
+        pool = active_pool(conn, pool_name)
         if pool is None:
             return
         storage.refresh(pool)
@@ -319,7 +309,7 @@ def guest_info(
     addresses, graphics port, and its serial log's tail when the log grew or shrank."""
 
     def run(conn: libvirt.virConnect) -> dict[str, GuestInfo]:
-        pool = _pool(conn, pool_name)
+        pool = active_pool(conn, pool_name)
         if pool is not None:
             storage.refresh(pool)
         found: dict[str, GuestInfo] = {}

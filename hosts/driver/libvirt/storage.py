@@ -95,7 +95,8 @@ def _empty_volume_xml(name: str) -> str:
     )
 
 
-def _active_pool(conn: libvirt.virConnect, name: str) -> libvirt.virStoragePool | None:
+def active_pool(conn: libvirt.virConnect, name: str) -> libvirt.virStoragePool | None:
+    """The pool ``name`` when the host has it and it runs; None otherwise."""
     try:
         pool = conn.storagePoolLookupByName(name)
     except libvirt.libvirtError as exc:
@@ -109,7 +110,7 @@ def pool_markers(conn: libvirt.virConnect, pool_name: str, marker: str) -> froze
     """Put the host's mark (``marker``) in its running pool unless it is there, then read the
     marks in the pool's folder: the markers of every host whose pool is that folder, this
     host's among them. None when the host has no such running pool."""
-    pool = _active_pool(conn, pool_name)
+    pool = active_pool(conn, pool_name)
     if pool is None:
         return None
     own = marker_volume(marker)
@@ -137,7 +138,7 @@ def sees_same_storage(
         pool.createXML(_empty_volume_xml(name), 0)
 
     def look(conn: libvirt.virConnect) -> bool:
-        pool = _active_pool(conn, destination_pool)
+        pool = active_pool(conn, destination_pool)
         if pool is None:
             return False
         refresh(pool)

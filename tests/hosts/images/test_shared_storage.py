@@ -24,7 +24,7 @@ from hosts.models import VirtualMachine as VM
 from hosts.operations import OPERATION_BY_KIND
 from project.models import Event
 from tests.conftest import unique, wait_until
-from tests.hosts.images.uploads import upload_file
+from tests.hosts.images.uploads import tiny_guest_template
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHARED = "lab-shared"
@@ -34,24 +34,16 @@ BOOTED = "corral-guest: booted"
 @pytest.fixture
 def tiny_template(tiny_guest, admin_user, client_for, image_store) -> Template:
     """A template booting the tiny guest: its kernel, initrd and disk uploaded through the API."""
-    client = client_for(admin_user)
-    response = client.post(
-        "/api/templates/",
-        {
-            "name": unique("tiny"),
-            "vcpus": 1,
-            "memory_mb": 128,
-            "disk_gb": 1,
-            "kernel_image": upload_file(client, tiny_guest.kernel, "kernel")["id"],
-            "initrd_image": upload_file(client, tiny_guest.initrd, "initrd")["id"],
-            "disk_image": upload_file(client, tiny_guest.disk, "disk")["id"],
-            "kernel_cmdline": "console=ttyS0 quiet",
-            "graphics": "none",
-        },
-        format="json",
+    made = tiny_guest_template(
+        client_for(admin_user),
+        tiny_guest,
+        vcpus=1,
+        kernel_cmdline="console=ttyS0 quiet",
+        graphics="none",
+        guest_agent=False,
+        login_user="",
     )
-    assert response.status_code == 201, response.content
-    return Template.objects.get(pk=response.json()["id"])
+    return Template.objects.get(pk=made["id"])
 
 
 def _host(cluster, daemon, **fields) -> Host:
