@@ -5,6 +5,7 @@ and come back. Jobs run in this process, as a task worker would run them.
 """
 
 import os
+import shutil
 import subprocess
 from io import StringIO
 
@@ -14,12 +15,14 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.test import Client
 
-from hosts import driver, sshtrust, sync
+from hosts import driver, jobs, sshtrust, sync
 from hosts.driver import uris
 from hosts.driver.libvirt import volumes
 from hosts.driver.libvirt.connection import drop
 from hosts.guests import guestinfo, rfb
-from hosts.models import ConsoleLog, Host, HostStatus, JobKind, VirtualMachine
+from hosts.host_choice import decision, place
+from hosts.models import ConsoleLog, Host, HostStatus, Job, JobKind, VirtualMachine
+from hosts.operations import OPERATION_BY_KIND
 from lab import fleethosts
 from tests.conftest import unique, wait_until
 from tests.hosts.driver.guests import agent_addresses, vnc_login, vnc_security_types
@@ -298,3 +301,41 @@ def test_fleethosts_command_starts_registers_lists_and_takes_down_hosts(
     listed = StringIO()
     call_command("fleethosts", "list", stdout=listed)
     assert listed.getvalue() == ""
+
+
+def test_a_start_a_fleet_host_fails_is_that_hosts_failure_and_runs_on_the_other(
+    fleet_hosts, fleet_cluster, make_template, make_vm, admin_user
+):
+    """Not a lost host: libvirt's reason reaches the job, the start goes on to the other host,
+    and both hosts stay Up. The first host fails the VM by a folder where QEMU writes its
+    serial log (its guest, a blank disk, runs its firmware only)."""
+    cluster, hosts = fleet_cluster
+    for host in hosts:
+        sync.sync_host(host.pk)
+    template = make_template(vcpus=1, memory_mb=128, disk_gb=1, graphics="none")
+    vm = make_vm(cluster=cluster, template=template)
+    with decision(cluster.pk):
+        first, second = place(vm, purpose="start").hosts
+    fleet_host = fleet_hosts[[host.pk for host in hosts].index(first.pk)]
+    pool = fleet_host.directory / "varlib" / fleethosts.POOL_PATH.removeprefix("/var/lib/libvirt/")
+    (pool / f"{vm.uuid}.log" / "in-the-way").mkdir(parents=True)
+    try:
+        job = jobs.submit(JobKind.START, vm=vm, requested_by=admin_user)
+        jobs.run(job.pk, OPERATION_BY_KIND)
+        job = Job.objects.get(pk=job.pk)
+
+        assert job.state == "succeeded", job.error_message
+        assert [(a["host"], a["outcome"]) for a in job.result["attempts"]] == [
+            (first.name, "failed"),
+            (second.name, "succeeded"),
+        ]
+        assert job.result["attempts"][0]["code"] == "driver_error"
+        failed = job.journal.get(message__startswith=f"Starting on {first.name} failed")
+        assert "Is a directory" in failed.detail  # libvirt's words, from the remote host
+        for host in hosts:
+            sync.sync_host(host.pk)
+        assert sorted(
+            Host.objects.filter(pk__in=[first.pk, second.pk]).values_list("status", "status_reason")
+        ) == [(HostStatus.UP, ""), (HostStatus.UP, "")]
+    finally:
+        shutil.rmtree(pool / f"{vm.uuid}.log", ignore_errors=True)
