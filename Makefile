@@ -22,8 +22,9 @@ SOAK_PACKAGES := postgresql redis-server
 CLOUD_IMAGE_PACKAGES := mmdebstrap e2fsprogs openssh-client
 # What a fleet host runs in its own namespaces (lab/fleethosts.py): sshd, and the system libvirtd
 # (libvirt-daemon-system makes the libvirt-qemu user and /etc/libvirt it needs); ip makes the
-# namespaces, bridge and links. Installed without starting them here (see fleet-host-packages).
-FLEET_HOST_PACKAGES := openssh-server libvirt-daemon-system iproute2 openssh-client
+# namespaces, bridge and links; bindfs mounts their shared storage as a file system libvirt
+# knows to be shared. Installed without starting them here (see fleet-host-packages).
+FLEET_HOST_PACKAGES := openssh-server libvirt-daemon-system iproute2 openssh-client bindfs
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The OpenStack clients the Blazar tests drive (tests only), in a virtualenv of their own

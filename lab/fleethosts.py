@@ -15,7 +15,9 @@ A host's own folders are bound over /run, /var/lib/libvirt, /etc/libvirt, /var/l
 /var/cache/libvirt in its mount namespace, and /dev/kvm is hidden, so its guests run under TCG
 (``namespaces = []`` in its qemu.conf: libvirt's per-guest /dev cannot copy a hidden /dev/kvm).
 Its storage pool ``corral`` is made through libvirt over SSH, as on any host; with shared
-storage every host's pool is one folder bound into all of them (as NFS would be).
+storage every host's pool is one folder mounted into all of them (as NFS would be), through
+bindfs as a FUSE file system of GlusterFS's type: libvirt moves a VM that stays on its disk only
+from a file system it knows to be shared, never from a plain folder.
 
 Corral reaches them with a key of its own (``<folder>/client_key``, named by the URI's
 ``keyfile``). libvirt's ``ssh`` transport runs the ``ssh`` program, which takes known hosts only
@@ -77,8 +79,9 @@ PROGRAMS = {
     "sshd": "/usr/sbin/sshd",
     "libvirtd": "/usr/sbin/libvirtd",
     "virtlogd": "/usr/sbin/virtlogd",
+    "bindfs": "/usr/bin/bindfs",
 }
-PACKAGES_HINT = "make fleet-host-packages (openssh-server libvirt-daemon-system iproute2)"
+PACKAGES_HINT = "make fleet-host-packages (openssh-server libvirt-daemon-system iproute2 bindfs)"
 _KERNEL_NAME = re.compile(rf"{KERNEL_PREFIX}(\d+)(?:-(\d+)|v(\d+))?")
 _SSH_CONFIG_NAME = re.compile(r"corral-fleet-(\d+)\.conf")
 
@@ -404,7 +407,12 @@ def _start(fleet: Fleet, host: FleetHost) -> subprocess.Popen:
     if Path("/dev/kvm").exists():
         mounts.append(f"mount --bind {shlex.quote(str(root / 'nokvm'))} /dev/kvm")
     if host.shared_storage:
-        mounts.append(f"mount --bind {shlex.quote(str(shared))} {SHARED_POOL_PATH}")
+        # A FUSE mirror of the folder, of the type GlusterFS mounts have: libvirt migrates a
+        # VM on its disk only from storage it knows to be shared (NFS, GlusterFS, Ceph…),
+        # never from a plain folder, whoever else sees it.
+        mounts.append(
+            f"bindfs -o subtype=glusterfs,allow_other {shlex.quote(str(shared))} {SHARED_POOL_PATH}"
+        )
     script = "; ".join(
         [
             "set -e",

@@ -339,3 +339,71 @@ def test_a_start_a_fleet_host_fails_is_that_hosts_failure_and_runs_on_the_other(
         ) == [(HostStatus.UP, ""), (HostStatus.UP, "")]
     finally:
         shutil.rmtree(pool / f"{vm.uuid}.log", ignore_errors=True)
+
+
+def test_a_vm_on_fleet_hosts_sharing_storage_moves_on_its_own_disk_and_boots_from_it_again(
+    fleet_machine, tmp_path, tiny_guest, image_store, make_cluster, admin_user, client_for
+):
+    """Two remote hosts whose pools are one folder (as an NFS export would be): the VM moves
+    with its memory only, its disk the same file, and boots from it again on the other."""
+    fleet = fleethosts.up(2, True, directory=tmp_path / "shared", owner=os.getpid())
+    folder = tmp_path / "shared" / "shared"
+    cluster = make_cluster()
+    hosts = []
+    try:
+        for fleet_host in fleet.hosts:
+            host = Host.objects.create(
+                name=unique(fleet_host.name),
+                cluster=cluster,
+                uri=fleet_host.managed_uri,
+                ssh_host_key=fleet_host.host_key,
+                storage_path=fleet_host.pool_path,
+                shared_storage="fleet-export",
+            )
+            sync.sync_host(host.pk)
+            hosts.append(host)
+        admin = client_for(admin_user)
+        template = tiny_guest_template(admin, tiny_guest, cluster=cluster.pk, graphics="none")
+        made = admin.post(
+            "/api/vms/",
+            {"name": unique("vm"), "cluster": cluster.pk, "template": template["id"]},
+            format="json",
+        )
+        vm = VirtualMachine.objects.get(pk=made.json()["id"])
+        assert admin.post(f"/api/vms/{vm.pk}/start/").status_code == 202
+        run_pending_jobs()
+        vm.refresh_from_db()
+        first, second = sorted(hosts, key=lambda host: host.pk != vm.host_id)
+        disk = folder / f"{vm.uuid}.qcow2"
+        the_disk = (disk.stat().st_dev, disk.stat().st_ino)
+
+        moved = admin.post(f"/api/vms/{vm.pk}/migrate/", {"host": second.pk}, format="json")
+        assert moved.status_code == 202, moved.content
+        (job,) = run_pending_jobs()
+
+        vm.refresh_from_db()
+        assert (job.kind, vm.host_id) == (JobKind.MIGRATE, second.pk)
+        assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
+        assert (disk.stat().st_dev, disk.stat().st_ino) == the_disk  # never made again
+        journal = "\n".join(job.journal.values_list("message", flat=True))
+        assert "Recreating" not in journal and "Copying image" not in journal
+
+        assert admin.post(f"/api/vms/{vm.pk}/poweroff/").status_code == 202
+        run_pending_jobs()
+        assert admin.post(f"/api/vms/{vm.pk}/start/").status_code == 202
+        run_pending_jobs()
+        vm.refresh_from_db()
+        console = folder / f"{vm.uuid}.log"
+        assert vm.status == "up" and (disk.stat().st_dev, disk.stat().st_ino) == the_disk
+        assert "corral-guest: boot 1" in console.read_text(errors="replace")
+        # It counts its boots on its disk: a second one shows it booted from the same disk.
+        wait_until(
+            lambda: "corral-guest: boot 2" in console.read_text(errors="replace"),
+            timeout=120,
+            interval=0.5,
+            message="the guest did not boot again from its disk",
+        )
+    finally:
+        for host in hosts:
+            drop(host.uri)
+        fleethosts.down(tmp_path / "shared")
