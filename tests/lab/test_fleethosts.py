@@ -25,13 +25,20 @@ from hosts.models import ConsoleLog, Host, HostStatus, Job, JobKind, VirtualMach
 from hosts.operations import OPERATION_BY_KIND
 from lab import fleethosts
 from tests.conftest import unique, wait_until
-from tests.hosts.driver.guests import agent_addresses, vnc_login, vnc_security_types
+from tests.hosts.driver.guests import (
+    agent_addresses,
+    login,
+    ssh_key,
+    vnc_login,
+    vnc_security_types,
+)
 from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.guests.test_guest_access import _open_screen, _ticket
 from tests.hosts.images.uploads import tiny_guest_template
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 BOOTED = "corral-guest: booted"
+GUEST_SSH_PORTS = (22000, 22009)  # on each fleet host's own address: nothing else is there
 
 
 @pytest.fixture
@@ -48,6 +55,10 @@ def fleet_cluster(fleet_hosts, make_cluster):
             uri=host.managed_uri,
             ssh_host_key=host.host_key,
             storage_path=host.pool_path,
+            # Guests with a user-mode NIC (fleet hosts have no libvirt network) publish their
+            # SSH on the host's address.
+            guest_ssh_port_min=GUEST_SSH_PORTS[0],
+            guest_ssh_port_max=GUEST_SSH_PORTS[1],
         )
         for host in fleet_hosts
     ]
@@ -119,12 +130,15 @@ def test_a_fleet_host_added_over_ssh_waits_for_its_key_to_be_trusted_and_refuses
 
 
 def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
-    fleet_cluster, tiny_guest, image_store, admin_user, client_for
+    fleet_cluster, tiny_guest, image_store, admin_user, client_for, tmp_path
 ):
     cluster, hosts = fleet_cluster
     for host in hosts:
         sync.sync_host(host.pk)
     admin = client_for(admin_user)
+    key, public = ssh_key(tmp_path, "admin")
+    added = admin.post("/api/me/sshkeys/", {"name": "laptop", "public_key": public}, format="json")
+    assert added.status_code == 201, added.content
     template = tiny_guest_template(admin, tiny_guest, cluster=cluster.pk)
     made = admin.post(
         "/api/vms/",
@@ -148,6 +162,7 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
     log = admin.get(f"/api/vms/{vm_id}/console-log/").content.decode()
     assert "Linux version" in log and BOOTED in log
     _screen_from_the_network(first, vm, admin_user, client_for)
+    _logs_in(admin, vm, first, key)
 
     moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
     assert moved.status_code == 202, moved.content
@@ -167,6 +182,25 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
         conn.close()
     assert not {name for name in _volumes(first) if str(vm.uuid) in name}  # disk, seed, log
     _screen_from_the_network(second, vm, admin_user, client_for)  # locked there too
+    _logs_in(admin, vm, second, key)
+
+
+def _logs_in(client, vm, host: Host, key) -> None:
+    """The VM's user logs in with their key where its ``ssh`` says: the port its fleet host
+    publishes the guest's SSH on, at the host's own address."""
+    details = wait_until(
+        lambda: (
+            (shown := client.get(f"/api/vms/{vm.pk}/").json())["guest_keys"]["state"] == "in_guest"
+            and shown["ssh"]
+        ),
+        timeout=60,
+        interval=0.5,
+        message=lambda: client.get(f"/api/vms/{vm.pk}/").json(),
+    )
+    assert details["host"] == uris.host_name(host.uri)
+    assert GUEST_SSH_PORTS[0] <= details["port"] <= GUEST_SSH_PORTS[1]
+    logged_in = login(key, details, "hostname")
+    assert (logged_in.returncode, logged_in.stdout.strip()) == (0, vm.name), logged_in.stderr
 
 
 def _screen_from_the_network(host: Host, vm, user, client_for) -> None:

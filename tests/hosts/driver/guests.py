@@ -221,10 +221,9 @@ def agent_addresses(domain) -> dict[str, list[str]]:
 
 
 def login(key: Path, details: dict, command: str) -> subprocess.CompletedProcess:
-    """``command`` run over SSH where a VM's ``ssh`` details (the API's) say: always the
-    loopback in tests."""
-    assert details["host"] == "127.0.0.1", details
-    return ssh(details["port"], key, command, user=details["user"])
+    """``command`` run over SSH where a VM's ``ssh`` details (the API's) say: the loopback for
+    a lab host, the host's own address for a fleet host."""
+    return ssh(details["port"], key, command, user=details["user"], host=details["host"])
 
 
 def ssh_key(folder: Path, name: str) -> tuple[Path, str]:
@@ -239,9 +238,9 @@ def ssh_key(folder: Path, name: str) -> tuple[Path, str]:
 
 
 def ssh(
-    port: int, key: Path, command: str, user: str = tinyguest.LOGIN_USER
+    port: int, key: Path, command: str, user: str = tinyguest.LOGIN_USER, host: str = "127.0.0.1"
 ) -> subprocess.CompletedProcess:
-    """``command`` run by ``user`` over SSH to 127.0.0.1:``port``, with ``key`` only."""
+    """``command`` run by ``user`` over SSH to ``host``:``port``, with ``key`` only."""
     options = {
         "StrictHostKeyChecking": "no",
         "UserKnownHostsFile": "/dev/null",
@@ -253,7 +252,7 @@ def ssh(
     return subprocess.run(
         ["/usr/bin/ssh", "-i", str(key), "-p", str(port)]
         + [f"-o{name}={value}" for name, value in options.items()]
-        + [f"{user}@127.0.0.1", command],
+        + [f"{user}@{host}", command],
         capture_output=True,
         text=True,
         timeout=90,
