@@ -48,7 +48,7 @@ class Command(BaseCommand):
             for host in fleet.hosts if fleet else ():
                 state = "running" if host.running() else "stopped"
                 state += ", cut off" if host.cut_off() else ""
-                self.stdout.write(f"{host.name}: {state}  {host.uri}")
+                self.stdout.write(f"{host.name}: {state}  {host.managed_uri}")
         else:
             fleet = fleethosts.discover()
             hosts = [
@@ -76,11 +76,16 @@ class Command(BaseCommand):
                     f"{host.name}: removed what no VM here owns, left by an earlier database: "
                     f"{', '.join(removed)}"
                 )
-            # By name: a fleet started again may be given other addresses.
+            # By name: a fleet started again may be given other addresses. As an admin adds a
+            # KVM host: reached with Corral's own key, its host key trusted (the lab made it).
             registered, created = Host.objects.update_or_create(
                 cluster=cluster,
                 name=host.name,
-                defaults={"uri": host.uri, "storage_path": host.pool_path},
+                defaults={
+                    "uri": host.managed_uri,
+                    "ssh_host_key": host.host_key,
+                    "storage_path": host.pool_path,
+                },
             )
             verb = "registered" if created else "already registered"
             status = sync_host(registered.pk).host_status
