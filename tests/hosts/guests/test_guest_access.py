@@ -21,6 +21,7 @@ from django.utils import timezone
 from hosts.driver.libvirt import guests
 from hosts.driver.libvirt.storage import storage_pool_path
 from hosts.guests import cloudinit, consoles, guestinfo, rfb
+from hosts.guests.console_relay import ConsoleRelay
 from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
 from lab import qemuhosts
 from tests.conftest import wait_until
@@ -271,3 +272,24 @@ def test_the_console_relay_signs_in_to_the_screen_for_the_browser(guest_vm, clie
 
     assert (width, height) == (again[0], again[1]) and width >= 640 and height >= 400
     assert name == again[2] and name  # QEMU names the screen after the guest
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_relay_whose_password_another_console_replaced_sets_a_new_one_and_signs_in(guest_vm):
+    """Each redemption sets its own password, replacing any other: a relay that had not signed
+    in yet when another console of the VM opened sets a new one and signs in again."""
+    vm, _ = guest_vm
+    refreshed(vm, lambda fresh: fresh.graphics_port)
+    guest = VirtualMachine.objects.select_related("host").get(pk=vm.pk)
+    stale = consoles.screen_credential(guest)
+    consoles.screen_credential(guest)  # another console opened in between
+    assert vnc_login(LOOPBACK, stale.port, stale.password) != 0
+    relay = ConsoleRelay()
+
+    async def reach() -> bool:
+        await relay._reach(stale)
+        signed_in = relay.writer is not None  # the screen waits for the browser's ClientInit
+        relay._close_host()
+        return signed_in
+
+    assert async_to_sync(reach)()
