@@ -217,7 +217,7 @@ class HostAdmin(ScopedAdmin):
             return "Not used: this host is not reached over SSH with Corral's own key."
         mine = sshtrust.identity()
         return format_html(
-            "<code style='word-break: break-all'>{}</code><br>Put it in the "
+            "<code class='long-key'>{}</code><br>Put it in the "
             "<code>~/.ssh/authorized_keys</code> of the account the URI names on the host.",
             mine.public_key,
         )
