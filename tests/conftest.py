@@ -422,13 +422,15 @@ def _close_event_listener(django_db_setup):
 
 
 # Minutes-long tests whose outcome does not depend on the database: a real browser driving the
-# pages, the real OpenStack clients, a cold boot of the Debian cloud image. CI runs the whole
+# pages, the real OpenStack clients, a cold boot of the Debian cloud image, real guests on
+# fleet hosts over SSH (their host plumbing, not the database, is what they test). CI runs the whole
 # suite on PostgreSQL and on SQLite side by side (.ci/run); these run in the SQLite run (the
 # database `make run` uses) and are skipped on PostgreSQL, unless CORRAL_TESTS_ON_EVERY_DATABASE=1.
 ONE_DATABASE_ONLY = (
     "tests/browser/",
     "tests/openstack/test_real_",
     "tests/lab/test_cloudimage.py",
+    "tests/lab/test_fleethosts.py",
 )
 
 
