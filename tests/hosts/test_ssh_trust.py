@@ -173,7 +173,7 @@ def test_no_uri_may_turn_host_key_checks_off():
 
 
 def test_a_new_ssh_host_waits_for_an_admin_to_trust_the_key_it_offers(
-    sshd, make_host, admin_user, client_for, make_user
+    sshd, make_host, admin_user, client_for, make_user, make_role, grant
 ):
     host = make_host(uri=f"qemu+ssh://root@127.0.0.1:{sshd.port}/system")
     offered = _openssh_fingerprint(sshd.host_key.with_suffix(".pub"))
@@ -195,6 +195,11 @@ def test_a_new_ssh_host_waits_for_an_admin_to_trust_the_key_it_offers(
     assert Host.objects.get(pk=host.pk).ssh_host_key == ""
     stranger = client_for(make_user()).post(url, {"fingerprint": offered}, format="json")
     assert stranger.status_code == 404
+    viewer = make_user()
+    grant(viewer, make_role("HostViewer", ["hosts.view_host"]).name, host.cluster)
+    looked = client_for(viewer).post(url, {"fingerprint": offered}, format="json")
+    assert looked.status_code == 403
+    assert Host.objects.get(pk=host.pk).ssh_host_key == ""
 
     trusted = client_for(admin_user).post(url, {"fingerprint": offered}, format="json")
 

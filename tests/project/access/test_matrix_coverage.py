@@ -39,6 +39,11 @@ NOT_IN_THE_MATRIX = {
     },
     "POST /api/images/": "tests/hosts/images/test_images_access.py: ClusterAdmin of the "
     "cluster uploads, a viewer gets 403, a hidden cluster is a 400 on the field",
+    "POST /api/hosts/{id}/trust-host-key/": "tests/hosts/test_ssh_trust.py "
+    "(test_a_new_ssh_host_waits_for_an_admin_to_trust_the_key_it_offers): change_host on the "
+    "host, 403 for a viewer, 404 for others",
+    "GET /api/hosts/ssh-identity/": "tests/hosts/test_ssh_trust.py "
+    "(test_corrals_public_key_is_shown_to_admins_only): who may add or change hosts; others 404",
     "POST /api/hosts/{id}/confirm-down/": "tests/hosts/sync/test_failover.py "
     "(test_only_who_may_change_the_host_confirms_it_down): change_host on the host, 403 for a "
     "viewer, 404 for others",
