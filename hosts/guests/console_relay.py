@@ -32,6 +32,10 @@ NOT_RFB = 4400
 AUTH_ATTEMPTS = 3
 
 
+async def _credential(vm) -> consoles.ConsoleTarget | None:
+    return await asyncio.to_thread(consoles.screen_credential, vm)
+
+
 class ConsoleRelay(AsyncWebsocketConsumer):
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
@@ -42,7 +46,10 @@ class ConsoleRelay(AsyncWebsocketConsumer):
         token = self.scope["url_route"]["kwargs"].get("ticket", "")
         redeem = database_sync_to_async(consoles.redeem_ticket)
         try:
-            target = await redeem(token, self.scope.get("user"))
+            vm = await redeem(token, self.scope.get("user"))
+            # The host is asked on a thread of its own: a slow host never holds up the
+            # database work of the other requests this process serves.
+            target = None if vm is None else await _credential(vm)
             if target is None:
                 await self.close(code=REFUSED)
                 return
@@ -60,7 +67,7 @@ class ConsoleRelay(AsyncWebsocketConsumer):
     async def _reach(self, target: consoles.ConsoleTarget) -> None:
         """Connect to the screen and authenticate; when it refuses the password (another
         console of the same VM set its own in between), set a new one and try again."""
-        new_credential = database_sync_to_async(consoles.new_credential)
+        on_its_host = database_sync_to_async(consoles.vm_on_its_host)
         for attempt in range(AUTH_ATTEMPTS):
             self._close_host()
             self.reader, self.writer = await asyncio.wait_for(
@@ -78,7 +85,8 @@ class ConsoleRelay(AsyncWebsocketConsumer):
                         f"VM {target.vm_id} at {target.address}:{target.port}: {refused}"
                     ) from refused
                 vm_id = target.vm_id
-                target = await new_credential(vm_id)
+                vm = await on_its_host(vm_id)
+                target = None if vm is None else await _credential(vm)
                 if target is None:
                     raise rfb.HandshakeFailed(f"VM {vm_id} shows no screen any more") from refused
 

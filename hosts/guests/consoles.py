@@ -143,10 +143,11 @@ def waiting_ticket(token: str) -> ConsoleTicket | None:
     )
 
 
-def redeem_ticket(token: str, user) -> ConsoleTarget | None:
-    """The VM screen ``token`` opens, once: None when the ticket is unknown, used, expired,
-    another signed-in user's, not a screen's, or its user may no longer operate the VM or it
-    shows no screen.
+def redeem_ticket(token: str, user) -> VirtualMachine | None:
+    """The VM (with its host) whose screen ``token`` opens, once: None when the ticket is
+    unknown, used, expired, another signed-in user's, not a screen's, or its user may no longer
+    operate the VM or it shows no screen. The database only: the relay then asks the host for
+    the screen's credential (``screen_credential``), off the database's thread.
 
     ``user`` is who holds the websocket: the ticket's user, or anonymous (the ticket then is
     the only credential: secret, single use, valid seconds).
@@ -154,23 +155,21 @@ def redeem_ticket(token: str, user) -> ConsoleTarget | None:
     vm = _redeem(token, user, ConsoleKind.SCREEN)
     if vm is None or not vm.graphics_port:
         return None
-    return screen_credential(vm)
+    return vm
 
 
-def new_credential(vm_id: int) -> ConsoleTarget | None:
-    """``screen_credential`` again for the VM ``vm_id`` (its password replaced before the relay
-    used it), on the host it is on now; None when it has none or shows no screen."""
+def vm_on_its_host(vm_id: int) -> VirtualMachine | None:
+    """The VM ``vm_id`` with the host it is on now (None when it is on none)."""
     vm = VirtualMachine.objects.select_related("host").filter(pk=vm_id).first()
-    if vm is None or vm.host is None:
-        return None
-    return screen_credential(vm)
+    return vm if vm is not None and vm.host is not None else None
 
 
 def screen_credential(vm: VirtualMachine) -> ConsoleTarget | None:
     """A new password for the running VM's screen, set on its host and valid
     ``CORRAL_CONSOLE_CREDENTIAL_SECONDS`` (the one it had stops working; a connection already
     open stays), with the screen's port there: where the relay connects. None when the VM
-    shows no screen on its host now. ``DriverError`` when the host cannot be asked."""
+    shows no screen on its host now. ``DriverError`` when the host cannot be asked. A call to
+    the VM's host (loaded with the VM), no database query."""
     password = secrets.token_urlsafe(6)[:VNC_PASSWORD_LENGTH]
     valid_until = timezone.now() + timedelta(seconds=settings.CORRAL_CONSOLE_CREDENTIAL_SECONDS)
     port = driver.set_screen_password(vm.host.uri, str(vm.uuid), password, valid_until)
