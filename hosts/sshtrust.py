@@ -378,11 +378,15 @@ def trust_offered_key(host, confirmed_fingerprint: str, *, by=None):
 
 
 def refusal(host) -> str | None:
-    """Why Corral does not connect to ``host`` now (its status detail), reading the key it
-    offers: a managed SSH host with no trusted key. None when it may connect, or when the
-    host offers no key (it is unreachable; the connection says so)."""
+    """Why Corral does not connect to ``host`` now (its status detail): a managed SSH host with
+    no trusted key. The key it offers is read once (``ssh-keyscan``), not at every sync: a key
+    that changes again before an admin trusts it fails the connection, which reads it anew
+    (``changed_key``). None when it may connect, or when the host offers no key (it is
+    unreachable; the connection says so)."""
     if host.ssh_host_key or managed(host.uri) is None:
         return None
+    if host.ssh_host_key_offered:
+        return untrusted_detail(host)
     try:
         record_offered(host)
     except HostKeyError:
