@@ -307,11 +307,11 @@ def _console(host: Host, vm) -> str:
     return text.decode(errors="replace").replace("\0", "")
 
 
-def _boots(host: Host, vm, count: int) -> str:
+def _boots(host: Host, vm, count: int, timeout: float = 60) -> str:
     """Wait until the guest on ``host`` has booted (``count`` boots on its log); the log."""
     return wait_until(
         lambda: (text := _console(host, vm)).count(BOOTED) >= count and text,
-        timeout=60,
+        timeout=timeout,
         message=lambda: f"The guest never booted on {host.name}: {_console(host, vm)[-2000:]!r}",
     )
 

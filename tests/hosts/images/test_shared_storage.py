@@ -18,17 +18,17 @@ import pytest
 from django.utils import timezone
 
 from hosts import driver, jobs, sync
-from hosts.driver.libvirt import guests, volumes
+from hosts.driver.libvirt import volumes
 from hosts.models import CopyState, Host, ImageCopy, Job, JobKind, JobState, Template
 from hosts.models import VirtualMachine as VM
 from hosts.operations import OPERATION_BY_KIND
 from project.models import Event
-from tests.conftest import unique, wait_until
+from tests.conftest import unique
+from tests.hosts.images.test_real_disks import _boots as boots
 from tests.hosts.images.uploads import tiny_guest_template
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHARED = "lab-shared"
-BOOTED = "corral-guest: booted"
 
 
 @pytest.fixture
@@ -75,18 +75,8 @@ def _journal(job: Job) -> str:
     return "\n".join(job.journal.values_list("message", flat=True))
 
 
-def _console(host: Host, vm) -> str:
-    text = guests.read_volume(host.uri, f"{vm.uuid}.log") or b""
-    return text.decode(errors="replace").replace("\0", "")
-
-
 def _boots(host: Host, vm, count: int) -> str:
-    """Wait until the guest's log (read through ``host``) shows ``count`` boots; the log."""
-    return wait_until(
-        lambda: (text := _console(host, vm)).count(BOOTED) >= count and text,
-        timeout=90,
-        message=lambda: f"The guest never booted on {host.name}: {_console(host, vm)[-2000:]!r}",
-    )
+    return boots(host, vm, count, timeout=90)
 
 
 def _identity(path: Path) -> tuple[int, int]:
