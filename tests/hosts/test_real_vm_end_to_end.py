@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import Client
 
-from hosts import driver, sync
+from hosts import driver, sshtrust, sync
 from hosts.driver.libvirt import volumes
 from hosts.guests import guestinfo, rfb
 from hosts.models import ConsoleLog, Host, JobKind, VirtualMachine
@@ -37,7 +37,8 @@ def _upload(client, path, kind) -> int:
 
 
 def _volumes(host: Host) -> set[str]:
-    conn = libvirt.open(host.uri)
+    """The volumes in the host's pool, read as Corral opens the host (so also over SSH)."""
+    conn = libvirt.open(sshtrust.connection_uri(host.uri))
     try:
         pool = conn.storagePoolLookupByName("corral")
         pool.refresh(0)

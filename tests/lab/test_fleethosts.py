@@ -35,6 +35,7 @@ from tests.hosts.driver.guests import (
 from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.guests.test_guest_access import _open_screen, _ticket
 from tests.hosts.images.uploads import tiny_guest_template
+from tests.hosts.test_real_vm_end_to_end import _volumes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 BOOTED = "corral-guest: booted"
@@ -222,16 +223,6 @@ def _screen_from_the_network(host: Host, vm, user, client_for) -> None:
     cookie = f"sessionid={browser.cookies['sessionid'].value}"
     width, height, name = async_to_sync(_open_screen)(_ticket(client_for(user), vm), cookie)
     assert width >= 640 and height >= 400 and name
-
-
-def _volumes(host: Host) -> set[str]:
-    conn = libvirt.open(sshtrust.connection_uri(host.uri))
-    try:
-        pool = conn.storagePoolLookupByName("corral")
-        pool.refresh(0)
-        return set(pool.listVolumes())
-    finally:
-        conn.close()
 
 
 def test_a_fleet_host_cut_off_the_network_goes_non_responsive_and_comes_back(
