@@ -18,13 +18,12 @@ from dataclasses import asdict, dataclass
 from django.db import transaction
 
 from hosts.driver.uris import is_local
-from hosts.guests.consoles import console_address
+from hosts.guests.consoles import console_address, listen_address
 from hosts.models import Host, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 
 SSH_PORT = 22
 LOOPBACK = "127.0.0.1"
-EVERY_ADDRESS = "0.0.0.0"
 # Statuses in which the guest runs and so answers SSH.
 REACHABLE = (VmStatus.UP, VmStatus.MIGRATING)
 
@@ -114,8 +113,9 @@ def claim_port(vm: VirtualMachine, host: Host) -> int | None:
 
 def forward_listen_address(host: Host) -> str:
     """Where a guest's forwarded SSH port listens on ``host``: its loopback when the host is on
-    Corral's own machine, every address of a remote host (its URI's host name leads there)."""
-    return LOOPBACK if is_local(host.uri) else EVERY_ADDRESS
+    Corral's own machine, every address of a remote host (its URI's host name leads there):
+    where its screen listens too."""
+    return listen_address(host.uri)
 
 
 def _free(port: int, host: Host) -> bool:
