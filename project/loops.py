@@ -15,11 +15,31 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from project.models import LoopLock
+
+
+def reuse_connection() -> None:
+    """Before a unit of work on a loop's long-lived thread (a syncer's, its pools'): keep the
+    thread's database connection from one unit to the next, as it is.
+
+    ``close_old_connections`` closes a connection older than ``CONN_MAX_AGE`` (0 on SQLite:
+    every unit opened one) and has a kept one checked with a query before its next use
+    (``CONN_HEALTH_CHECKS``): at 1,000 light hosts these cost a task cluster a third of its
+    CPU on SQLite and a fifth on PostgreSQL (docs/benchmarks.md, "Sync at scale"). Here a
+    connection is closed only after a query on it failed (or a transaction was left open):
+    after a database restart each thread loses one unit of work, and the next opens a new
+    connection. Such threads are few and each holds one connection for its life.
+    """
+    if connection.connection is None:
+        return
+    if connection.errors_occurred or not connection.get_autocommit():
+        connection.close()
+    else:
+        connection.close_at = None  # never obsolete: this thread keeps it
 
 
 def acquire(name: str, holder: str, ttl: float, wait: float = 0.0) -> bool:

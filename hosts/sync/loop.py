@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from hosts import sync
 from hosts.driver import LifecycleListener
@@ -58,7 +58,8 @@ class Syncer:
         self.answered: set[int] = set()
         self.last_sync: dict[int, float] = {}
         self.in_flight: set[int] = set()
-        self.up: set[int] = set()  # held hosts whose last sync found them Up
+        # Held hosts whose last sync found them Up with VMs of Corral's on them.
+        self.with_guests: set[int] = set()
         self.last_guest_info: dict[int, float] = {}
         self.guests_in_flight: set[int] = set()
         self.last_flush = time.monotonic()
@@ -78,7 +79,7 @@ class Syncer:
             while keep_going() and not self.stopping.is_set():
                 working = False
                 try:
-                    close_old_connections()
+                    loops.reuse_connection()
                     working = self.round(listener)
                 except Exception:
                     # A database hiccup must not end the sync: the next round tries again.
@@ -130,14 +131,14 @@ class Syncer:
                 for host_id in list(known):
                     if host_id not in held:
                         known.pop(host_id)
-            self.up &= held.keys()
+            self.with_guests &= held.keys()
             for host_id, uri in held.items():
                 due = now - self.last_sync.get(host_id, -1e9) >= settings.CORRAL_SYNC_INTERVAL
                 if (due or uri in urgent) and host_id not in self.in_flight:
                     self.in_flight.add(host_id)
                     self.last_sync[host_id] = now
                     self.pool.submit(self._sync, host_id)
-            for host_id in self.up - self.guests_in_flight:
+            for host_id in self.with_guests - self.guests_in_flight:
                 if (
                     now - self.last_guest_info.get(host_id, -1e9)
                     >= settings.CORRAL_GUEST_INFO_INTERVAL
@@ -155,16 +156,17 @@ class Syncer:
 
     def _sync(self, host_id: int) -> None:
         try:
-            close_old_connections()
+            loops.reuse_connection()
             result = sync.sync_host(host_id, owner=self.member)
             up = not result.skipped and result.host_status == HostStatus.UP
             with self.lock:
                 if up:
                     self.answered.add(host_id)
-                    self.up.add(host_id)
                     self.syncs += 1
+                if up and result.guests:
+                    self.with_guests.add(host_id)
                 else:
-                    self.up.discard(host_id)
+                    self.with_guests.discard(host_id)
         except Exception:
             logger.exception("sync of host %s failed", host_id)
         finally:
@@ -173,7 +175,7 @@ class Syncer:
 
     def _guest_info(self, host_id: int) -> None:
         try:
-            close_old_connections()
+            loops.reuse_connection()
             guestinfo.refresh_host(host_id)
         except Exception:
             logger.exception("guest info of host %s not read", host_id)

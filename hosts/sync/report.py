@@ -56,6 +56,7 @@ class SyncResult:
     vms_written: int = 0
     alerts: list[str] = field(default_factory=list)
     skipped: bool = False  # the host is another task cluster's to sync now
+    guests: int = 0  # Corral's VMs on the host: none, and its guests have nothing to show
 
 
 def not_held(host: Host, owner: str | None) -> bool:
@@ -150,6 +151,7 @@ class _Plan:
     host_values: dict = field(default_factory=dict)
     came_back: bool = False
     committed_vcpus: int = 0
+    guests: int = 0
 
     @property
     def writes(self) -> bool:
@@ -239,6 +241,7 @@ def _plan(
         if (vm.host_id == host.pk and vm.status in HOLDING_STATUSES)
         or vm.migrating_to_id == host.pk
     )
+    plan.guests = sum(vm.host_id == host.pk for vm in vms)
     unmanaged = [d for u, d in reported.items() if u not in managed]
     plan.external = _external_changes(host, unmanaged)
     plan.came_back, plan.host_values = _host_changes(
@@ -272,7 +275,7 @@ def apply_report(
     if plan.writes:
         return _write_report(host_id, report, owner, cpu, now)
     host_reported.send(sender=Host, host=host, committed_vcpus=plan.committed_vcpus)
-    return SyncResult(host_status=HostStatus.UP)
+    return SyncResult(host_status=HostStatus.UP, guests=plan.guests)
 
 
 @transaction.atomic
@@ -292,7 +295,9 @@ def _write_report(
         return SyncResult(host_status=host.status, skipped=True)  # its lease moved on
     reported = {d.uuid: d for d in report.domains}
     plan = _plan(host, _vms_of(host, reported), report, cpu, now)
-    result = SyncResult(host_status=HostStatus.UP, vms_written=len(plan.to_write))
+    result = SyncResult(
+        host_status=HostStatus.UP, vms_written=len(plan.to_write), guests=plan.guests
+    )
     _write(plan.to_write)
     for vm, alert in plan.alerts:
         result.alerts.append(alert)
