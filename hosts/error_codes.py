@@ -35,6 +35,10 @@ class HostErrorCode(ErrorCode):
         "host_key_not_offered",
         "The fingerprint confirmed is not that of the key the host offers (it changed since).",
     )
+    TRUSTED_KEY_CHANGED = (
+        "trusted_key_changed",
+        "Another SSH host key than the one shown was trusted for the host since.",
+    )
     NOTHING_TO_CANCEL = "nothing_to_cancel", "The job has ended (or never ran); nothing to cancel."
     CONSOLE_UNAVAILABLE = (
         "console_unavailable",

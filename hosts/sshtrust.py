@@ -32,12 +32,16 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 
 from hosts.driver import uris
+
+if TYPE_CHECKING:
+    from hosts.models import Host
 
 logger = logging.getLogger(__name__)
 
@@ -321,12 +325,17 @@ def untrusted_detail(host) -> str:
     )
 
 
-def trust_offered_key(host, confirmed_fingerprint: str, *, by=None):
+def trust_offered_key(
+    host, confirmed_fingerprint: str, *, by=None, by_name: str = "", replacing: str | None = None
+):
     """Trust the key ``host`` offers, as an admin who compared its fingerprint
     (``confirmed_fingerprint``, which must be the offered key's: a key that changed again since
     is not trusted by mistake). The host is connected to again at its next sync; the change is
-    recorded as an event naming the admin and both fingerprints. ``Refused``: 409 when the
-    host offers no key to trust, on the field ``fingerprint`` (400) when it differs."""
+    recorded as an event naming the admin (``by``, or ``by_name`` for who is not a Corral user:
+    a command's) and both fingerprints. ``replacing``: the fingerprint of the key trusted now
+    as it was shown ("" for none); when given, a host that has another trusted since is not
+    changed. ``Refused``: 409 when the host offers no key to trust or trusts another than
+    ``replacing``, on the field ``fingerprint`` (400) when the offered key differs."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -352,6 +361,12 @@ def trust_offered_key(host, confirmed_fingerprint: str, *, by=None):
                 field="fingerprint",
             )
         before = fingerprint(host.ssh_host_key)
+        if replacing is not None and before != replacing:
+            raise Refused(
+                HostErrorCode.TRUSTED_KEY_CHANGED,
+                f"Corral trusts {before} for host {host.name} since: compare the key it offers "
+                "and trust it on the host's own page.",
+            )
         Host.objects.filter(pk=host.pk).update(
             ssh_host_key=host.ssh_host_key_offered,
             ssh_host_key_offered="",
@@ -359,7 +374,7 @@ def trust_offered_key(host, confirmed_fingerprint: str, *, by=None):
             status_detail="",
             updated_at=timezone.now(),
         )
-        who = by.get_username() if by is not None else ""
+        who = by.get_username() if by is not None else by_name
         replaced = f" in place of {before}" if before else ""
         events.emit(
             EventKind.CHANGED,
@@ -374,6 +389,53 @@ def trust_offered_key(host, confirmed_fingerprint: str, *, by=None):
     return host
 
 
+@dataclass(frozen=True)
+class OfferedKey:
+    """A host of a trust of many (``offered_keys``): the fingerprint of the key it offers, to
+    be trusted, or why it is left out (``skipped``)."""
+
+    host: Host
+    fingerprint: str = ""
+    skipped: str = ""
+
+
+def awaits_first_key(host) -> bool:
+    """Whether ``host`` is a managed SSH host with no key trusted yet (newly added, or from a
+    release before host-key trust): Corral does not connect until one is."""
+    return not host.ssh_host_key and managed(host.uri) is not None
+
+
+def offered_keys(hosts) -> list[OfferedKey]:
+    """What trusting the keys ``hosts`` offer does, host by host in the order given: trust the
+    key each offers when Corral trusts none for it yet; else it is left out, saying why (not
+    reached with Corral's SSH trust; a key that changed, which is trusted on the host's own
+    page after comparing, never in a batch; trusted already; no key read from it yet). The
+    database only: the admin's action and ``manage.py trusthostkeys`` list this, then trust
+    each fingerprint listed with ``trust_offered_key(..., replacing="")``."""
+    listed = []
+    for host in hosts:
+        offered = fingerprint(host.ssh_host_key_offered)
+        if managed(host.uri) is None:
+            skipped = "not reached over SSH with Corral's own key and known hosts"
+        elif host.ssh_host_key and offered:
+            skipped = (
+                f"its key changed (Corral trusts {fingerprint(host.ssh_host_key)}, it offers "
+                f"{offered}): compare it and trust it on the host's own page"
+            )
+        elif host.ssh_host_key:
+            skipped = f"its key is trusted already ({fingerprint(host.ssh_host_key)})"
+        elif not offered:
+            skipped = (
+                "no key read from it yet: Corral reads it at the host's next sync (none if "
+                "nothing answers there)"
+            )
+        else:
+            listed.append(OfferedKey(host, fingerprint=offered))
+            continue
+        listed.append(OfferedKey(host, skipped=skipped))
+    return listed
+
+
 # -- what the sync asks before and after it connects ----------------------------------------
 
 
@@ -383,7 +445,7 @@ def refusal(host) -> str | None:
     that changes again before an admin trusts it fails the connection, which reads it anew
     (``changed_key``). None when it may connect, or when the host offers no key (it is
     unreachable; the connection says so)."""
-    if host.ssh_host_key or managed(host.uri) is None:
+    if not awaits_first_key(host):
         return None
     if host.ssh_host_key_offered:
         return untrusted_detail(host)

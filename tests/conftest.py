@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.leases.fixtures",
     "tests.project.admin.fixtures",
     "tests.project.fixtures",
+    "tests.openstack.fixtures",
 ]
 
 User = get_user_model()

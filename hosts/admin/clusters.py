@@ -2,12 +2,11 @@
 VMs and external domains on them, maintenance), templates."""
 
 from django.contrib import admin, messages
-from django.http import Http404
-from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from hosts import services, sshtrust
+from hosts.admin import host_keys
 from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
 from project.access.permissions import holds, restrict
@@ -124,7 +123,12 @@ class HostAdmin(ScopedAdmin):
         "offered_host_key",
     ]
     list_select_related = ["cluster"]
-    actions = ["put_in_maintenance", "activate", "confirm_down"]
+    actions = [
+        "put_in_maintenance",
+        "activate",
+        "confirm_down",
+        host_keys.trust_offered_host_keys,
+    ]
 
     def get_queryset(self, request):
         return with_usage(super().get_queryset(request))
@@ -256,29 +260,7 @@ class HostAdmin(ScopedAdmin):
         return own + super().get_urls()
 
     def trust_host_key_view(self, request, host_id: int):
-        """POST from the host's page: trust the key it offers, if it is still the one shown."""
-        host = restrict(Host.objects.all(), request.user, "hosts.view_host").filter(pk=host_id)
-        host = host.first()
-        if host is None:
-            raise Http404
-        back = redirect("admin:hosts_host_change", host.pk)
-        if request.method != "POST" or not holds(request.user, "hosts.change_host", host):
-            self.message_user(request, f"You may not change host {host.name}.", messages.ERROR)
-            return back
-        shown = request.POST.get("trust_fingerprint", "")
-        try:
-            host = sshtrust.trust_offered_key(host, shown, by=request.user)
-        except Refused as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            return back
-        trusted = sshtrust.fingerprint(host.ssh_host_key)
-        self.log_change(request, host, f"Trusted the SSH host key {trusted}.")
-        self.message_user(
-            request,
-            f"Corral trusts {trusted} for host {host.name} and connects at its next sync.",
-            messages.SUCCESS,
-        )
-        return back
+        return host_keys.trust_host_key_view(self, request, host_id)
 
     @admin.display(ordering="running_vms", description="VMs running")
     def running_vm_count(self, obj):

@@ -26,6 +26,7 @@ from tests.browser.accessibility import (
     too_wide,
 )
 from tests.browser.test_admin_grants import log_in_to_console
+from tests.hosts.admin.test_host_keys_admin import new_key
 from tests.leases.fixtures import at, instances
 from tests.pools.fixtures import add_pool_vms
 
@@ -60,10 +61,18 @@ def _open_the_object_picker(page: Page) -> None:
     expect(page.locator(".select2-results__option[role=option]").first).to_be_visible()
 
 
+def _ask_to_trust_their_keys(page: Page) -> None:
+    page.locator("#action-toggle").check()
+    page.locator("select[name=action]").select_option("trust_offered_host_keys")
+    page.get_by_role("button", name="Go").click()
+    expect(page.locator("#host-keys-to-trust")).to_be_visible()
+
+
 PAGES = [
     AdminPage("dashboard", lambda c: "/admin/"),
     AdminPage("a cluster", lambda c: f"/admin/hosts/cluster/{c.cluster.pk}/change/"),
     AdminPage("a host", lambda c: f"/admin/hosts/host/{c.host.pk}/change/"),
+    AdminPage("trust host keys", lambda c: "/admin/hosts/host/", _ask_to_trust_their_keys),
     AdminPage("pools", lambda c: "/admin/pools/vmpool/"),
     AdminPage("a pool", lambda c: f"/admin/pools/vmpool/{c.pool.pk}/change/"),
     AdminPage("a VM", lambda c: f"/admin/hosts/virtualmachine/{c.vm.pk}/change/"),
@@ -75,9 +84,13 @@ PAGES = [
 
 
 @pytest.fixture
-def console(make_user, make_pool, make_template, pool_user, reservable_hosts, make_lease):
+def console(
+    make_user, make_pool, make_template, pool_user, reservable_hosts, make_lease, make_host
+):
     host = reservable_hosts(1)[0]
     cluster = host.cluster
+    # A qemu+ssh host waiting for its key to be trusted (never reached: no sync runs here).
+    make_host(cluster, name="kvm-ssh", ssh_host_key_offered=new_key())
     pool = make_pool(cluster=cluster, template=make_template(), size=2)
     add_pool_vms(pool, [VmStatus.UP, VmStatus.UP], host=host)
     user = pool_user(pool)

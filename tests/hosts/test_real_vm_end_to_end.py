@@ -2,14 +2,21 @@
 
 The admin uploads the tiny guest's kernel, initrd and disk, makes a template of them and a pool
 of one VM kept running; a user takes the VM, reads its boot in the console log, opens its screen
-through the console websocket and sees its address; the return reverts its disk; the admin
-moves it to the other host and deletes it, leaving no volume behind. One guest boots (twice:
-again after the revert). Jobs and the pool's monitor run in this process, as a task worker
-would run them.
+through the console websocket and sees its address; the return reverts its disk; the user takes
+it again, the admin moves it to the other host, and its user opens its screen there at once
+with the real ``openstack console url show --novnc`` against a running Corral; the admin
+deletes it, leaving no volume behind. One guest boots (twice: again after the revert). Jobs and
+the pool's monitor run in this process, as a task worker would run them.
 """
 
+import asyncio
+import html
+import re
+
+import aiohttp
 import libvirt
 import pytest
+import requests
 from asgiref.sync import async_to_sync
 from django.test import Client
 
@@ -23,11 +30,14 @@ from tests.conftest import unique, wait_until
 from tests.hosts.driver.guests import vnc_security_types
 from tests.hosts.fixtures import run_pending_jobs
 from tests.hosts.guests.test_guest_access import _first_bytes
+from tests.hosts.guests.viewer import Rectangle, Screen, Viewer
 from tests.hosts.images.uploads import upload_file
+from tests.openstack.conftest import as_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BOOTED = "corral-guest: booted"
 MIB = 1024 * 1024
+SCREEN_TIMEOUT_S = 60
 
 
 def _upload(client, path, kind) -> int:
@@ -69,6 +79,37 @@ def _shown(vm_id: int, ready):
     return wait_until(check, timeout=90, interval=0.5, message="the guest never showed it")
 
 
+def _screen_at(url: str, server: str) -> tuple[Screen, Rectangle]:
+    """The screen behind the URL ``openstack console url show --novnc`` gave, opened as a
+    browser opens it: the noVNC page at ``url`` (no log-in: its one-time ticket is the
+    credential), then that page's websocket on the same Corral (``server``), relayed to the
+    guest's screen; its ServerInit and the first rectangle of its first picture."""
+    page = requests.get(url, timeout=30)
+    assert page.status_code == 200, page.text[-2000:]
+    websocket = html.unescape(
+        re.search(r'id="console-screen"[^>]*data-url="([^"]+)"', page.text)[1]
+    )
+    assert websocket.startswith(f"ws{server.removeprefix('http')}/ws/console/"), websocket
+    return asyncio.run(_look(websocket, origin=server))
+
+
+async def _look(url: str, origin: str) -> tuple[Screen, Rectangle]:
+    async with (
+        asyncio.timeout(SCREEN_TIMEOUT_S),
+        aiohttp.ClientSession() as session,
+        session.ws_connect(url, origin=origin, protocols=("binary",)) as websocket,
+    ):
+
+        async def receive() -> bytes:
+            message = await websocket.receive()
+            assert message.type == aiohttp.WSMsgType.BINARY, message
+            return message.data
+
+        viewer = Viewer(receive, websocket.send_bytes)
+        screen = await viewer.open()
+        return screen, await viewer.first_picture(screen)
+
+
 @pytest.fixture
 def real_hosts(qemu_daemons, make_cluster):
     """Both QEMU hosts in a cluster of their own, synced; what the test leaves is removed."""
@@ -87,7 +128,7 @@ def real_hosts(qemu_daemons, make_cluster):
 
 
 def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_moves_and_deletes_it(
-    real_hosts, tiny_guest, image_store, admin_user, make_user, grant, client_for
+    real_hosts, tiny_guest, image_store, admin_user, make_user, grant, client_for, cloud
 ):
     cluster, hosts = real_hosts
     admin = client_for(admin_user)
@@ -170,8 +211,12 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     assert _allocation(first, overlay) < MIB
     assert client_for(user).get(f"/api/vms/{vm_id}/").status_code == 404  # no longer theirs
 
-    # The pool starts it again; the admin moves it to the other host.
+    # The pool starts it again; its user takes it again, and the admin moves it to the other host.
     assert monitor.run_for_pool(pool_id) == 1
+    run_pending_jobs()
+    again = client_for(user).post(f"/api/vmpools/{pool_id}/allocatevm/")
+    assert again.status_code == 200, again.content
+    assert (again.json()["vm"]["id"], again.json()["instant"]) == (vm_id, True)
     run_pending_jobs()
     moved = admin.post(f"/api/vms/{vm_id}/migrate/", {"host": second.pk}, format="json")
     assert moved.status_code == 202, moved.content
@@ -181,7 +226,18 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     assert driver.domain_power_state(second.uri, str(vm.uuid)) == "running"
     assert driver.domain_power_state(first.uri, str(vm.uuid)) is None
     assert {name for name in _volumes(first) if str(vm.uuid) in name} == set()  # disk, seed, log
-    # Its screen opens at once on its new host: no guest-info round has run since the move.
+    # Its screen opens at once on its new host (no guest-info round has run since the move): for
+    # its user, with the OpenStack CLI against a running Corral, whose relay reaches the screen
+    # there and shows what it draws; and for the admin, through the API.
+    shown = as_json(
+        cloud(user.username)("console", "url", "show", "--novnc", "-f", "json", str(vm.uuid))
+    )
+    assert shown["type"] == "novnc"
+    screen, picture = _screen_at(shown["url"], cloud.url)
+    assert screen.width >= 640 and screen.height >= 400 and str(vm.uuid).encode() in screen.name
+    assert picture.encoding == 0 and picture.width * picture.height > 0
+    assert picture.x + picture.width <= screen.width
+    assert picture.y + picture.height <= screen.height
     ticket = admin.post(f"/api/vms/{vm_id}/console/")
     assert ticket.status_code == 201, ticket.content
     browser = Client()
@@ -195,8 +251,9 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     port = driver.screen_port(second.uri, str(vm.uuid))
     assert vnc_security_types("127.0.0.1", port) == {rfb.SECURITY_VNC}
 
-    # Deleting the pool deletes its VM: nothing of it stays on either host.
-    gone = admin.delete(f"/api/vmpools/{pool_id}/")
+    # Deleting the pool (with force: its user holds the VM) deletes its VM: nothing of it stays
+    # on either host.
+    gone = admin.delete(f"/api/vmpools/{pool_id}/?force=true")
     assert gone.status_code == 204, gone.content  # gone at once; jobs remove its VM from the host
     run_pending_jobs()
     assert not VirtualMachine.objects.filter(pk=vm_id).exists()

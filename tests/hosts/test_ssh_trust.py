@@ -7,9 +7,11 @@ import os
 import shutil
 import socket
 import subprocess
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from hosts import sshtrust, sync
@@ -261,3 +263,77 @@ def test_the_admin_page_shows_the_offered_key_and_trusts_it_with_a_button(
     host.refresh_from_db()
     assert sshtrust.fingerprint(host.ssh_host_key) == offered
     assert host.ssh_host_key_offered == ""
+
+
+def _trusthostkeys(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("trusthostkeys", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_trusthostkeys_reads_lists_and_trusts_the_keys_hosts_offer_for_a_scripted_upgrade(
+    sshd, make_host, make_cluster, tmp_path
+):
+    cluster = make_cluster(unique("fleet"))
+    unread = make_host(cluster, "kvm-1", uri=f"qemu+ssh://root@127.0.0.1:{sshd.port}/system")
+    offering = make_host(cluster, "kvm-2", ssh_host_key_offered=_host_key(tmp_path / "o"))
+    trusted = make_host(cluster, "kvm-3", ssh_host_key=_host_key(tmp_path / "t"))
+    local = make_host(cluster, "kvm-4", uri="qemu:///system")
+    offered = _openssh_fingerprint(sshd.host_key.with_suffix(".pub"))
+    second = sshtrust.fingerprint(offering.ssh_host_key_offered)
+
+    printed, complaints = _trusthostkeys("--all", "--yes")
+
+    assert complaints == ""
+    assert printed.splitlines() == [
+        f"{cluster.name}/kvm-1  {offered}",  # read now: the sync had not yet
+        f"{cluster.name}/kvm-2  {second}",
+        f"{cluster.name}/kvm-3  left out: its key is trusted already "
+        f"({sshtrust.fingerprint(trusted.ssh_host_key)})",
+        f"{cluster.name}/kvm-4  left out: not reached over SSH with Corral's own key and known "
+        "hosts",
+        f"kvm-1: trusted {offered}",
+        f"kvm-2: trusted {second}",
+    ]
+    assert sshtrust.fingerprint(Host.objects.get(pk=unread.pk).ssh_host_key) == offered
+    assert Host.objects.get(pk=offering.pk).ssh_host_key == offering.ssh_host_key_offered
+    assert Host.objects.get(pk=trusted.pk).ssh_host_key == trusted.ssh_host_key
+    assert Host.objects.get(pk=local.pk).ssh_host_key == ""
+    event = Event.objects.filter(object_type="host", object_id=unread.pk).latest("pk")
+    assert "(manage.py trusthostkeys) trusted the SSH host key" in event.message
+    assert offered in event.message
+
+
+def test_trusthostkeys_asks_first_and_refuses_a_key_that_changed_while_it_asked(
+    make_host, monkeypatch, tmp_path
+):
+    host = make_host(name="kvm-1", ssh_host_key_offered=_host_key(tmp_path / "first"))
+    other = _host_key(tmp_path / "other")
+    monkeypatch.setattr("builtins.input", lambda question: "n")
+
+    printed, _ = _trusthostkeys("kvm-1")
+
+    assert printed.splitlines()[-1] == "Nothing trusted."
+    assert Host.objects.get(pk=host.pk).ssh_host_key == ""
+
+    def changed_meanwhile(question: str) -> str:
+        assert question == "Trust these 1 host key(s)? [y/N] "
+        Host.objects.filter(pk=host.pk).update(ssh_host_key_offered=other)
+        return "y"
+
+    monkeypatch.setattr("builtins.input", changed_meanwhile)
+    complaints = StringIO()
+    with pytest.raises(CommandError, match="1 host"):
+        call_command("trusthostkeys", "kvm-1", stdout=StringIO(), stderr=complaints)
+
+    assert Host.objects.get(pk=host.pk).ssh_host_key == ""
+    assert complaints.getvalue().startswith("kvm-1: not trusted: The host offers ")
+    assert sshtrust.fingerprint(other) in complaints.getvalue()
+    with pytest.raises(CommandError, match="No host named nowhere"):
+        _trusthostkeys("kvm-1", "nowhere")
+    with pytest.raises(CommandError, match="--all"):
+        _trusthostkeys()
+
+
+def _host_key(path: Path) -> str:
+    return sshtrust.host_key(_keygen(path))

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from project.models import APIToken
-from tests.openstack.conftest import PASSWORD
+from tests.openstack.fixtures import PASSWORD
 
 TOKENS = "/identity/v3/auth/tokens"
 

@@ -19,7 +19,8 @@ import pytest
 from hosts.models import Host
 from leases.models import HostProperty, Lease
 from tests.leases.fixtures import at, whole_hosts
-from tests.openstack.conftest import CLIENTS, PASSWORD, SCRIPT, as_json, cli_time
+from tests.openstack.conftest import SCRIPT, as_json, cli_time
+from tests.openstack.fixtures import CLIENTS, PASSWORD
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,6 @@ database; the API answers from there, and the console websocket relays its VNC s
 """
 
 import re
-import struct
 from datetime import UTC, datetime, timedelta
 from xml.etree import ElementTree
 
@@ -26,6 +25,7 @@ from hosts.models import ConsoleLog, ConsoleTicket, Host, VirtualMachine
 from lab import qemuhosts
 from tests.conftest import wait_until
 from tests.hosts.driver.guests import Guest, lines, vnc_login, vnc_security_types
+from tests.hosts.guests.viewer import Viewer
 from tests.project.sshkeys_data import ED25519, RSA
 
 BOOTED = "corral-guest: booted"
@@ -226,8 +226,8 @@ def test_the_screen_wants_a_password_nobody_is_told_until_a_console_opens(guest_
 
 
 async def _open_screen(path: str, cookie: str) -> tuple[int, int, bytes] | None:
-    """Open the console websocket as noVNC does (RFB 3.8, security "None", a shared
-    ClientInit): the screen's width, height and name from its ServerInit."""
+    """Open the console websocket as noVNC does (``viewer.Viewer``): the screen's width,
+    height and name from its ServerInit."""
     from project.asgi import application
 
     headers = [ORIGIN, (b"cookie", cookie.encode())]
@@ -235,26 +235,13 @@ async def _open_screen(path: str, cookie: str) -> tuple[int, int, bytes] | None:
     connected, _ = await communicator.connect(timeout=15)
     if not connected:
         return None
-    received = b""
 
-    async def take(size: int) -> bytes:
-        nonlocal received
-        while len(received) < size:
-            received += await communicator.receive_from(timeout=15)
-        data, received = received[:size], received[size:]
-        return data
+    async def send(data: bytes) -> None:
+        await communicator.send_to(bytes_data=data)
 
     try:
-        assert await take(12) == b"RFB 003.008\n"
-        await communicator.send_to(bytes_data=b"RFB 003.008\n")
-        assert await take(2) == bytes([1, rfb.SECURITY_NONE])  # the relay asks no password
-        await communicator.send_to(bytes_data=bytes([rfb.SECURITY_NONE]))
-        assert await take(4) == b"\0\0\0\0"
-        await communicator.send_to(bytes_data=b"\x01")  # ClientInit: share the screen
-        width, height = struct.unpack("!HH", await take(4))
-        await take(16)  # the pixel format
-        (length,) = struct.unpack("!I", await take(4))
-        return width, height, await take(length)
+        screen = await Viewer(lambda: communicator.receive_from(timeout=15), send).open()
+        return screen.width, screen.height, screen.name
     finally:
         await communicator.disconnect()
 
