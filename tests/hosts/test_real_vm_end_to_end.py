@@ -4,7 +4,8 @@ The admin uploads the tiny guest's kernel, initrd and disk, makes a template of 
 of one VM kept running; a user takes the VM, reads its boot in the console log, opens its screen
 through the console websocket and sees its address; the return reverts its disk; the user takes
 it again, the admin moves it to the other host, and its user opens its screen there at once
-with the real ``openstack console url show --novnc`` against a running Corral; the admin
+with the real ``openstack console url show --novnc`` against a running Corral, and types into
+its serial terminal there; the admin
 deletes it, leaving no volume behind. One guest boots (twice: again after the revert). Jobs and
 the pool's monitor run in this process, as a task worker would run them.
 """
@@ -12,6 +13,7 @@ the pool's monitor run in this process, as a task worker would run them.
 import asyncio
 import html
 import re
+import secrets
 
 import aiohttp
 import libvirt
@@ -29,6 +31,7 @@ from pools.models import VmPool
 from tests.conftest import unique, wait_until
 from tests.hosts.driver.guests import vnc_security_types
 from tests.hosts.fixtures import run_pending_jobs
+from tests.hosts.guests import terminal
 from tests.hosts.guests.test_guest_access import _first_bytes
 from tests.hosts.guests.viewer import Rectangle, Screen, Viewer
 from tests.hosts.images.uploads import upload_file
@@ -247,6 +250,14 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
         path, f"sessionid={browser.cookies['sessionid'].value}"
     )
     assert (moved_screen or b"")[:11] == b"RFB 003.008"
+    # Its serial terminal too: what its user types runs in its shell there.
+    opened = client_for(user).post(f"/api/vms/{vm_id}/serial-console/")
+    assert opened.status_code == 201, opened.content
+    n = secrets.randbelow(9000) + 1000  # an answer never shown before
+    answer = f"{n * 7}\r\n".encode()
+    url = opened.json()["url"].replace("ws://testserver", cloud.url.replace("http", "ws", 1), 1)
+    typed = asyncio.run(terminal.run(url, cloud.url, [f"echo $(({n}*7))\n".encode()], answer))
+    assert answer in (typed or b""), typed
     # Its screen stayed locked on the move: reaching the port there is not enough.
     port = driver.screen_port(second.uri, str(vm.uuid))
     assert vnc_security_types("127.0.0.1", port) == {rfb.SECURITY_VNC}

@@ -11,51 +11,21 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-import aiohttp
 import pytest
 from django.test import Client
 
 from hosts.guests import guestinfo
 from hosts.models import ConsoleTicket, VirtualMachine
 from tests.conftest import wait_until
+from tests.hosts.guests import terminal
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-REPLY_S = 20  # from a line typed to its output back (TCG, on a shared machine)
 
 
 @pytest.fixture
 def web(asgi_server):
     """The production web tier on the test database."""
     return asgi_server()
-
-
-def _ws_url(web, url: str) -> str:
-    """The ticket's websocket URL (named for the test client's host) on the running server."""
-    return url.replace("ws://testserver", web.url.replace("http://", "ws://"), 1)
-
-
-async def _run(url: str, origin: str, typed: list[str | bytes], until: bytes) -> bytes | None:
-    """Open the websocket, type each of ``typed`` (bytes as binary frames, str as text
-    frames) and read until ``until`` shows; what came back, or None when refused."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REPLY_S + 15)) as session:
-        try:
-            socket = await session.ws_connect(url, headers={"Origin": origin})
-        except aiohttp.WSServerHandshakeError:
-            return None
-        async with socket:
-            for line in typed:
-                if isinstance(line, bytes):
-                    await socket.send_bytes(line)
-                else:
-                    await socket.send_str(line)
-            seen = b""
-            async with asyncio.timeout(REPLY_S):
-                while until not in seen:
-                    message = await socket.receive()
-                    if message.type != aiohttp.WSMsgType.BINARY:
-                        break
-                    seen += message.data
-            return seen
 
 
 def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(tiny_guest_vm, web):
@@ -69,8 +39,10 @@ def test_a_ticket_opens_the_guests_shell_once_and_what_is_typed_runs_there(tiny_
 
     a, b = secrets.randbelow(9000) + 1000, secrets.randbelow(9000) + 1000  # never shown before
     answer = f"{a * b}\r\n".encode()
-    shown = asyncio.run(_run(_ws_url(web, url), web.url, [f"echo $(({a}*{b}))\n".encode()], answer))
-    again = asyncio.run(_run(_ws_url(web, url), web.url, [b"\n"], b"#"))
+    shown = asyncio.run(
+        terminal.run(terminal.ws_url(web, url), web.url, [f"echo $(({a}*{b}))\n".encode()], answer)
+    )
+    again = asyncio.run(terminal.run(terminal.ws_url(web, url), web.url, [b"\n"], b"#"))
 
     assert answer in shown  # the shell's answer, not the echoed line "echo $((a*b))"
     assert again is None  # a ticket opens the terminal once
@@ -85,7 +57,9 @@ def test_text_frames_are_typed_as_utf8(tiny_guest_vm, web):
 
     n = secrets.randbelow(9000) + 1000
     answer = f"é-{n + 1}\r\n".encode()
-    shown = asyncio.run(_run(_ws_url(web, url), web.url, [f"echo é-$(({n}+1))\n"], answer))
+    shown = asyncio.run(
+        terminal.run(terminal.ws_url(web, url), web.url, [f"echo é-$(({n}+1))\n"], answer)
+    )
 
     assert answer in shown
 
@@ -98,7 +72,7 @@ def test_a_terminal_opens_on_the_prompt_the_guest_printed_before_anyone_connecte
     client.force_login(user)
     url = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
 
-    shown = asyncio.run(_run(_ws_url(web, url), web.url, [], b"corral@"))
+    shown = asyncio.run(terminal.run(terminal.ws_url(web, url), web.url, [], b"corral@"))
 
     last_line = shown.rsplit(b"\r\n", 1)[-1]
     assert last_line.startswith(b"corral@tiny-guest:~$ ")  # its prompt, nothing typed yet
@@ -115,10 +89,16 @@ def test_a_screen_ticket_opens_no_terminal_and_a_terminal_ticket_no_screen(tiny_
     client = Client()
     client.force_login(user)
     screen = client.post(f"/api/vms/{vm.pk}/console/").json()["url"]
-    terminal = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
+    serial = client.post(f"/api/vms/{vm.pk}/serial-console/").json()["url"]
 
     screen_as_terminal = screen.replace("/ws/console/", "/ws/serial/")
-    terminal_as_screen = terminal.replace("/ws/serial/", "/ws/console/")
+    terminal_as_screen = serial.replace("/ws/serial/", "/ws/console/")
 
-    assert asyncio.run(_run(_ws_url(web, screen_as_terminal), web.url, [b"\n"], b"#")) is None
-    assert asyncio.run(_run(_ws_url(web, terminal_as_screen), web.url, [], b"RFB")) is None
+    assert (
+        asyncio.run(terminal.run(terminal.ws_url(web, screen_as_terminal), web.url, [b"\n"], b"#"))
+        is None
+    )
+    assert (
+        asyncio.run(terminal.run(terminal.ws_url(web, terminal_as_screen), web.url, [], b"RFB"))
+        is None
+    )
