@@ -32,6 +32,7 @@ from django.test.utils import (  # noqa: E402
 )
 
 from bench import (  # noqa: E402
+    fleet_scenarios,
     lease_scenarios,
     openstack_scenarios,
     pool_scenarios,
@@ -58,6 +59,7 @@ SCENARIOS = [
     qemu_scenarios.real_guests,
     qemu_scenarios.cloud_image_boot,
     sync_scenarios.sharded_sync,
+    fleet_scenarios.remote_hosts,
     web_scenarios.open_pages,
     lease_scenarios.lease_capacity_check,
     scheduling_scenarios.placement_decision,
