@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connection
@@ -51,6 +51,10 @@ class Syncer:
         self.guest_pool = ThreadPoolExecutor(
             max_workers=self.threads, thread_name_prefix="guest-info"
         )
+        # Watching the held hosts for lifecycle events opens their connections: on a thread of
+        # its own, never holding up the heartbeat (twenty SSH logins outlast a lease).
+        self.watcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-events")
+        self.watching: Future | None = None
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -93,6 +97,7 @@ class Syncer:
 
     def stop(self, listener: LifecycleListener | None = None) -> None:
         self.stopping.set()
+        self.watcher.shutdown(wait=True)
         if listener is not None:
             listener.close()
         for pool in (self.pool, self.guest_pool):
@@ -117,8 +122,8 @@ class Syncer:
             self.last_claim = now
             self.holding = shard.announce(self.member, self.holder, lease)
             self.held = shard.claim_share(self.member, lease) if self.holding else {}
-            if listener is not None:
-                listener.watch(self.held.values())
+            if listener is not None and (self.watching is None or self.watching.done()):
+                self.watching = self.watcher.submit(_watch, listener, list(self.held.values()))
             if self.holding:
                 # A dead cluster's hosts are taken above; its ticker, here.
                 ticker.revive_if_lost()
@@ -182,6 +187,13 @@ class Syncer:
         finally:
             with self.lock:
                 self.guests_in_flight.discard(host_id)
+
+
+def _watch(listener: LifecycleListener, uris: list[str]) -> None:
+    try:
+        listener.watch(uris)
+    except Exception:
+        logger.exception("the hosts' lifecycle events are not watched")
 
 
 def _close_connections(pool: ThreadPoolExecutor, threads: int) -> None:

@@ -51,8 +51,11 @@ LOST_OR_FAILED_CODES = {
 }
 
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # the cache; held for no libvirt call
 _connections: dict[str, libvirt.virConnect] = {}
+# One lock per URI, held while its connection is checked and opened: a host that is slow to
+# open (an SSH login, one that times out) holds up the callers of that host only.
+_opening: dict[str, threading.Lock] = {}
 _owner_pid: int | None = None
 _event_loop_pid: int | None = None
 
@@ -94,7 +97,14 @@ def _forget_after_fork() -> None:
     pid = os.getpid()
     if _owner_pid != pid:
         _connections.clear()
+        _opening.clear()  # a lock held at the fork stays held in the child
         _owner_pid = pid
+
+
+def _opening_lock(uri: str) -> threading.Lock:
+    with _lock:
+        _forget_after_fork()
+        return _opening.setdefault(uri, threading.Lock())
 
 
 def connection(uri: str) -> libvirt.virConnect:
@@ -107,16 +117,18 @@ def connection(uri: str) -> libvirt.virConnect:
     if claimed(uri):
         raise _without_libvirt(uri)
     ensure_event_loop()
-    with _lock:
-        _forget_after_fork()
-        conn = _connections.get(uri)
+    with _opening_lock(uri):
+        with _lock:
+            conn = _connections.get(uri)
         if conn is not None:
             try:
                 if conn.isAlive():
                     return conn
             except libvirt.libvirtError:
                 pass
-            _connections.pop(uri, None)
+            with _lock:
+                if _connections.get(uri) is conn:
+                    del _connections[uri]
             _close_quietly(conn)
         try:
             conn = libvirt.open(connection_uri(uri))
@@ -125,7 +137,8 @@ def connection(uri: str) -> libvirt.virConnect:
         # Drivers without keepalive (the in-process test driver) need none.
         with contextlib.suppress(libvirt.libvirtError):
             conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)
-        _connections[uri] = conn
+        with _lock:
+            _connections[uri] = conn
         return conn
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import re
+import weakref
 from dataclasses import replace
 from datetime import UTC, datetime
 from xml.etree import ElementTree
@@ -155,17 +156,31 @@ def with_forwarded_ssh_port(xml: str, port: int, listen: str = "127.0.0.1") -> s
     return _HOSTFWD.sub(_hostfwd(listen, port), xml)
 
 
+# What each open connection's host names as its hypervisor: read once per connection, not at
+# every sync (its domain capabilities are about 9 KB); it changes only with the host's libvirt,
+# whose restart ends the connection.
+_hypervisors: weakref.WeakKeyDictionary[libvirt.virConnect, Hypervisor] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def hypervisor(conn: libvirt.virConnect) -> Hypervisor | None:
     """What the host's domain capabilities name (None for hosts without them)."""
     try:
+        return _hypervisors[conn]
+    except KeyError:
+        pass
+    try:
         caps = ElementTree.fromstring(conn.getDomainCapabilities(None, "x86_64", None, None, 0))
     except libvirt.libvirtError:
-        return None  # no x86_64 emulator: the host is reported without one
-    return Hypervisor(
+        return None  # no x86_64 emulator: the host is reported without one (asked again)
+    found = Hypervisor(
         domain_type=caps.findtext("domain") or "qemu",
         machine=caps.findtext("machine") or "pc",
         emulator=caps.findtext("path") or "",
     )
+    _hypervisors[conn] = found
+    return found
 
 
 def host_report(
