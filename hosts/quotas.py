@@ -15,6 +15,7 @@ concurrent requests take turns and the use each reads is exact.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 from django.conf import settings
@@ -246,7 +247,7 @@ class QuotaLine:
     label: str
     unit: str
     limit: int | None
-    used: float
+    used: int  # image storage rounded up to a whole GiB
 
     @property
     def percent(self) -> int | None:
@@ -261,6 +262,6 @@ def quota_of(user) -> list[QuotaLine]:
     """Each resource's limit and use for ``user`` (two statements)."""
     limits, used = effective_limits(user), asdict(usage(user))
     return [
-        QuotaLine(name, label, unit.strip(), limits[name], used[name])
+        QuotaLine(name, label, unit.strip(), limits[name], math.ceil(used[name]))
         for name, label, unit in RESOURCES
     ]
