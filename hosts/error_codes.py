@@ -56,6 +56,11 @@ class HostErrorCode(ErrorCode):
     NAME_TAKEN = "name_taken", "An image with this name exists already."
     IMAGE_IN_USE = "image_in_use", "Templates use the image; change them first."
     IMAGE_TOO_BIG = "image_too_big", "The uploaded file is over the image size limit."
+    QUOTA_EXCEEDED = (
+        "quota_exceeded",
+        "The request would take the user past one of their quota's limits (the answer names "
+        "the resource, the limit, the use and what was requested).",
+    )
 
 
 class JobErrorCode(ErrorCode):

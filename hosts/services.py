@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from hosts import checks, jobs
+from hosts import checks, jobs, quotas
 from hosts.error_codes import HostErrorCode
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
@@ -21,7 +21,11 @@ from project.models import EventKind, Role
 @transaction.atomic
 def create_vm(vm: VirtualMachine, *, created_by) -> VirtualMachine:
     """Save a new (validated) VM owned by its creator, who becomes its UserVmManager unless
-    their grants already let them manage it; the creation is said in the event feed."""
+    their grants already let them manage it; the creation is said in the event feed.
+
+    Counted against the creator's quota first (``hosts.quotas.charge``): a VM that would take
+    them past a limit is refused (``QuotaExceeded``) and nothing is made."""
+    quotas.charge(created_by, quotas.for_vm(vm))
     vm.owner = created_by
     vm.save()
     if not holds(created_by, "hosts.delete_virtualmachine", vm):

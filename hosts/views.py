@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from hosts import services
+from hosts import quotas, services
 from hosts.after_stop import after_stop
 from hosts.forms import VmSettingsForm
 from hosts.guests import consoles, ssh
@@ -114,10 +114,15 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
 def vm_list(request):
     """My VMs, with their live status, host, pool, lease and running jobs.
 
+    Below them, the user's quota: each resource's limit and use (``hosts.quotas.quota_of``).
     ``?gone=1`` (where an open VM page that went out of reach sends its user) adds a notice
     saying so.
     """
-    context = {"section": "vms", "gone": request.GET.get("gone") == "1"}
+    context = {
+        "section": "vms",
+        "gone": request.GET.get("gone") == "1",
+        "quota": quotas.quota_of(request.user),
+    }
     return render(request, "portal/vms.html", {**context, **_list_context(request.user)})
 
 

@@ -29,7 +29,7 @@ from leases.forms import (
 from leases.launch import refusal_when_full
 from leases.models import Allocation, Lease, LeaseStatus, Reservation
 from project.access.permissions import holds, holds_at_system, restrict
-from project.errors import Refused
+from project.errors import Refused, add_to_form
 
 VIEW = "leases.view_lease"
 ADD = "leases.add_lease"
@@ -317,7 +317,11 @@ def lease_launch(request, lease_id: int):
     if not holds(request.user, LAUNCH, vm):
         messages.error(request, f"You may not launch VMs into lease {lease.name}.")
         return redirect("portal:lease", lease_id=lease.pk)
-    vm = vm_services.create_vm(vm, created_by=request.user)
+    try:
+        vm = vm_services.create_vm(vm, created_by=request.user)
+    except Refused as refused:  # past the user's quota: nothing was made
+        add_to_form(form, refused)
+        return _page(request, lease.pk, launch_form=form)
     try:
         vm_services.request_operation(vm, JobKind.START, requested_by=request.user)
     except Refused as refused:

@@ -4,6 +4,7 @@ prestart monitor share."""
 from django.db import connection
 from django.db.models import Exists, OuterRef
 
+from hosts import quotas
 from hosts.models import Job, JobKind, Template, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from pools import takeable
@@ -47,6 +48,7 @@ def _pick_sql(pool: VmPool, user, lock: str) -> tuple[str, list]:
     where, where_params = takeable.takeable()
     order, order_params = takeable.preference()
     passing, passing_params = takeable.passing_jobs()
+    usage, usage_params = quotas.vm_usage_columns(user)
     states = list(ACTIVE_JOB_STATES)
     sql = (
         f"SELECT v.*,"
@@ -56,6 +58,7 @@ def _pick_sql(pool: VmPool, user, lock: str) -> tuple[str, list]:
         f" (SELECT t.guest_agent AND t.login_user <> '' FROM {templates} t"
         f"  WHERE t.id = v.template_id) AS pushes_keys,"
         f" {passing} AS passing_jobs,"
+        f" {usage},"
         f" {order} AS preference"
         f" FROM {vms} v"
         f" WHERE v.pool_id = %s AND {where}"
@@ -64,7 +67,7 @@ def _pick_sql(pool: VmPool, user, lock: str) -> tuple[str, list]:
     params = [
         JobKind.START, *states,  # start_job_id
         pool.pk, user.pk,  # held
-        *passing_params, *order_params,
+        *passing_params, *usage_params, *order_params,
         pool.pk, *where_params,
     ]  # fmt: skip
     return sql, params
@@ -80,9 +83,10 @@ def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
     A job that changes nothing the taker gets (``pools.takeable.PASSING_JOB_KINDS``: putting
     SSH keys in the guest) counts as none; ``passing_jobs`` says the VM has one, for the
     allocation to supersede. ``held`` counts the pool's VMs ``user`` holds, read in the same
-    statement, so after the caller's lock on the user; ``pushes_keys`` says its template has
-    running guests take SSH keys through their agent. One statement whatever the pool's size
-    (three when it waits).
+    statement, so after the caller's lock on the user, as is all they hold against their
+    quota (``quota_vms``, ``quota_vcpus``…, ``hosts.quotas.vm_usage_columns``);
+    ``pushes_keys`` says its template has running guests take SSH keys through their agent.
+    One statement whatever the pool's size (three when it waits).
 
     ``SKIP LOCKED`` lets concurrent allocations pass each other. But a free VM may be locked
     by another writer that does not take it (the sync updating its status, a job being

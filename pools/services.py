@@ -1,9 +1,9 @@
 """VM pool use cases: create and resize pools, allocate a VM, return it.
 
 Allocation is one transaction that locks only what it takes: the caller's user row (so one
-user's concurrent requests cannot exceed ``max_user_vms``) and the VM it hands out, chosen
-with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing (and
-waiting for locked rows only when skipping them left nothing). A VM is never handed to two
+user's concurrent requests cannot exceed ``max_user_vms`` or their quota) and the VM it hands
+out, chosen with ``SKIP LOCKED`` so concurrent allocations pass each other instead of queueing
+(and waiting for locked rows only when skipping them left nothing). A VM is never handed to two
 users: it is assigned under its row lock, and only while unassigned.
 """
 
@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Max, When
 
-from hosts import images, jobs
+from hosts import images, jobs, quotas
 from hosts.error_codes import HostErrorCode
 from hosts.guests import keys as guest_keys
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -33,7 +32,6 @@ from project.errors import Refused
 from project.models import EventKind, Role
 
 logger = logging.getLogger(__name__)
-User = get_user_model()
 
 
 class PoolExhausted(Refused):
@@ -248,17 +246,19 @@ def _held(pool: VmPool, user) -> int:
 def allocate_vm(pool: VmPool, user) -> Allocation:
     """Hand ``user`` a VM of the pool: an Up one if any (instant), else one being started,
     else a stopped one (started now, placed by the scheduler). Never the same VM twice, never
-    more than ``max_user_vms`` per user; PoolExhausted when none is left.
+    more than ``max_user_vms`` per user, nor past the user's quota (``QuotaExceeded``: a
+    pool's VM counts for its holder); PoolExhausted when none is left.
 
-    A few statements whatever the pool's size and the user's grants: the user's row locked,
-    the VM picked and locked with the count of the user's VMs in the pool, then the VM
+    A few statements whatever the pool's size and the user's grants: the user's row locked
+    with their quota's limits read, the VM picked and locked with the count of the user's VMs
+    in the pool and what they hold in all (``hosts.quotas.vm_usage_columns``), then the VM
     assigned, the grant, the start job and the events written in one statement each.
     ``pool`` is used as given (the caller has just read it).
     """
     with transaction.atomic():
-        # Taken first, so that one user's requests take turns: the count of what they hold,
-        # read after it, is then exact.
-        User.objects.select_for_update().filter(pk=user.pk).values_list("pk").first()
+        # The user's row is locked first, so that one user's requests take turns: the counts
+        # of what they hold, read after it (in the pool, and against their quota), are exact.
+        limits = quotas.lock_limits(user)
         vm = pick_free_vm(pool, user)
         held = vm.held if vm is not None else _held(pool, user)
         if held >= pool.max_user_vms:
@@ -268,6 +268,8 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
             )
         if vm is None:
             raise PoolExhausted(f"Pool {pool.name} has no free VM left; try again later.")
+        # A pool's VM counts for its holder while they hold it.
+        quotas.check(limits, quotas.vm_usage_of(vm), quotas.for_vm(vm))
         VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
         vm.owner = user
         add_user_grant(USER_ROLE, vm, user)

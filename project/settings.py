@@ -24,6 +24,12 @@ def env_flag(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def env_limit(name: str, default: str) -> int | None:
+    """A quota's limit from the environment: a whole number, or None for "unlimited"."""
+    value = os.environ.get(name, default).strip().lower()
+    return None if value in ("unlimited", "none", "-1") else int(value)
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if not value:
@@ -458,6 +464,16 @@ CORRAL_SCHEDULER_LOCK_HOLD_TIMEOUT = float(
 )
 # Seconds a user-written policy unit may take to answer; past it, it failed for that decision.
 CORRAL_SCHEDULING_UNIT_TIMEOUT = float(os.environ.get("CORRAL_SCHEDULING_UNIT_TIMEOUT", "3"))
+
+# Quotas: what one user may hold at once where no default quota row (hosts.Quota) sets it; an
+# integer, or "unlimited". A user's limit is the most generous of their own, their groups' and
+# this default (docs/architecture.md, "Quotas").
+CORRAL_QUOTA_VMS = env_limit("CORRAL_QUOTA_VMS", "50")
+CORRAL_QUOTA_VCPUS = env_limit("CORRAL_QUOTA_VCPUS", "100")
+CORRAL_QUOTA_MEMORY_MB = env_limit("CORRAL_QUOTA_MEMORY_MB", "204800")
+CORRAL_QUOTA_DISK_GB = env_limit("CORRAL_QUOTA_DISK_GB", "5000")
+CORRAL_QUOTA_IMAGES = env_limit("CORRAL_QUOTA_IMAGES", "20")
+CORRAL_QUOTA_IMAGE_GB = env_limit("CORRAL_QUOTA_IMAGE_GB", "500")
 
 # VM pools: the prestart monitor (oVirt's VmPoolMonitor settings).
 VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))

@@ -1,8 +1,9 @@
 """Admin console screens for the inventory, jobs and external domains.
 
 ``clusters`` holds clusters, hosts and templates, ``vms`` the VMs, ``jobs`` jobs and external
-domains. Importing this package registers them all (admin autodiscovery imports it); the apps
-above extend some of them (``project.admin.base.extend_admin``) when they are imported.
+domains, ``quotas`` the quotas. Importing this package registers them all (admin
+autodiscovery imports it); the apps above extend some of them
+(``project.admin.base.extend_admin``) when they are imported.
 """
 
 from hosts.admin.clusters import (
@@ -16,6 +17,7 @@ from hosts.admin.clusters import (
 )
 from hosts.admin.images import ImageAdmin, ImageCopyInline
 from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin, JobJournalInline
+from hosts.admin.quotas import QuotaAdmin
 from hosts.admin.vms import ADMIN_VM_ACTIONS, VirtualMachineAdmin
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "ImageCopyInline",
     "JobAdmin",
     "JobJournalInline",
+    "QuotaAdmin",
     "TemplateAdmin",
     "VirtualMachineAdmin",
     "load_bar",

@@ -2,11 +2,14 @@
 VMs and external domains on them, maintenance), templates."""
 
 from django.contrib import admin, messages
+from django.db.models import Count, IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from hosts import services, sshtrust
 from hosts.admin import host_keys
+from hosts.admin.quotas import vm_use
 from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
 from project.access.permissions import holds, restrict
@@ -26,9 +29,22 @@ class HostInline(LabelledTabularInline):
     show_change_link = True
 
 
+def _held_in_cluster(aggregate) -> Coalesce:
+    """An aggregate over the cluster's VMs that users hold (own or took from a pool): what
+    their quotas count, in total per cluster."""
+    total = (
+        VirtualMachine.objects.filter(cluster=OuterRef("pk"), owner__isnull=False)
+        .order_by()
+        .values("cluster")
+        .annotate(n=aggregate)
+        .values("n")
+    )
+    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
+
+
 @admin.register(Cluster)
 class ClusterAdmin(ScopedAdmin):
-    list_display = ["name", "description", "policy", "host_count", "vm_count"]
+    list_display = ["name", "description", "policy", "host_count", "vm_count", "held_by_users"]
     search_fields = ["name", "description"]
     list_select_related = ["policy"]
     inlines = [HostInline]
@@ -40,8 +56,21 @@ class ClusterAdmin(ScopedAdmin):
             .annotate(
                 host_count=count_of(Host.objects.all(), "cluster"),
                 vm_count=count_of(VirtualMachine.objects.all(), "cluster"),
+                **{
+                    f"held_{name}": _held_in_cluster(aggregate)
+                    for name, aggregate in (
+                        ("vms", Count("pk")),
+                        ("vcpus", Sum("vcpus")),
+                        ("memory_mb", Sum("memory_mb")),
+                        ("disk_gb", Sum("disk_gb")),
+                    )
+                },
             )
         )
+
+    @admin.display(description="held by users (counted in quotas)")
+    def held_by_users(self, obj):
+        return vm_use(obj.held_vms, obj.held_vcpus, obj.held_memory_mb, obj.held_disk_gb)
 
     @admin.display(ordering="host_count", description="hosts")
     def host_count(self, obj):

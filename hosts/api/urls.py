@@ -1,6 +1,7 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from hosts.api import images, views
+from hosts.api import images, quotas, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet)
@@ -10,4 +11,7 @@ router.register("images", images.ImageViewSet)
 router.register("vms", views.VirtualMachineViewSet)
 router.register("jobs", views.JobViewSet)
 router.register("externaldomains", views.ExternalDomainViewSet)
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    path("me/quota/", quotas.MyQuotaView.as_view(), name="me-quota"),
+]

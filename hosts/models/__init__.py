@@ -16,6 +16,7 @@ from hosts.models.inventory import (
     VmStatus,
 )
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
+from hosts.models.quotas import Quota
 
 __all__ = [
     "HOLDING_STATUSES",
@@ -40,6 +41,7 @@ __all__ = [
     "JobState",
     "OsType",
     "PowerState",
+    "Quota",
     "Template",
     "VirtualMachine",
     "VmStatus",

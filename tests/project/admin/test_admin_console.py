@@ -119,7 +119,13 @@ def make_admin_object(
 
         return issue(make_user(), name="ci-farm")[0]
 
+    def quota():
+        from hosts.models import Quota
+
+        return Quota.objects.create(user=make_user(), vms=3)
+
     factories = {
+        "hosts.Quota": quota,
         "project.ApplicationCredential": application_credential,
         "project.APIToken": api_token,
         "leases.Reservation": reservation,
@@ -172,6 +178,7 @@ SCREENS = [
     "leases.Reservation",
     "project.ApplicationCredential",
     "project.APIToken",
+    "hosts.Quota",
 ]
 # Records Corral writes itself: listed and opened, never added by hand.
 READ_ONLY = {

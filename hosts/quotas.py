@@ -1,0 +1,267 @@
+"""Quotas: each user's effective limits, what they use, and the one check that counts a
+request against both, atomically (``charge``).
+
+A user's limit on a resource is the most generous of the quota rows that apply to them (their
+own, each of their groups', the default row) and the ``CORRAL_QUOTA_*`` settings where no
+default row sets it; superusers have none. What a user uses is what they hold: the VMs they
+own (a pool's VM counts for its holder while they hold it, for allocation makes them its
+owner) and, once images have owners, the images they own.
+
+Every path that makes or hands out something a quota limits calls ``charge`` (or, on the pool
+allocation's fast path, ``lock_limits`` and ``check`` with the use read in its own statement)
+inside its transaction, before it writes: the user's row is locked first, so one user's
+concurrent requests take turns and the use each reads is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import Count, Sum
+
+from hosts.error_codes import HostErrorCode
+from hosts.models import Image, Quota, VirtualMachine
+from hosts.models.quotas import RESOURCE_NAMES, RESOURCES, UNLIMITED
+from project.errors import Refused
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Resources:
+    """An amount of each limited resource: what a request asks for, or what a user uses.
+    ``image_gb`` is in GiB, fractions kept (images are measured in bytes)."""
+
+    vms: int = 0
+    vcpus: int = 0
+    memory_mb: int = 0
+    disk_gb: int = 0
+    images: int = 0
+    image_gb: float = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
+
+# A user's effective limits by resource; None: unlimited.
+Limits = dict[str, int | None]
+
+NO_LIMITS: Limits = dict.fromkeys(RESOURCE_NAMES)
+
+
+class QuotaExceeded(Refused):
+    """A request that would take a user past one of their limits (409 in the API, with
+    ``code``, ``resource``, ``limit``, ``used`` and ``requested`` beside the message)."""
+
+    def __init__(self, resource: str, *, limit: int, used: float, requested: float) -> None:
+        label, unit = LABELS[resource]
+        message = (
+            f"Quota exceeded for {label}: requested {_amount(requested)}{unit}, "
+            f"but already used {_amount(used)} of {limit}{unit}."
+        )
+        details = {
+            "code": HostErrorCode.QUOTA_EXCEEDED.value,
+            "resource": resource,
+            "limit": limit,
+            "used": used,
+            "requested": requested,
+        }
+        super().__init__(HostErrorCode.QUOTA_EXCEEDED, message, details=details)
+        self.resource, self.limit, self.used, self.requested = resource, limit, used, requested
+
+
+LABELS = {name: (label, unit) for name, label, unit in RESOURCES}
+
+
+def _amount(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def for_vm(vm: VirtualMachine) -> Resources:
+    """What holding ``vm`` counts: one VM, its vCPUs, memory and disk."""
+    return Resources(vms=1, vcpus=vm.vcpus, memory_mb=vm.memory_mb, disk_gb=vm.disk_gb)
+
+
+def for_image(size_bytes: int) -> Resources:
+    """What owning an image of ``size_bytes`` counts (for the image paths)."""
+    return Resources(images=1, image_gb=size_bytes / GIB)
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+
+def default_limits() -> Limits:
+    """The limits of everyone with no default row: the ``CORRAL_QUOTA_*`` settings."""
+    return {name: getattr(settings, f"CORRAL_QUOTA_{name.upper()}") for name in RESOURCE_NAMES}
+
+
+def _effective(rows: list[tuple], is_superuser: bool) -> Limits:
+    """The most generous of each resource's limits over ``rows`` (quota id, user id, group id,
+    then the limits in ``RESOURCE_NAMES`` order), the default row's or settings' included."""
+    if is_superuser:
+        return dict(NO_LIMITS)
+    fallback = default_limits()
+    limits: Limits = {}
+    for index, name in enumerate(RESOURCE_NAMES, start=3):
+        values, default = [], fallback[name]
+        for row in rows:
+            if row[0] is None or row[index] is None:
+                continue
+            if row[1] is None and row[2] is None:
+                default = None if row[index] == UNLIMITED else row[index]
+            else:
+                values.append(row[index])
+        values.append(UNLIMITED if default is None else default)
+        limits[name] = None if UNLIMITED in values else max(values)
+    return limits
+
+
+def _limits_sql(lock: bool) -> str:
+    User = get_user_model()
+    users, quotas = User._meta.db_table, Quota._meta.db_table
+    memberships = User.groups.through._meta.db_table
+    columns = ", ".join(f"q.{name}" for name in RESOURCE_NAMES)
+    locking = " FOR UPDATE OF u" if lock and connection.features.has_select_for_update_of else ""
+    return (
+        f"SELECT u.is_superuser, q.id, q.user_id, q.group_id, {columns}"
+        f" FROM {users} u LEFT JOIN {quotas} q ON q.user_id = u.id"
+        f"  OR q.group_id IN (SELECT m.group_id FROM {memberships} m WHERE m.user_id = u.id)"
+        f"  OR (q.user_id IS NULL AND q.group_id IS NULL)"
+        f" WHERE u.id = %s{locking}"
+    )
+
+
+def _read_limits(user, *, lock: bool) -> Limits:
+    with connection.cursor() as cursor:
+        cursor.execute(_limits_sql(lock), [user.pk])
+        rows = cursor.fetchall()
+    if not rows:
+        return default_limits()
+    return _effective([row[1:] for row in rows], bool(rows[0][0]))
+
+
+def effective_limits(user) -> Limits:
+    """``user``'s limit on each resource (None: unlimited), in one statement."""
+    return _read_limits(user, lock=False)
+
+
+def lock_limits(user) -> Limits:
+    """Lock ``user``'s row (inside the caller's transaction: their other requests that count
+    against their quota wait for it to end) and read their effective limits, in one
+    statement. What ``charge`` starts with, and what pool allocation takes in place of the
+    row lock it took anyway."""
+    return _read_limits(user, lock=True)
+
+
+# -- use ---------------------------------------------------------------------------------------
+
+
+def _image_owner_field() -> str | None:
+    """The field naming an image's owner, once images have one."""
+    names = {field.name for field in Image._meta.get_fields()}
+    return "owner" if "owner" in names else None
+
+
+def usage(user) -> Resources:
+    """What ``user`` holds now: the VMs they own (pool VMs they hold among them) and the
+    images they own."""
+    vms = VirtualMachine.objects.filter(owner=user).aggregate(
+        vms=Count("pk"), vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), disk_gb=Sum("disk_gb")
+    )
+    images = {"images": 0, "image_gb": 0}
+    owner = _image_owner_field()
+    if owner is not None:
+        held = Image.objects.filter(**{owner: user}).aggregate(
+            n=Count("pk"), size=Sum("size_bytes")
+        )
+        images = {"images": held["n"], "image_gb": (held["size"] or 0) / GIB}
+    return Resources(**{name: value or 0 for name, value in vms.items()}, **images)
+
+
+def vm_usage_columns(user) -> tuple[str, list]:
+    """The VM part of ``user``'s use as select-list columns ``quota_vms``, ``quota_vcpus``,
+    ``quota_memory_mb``, ``quota_disk_gb`` and their parameters: for a statement that runs
+    anyway (pool allocation's pick) to read it with no statement of its own."""
+    vms = VirtualMachine._meta.db_table
+    columns = [
+        f"(SELECT {aggregate} FROM {vms} o WHERE o.owner_id = %s) AS quota_{name}"
+        for name, aggregate in (
+            ("vms", "COUNT(*)"),
+            ("vcpus", "COALESCE(SUM(o.vcpus), 0)"),
+            ("memory_mb", "COALESCE(SUM(o.memory_mb), 0)"),
+            ("disk_gb", "COALESCE(SUM(o.disk_gb), 0)"),
+        )
+    ]
+    return ", ".join(columns), [user.pk] * len(columns)
+
+
+def vm_usage_of(row) -> Resources:
+    """The use read by ``vm_usage_columns`` from the object (a raw query's model) carrying it."""
+    return Resources(
+        vms=row.quota_vms,
+        vcpus=row.quota_vcpus,
+        memory_mb=row.quota_memory_mb,
+        disk_gb=row.quota_disk_gb,
+    )
+
+
+# -- the check ---------------------------------------------------------------------------------
+
+
+def check(limits: Limits, used: Resources, requested: Resources) -> None:
+    """Refuse (``QuotaExceeded``, on the first resource in ``RESOURCES`` order) when
+    ``requested`` on top of ``used`` passes a limit. Only what is requested is checked: a
+    user over a limit lowered since may still take what does not count against it."""
+    for name in RESOURCE_NAMES:
+        wanted, limit = getattr(requested, name), limits[name]
+        if wanted and limit is not None and getattr(used, name) + wanted > limit:
+            raise QuotaExceeded(name, limit=limit, used=getattr(used, name), requested=wanted)
+
+
+def charge(user, requested: Resources) -> None:
+    """Count ``requested`` against ``user``'s quota, or refuse it (``QuotaExceeded``).
+
+    Call it inside the transaction that then makes or hands out what was requested, before
+    writing it: the user's row stays locked until that transaction ends, so concurrent
+    requests of one user can never pass a limit together. Two statements; none for nobody
+    (``user`` None: made by the system)."""
+    if user is None:
+        return
+    limits = lock_limits(user)
+    if all(limit is None for limit in limits.values()):
+        return
+    check(limits, usage(user), requested)
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    """One resource of a user's quota, as the API and the portal show it."""
+
+    resource: str
+    label: str
+    unit: str
+    limit: int | None
+    used: int  # image storage rounded up to a whole GiB
+
+    @property
+    def percent(self) -> int | None:
+        if self.limit is None:
+            return None
+        if self.limit == 0:
+            return 100
+        return min(100, round(100 * self.used / self.limit))
+
+
+def quota_of(user) -> list[QuotaLine]:
+    """Each resource's limit and use for ``user`` (two statements)."""
+    limits, used = effective_limits(user), asdict(usage(user))
+    return [
+        QuotaLine(name, label, unit.strip(), limits[name], math.ceil(used[name]))
+        for name, label, unit in RESOURCES
+    ]
