@@ -56,6 +56,13 @@ class HostErrorCode(ErrorCode):
     NAME_TAKEN = "name_taken", "An image with this name exists already."
     IMAGE_IN_USE = "image_in_use", "Templates use the image; change them first."
     IMAGE_TOO_BIG = "image_too_big", "The uploaded file is over the image size limit."
+    IMAGE_PUBLISH_REFUSED = (
+        "image_publish_refused",
+        "Only admins make an image public (owners keep it private, shared or community).",
+    )
+    IMAGE_NOT_SHARED = "image_not_shared", "Only a shared image has members."
+    IMAGE_MEMBER_UNKNOWN = "image_member_unknown", "No user or group of that id."
+    IMAGE_MEMBER_EXISTS = "image_member_exists", "The image is offered to that member already."
 
 
 class JobErrorCode(ErrorCode):

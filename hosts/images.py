@@ -32,6 +32,7 @@ from hosts.models import (
     ImageCopy,
     ImageFormat,
     ImageKind,
+    ImageVisibility,
     Job,
     JobKind,
     Template,
@@ -249,9 +250,12 @@ def create_image(
     declared_format: str = "",
     user=None,
     uuid: UUID | None = None,
+    visibility: str = ImageVisibility.PUBLIC,
 ) -> Image:
     """Keep an upload as an image, or remove it and refuse: never a row without its file nor
-    a file without its row. ``uuid`` is its id in Glance's API (a new one unless given)."""
+    a file without its row. ``uuid`` is its id in Glance's API (a new one unless given). The
+    uploader (``user``) owns it; who may give it which ``visibility`` is the caller's to check
+    (``hosts.image_access``)."""
     try:
         image_format, virtual_size = inspect(kind, upload.head, upload.size)
         if declared_format and declared_format != image_format:
@@ -260,7 +264,9 @@ def create_image(
                 f"The file is {image_format}, not {declared_format}.",
                 field="format",
             )
+        uploader = user if user is not None and user.is_authenticated else None
         with transaction.atomic():
+            charge_image_quota(uploader, upload.size)
             image = Image.objects.create(
                 name=name,
                 kind=kind,
@@ -273,7 +279,9 @@ def create_image(
                 md5=upload.md5,
                 sha512=upload.sha512,
                 file="",
-                uploaded_by=user if user is not None and user.is_authenticated else None,
+                uploaded_by=uploader,
+                owner=uploader,
+                visibility=visibility,
                 **({"uuid": uuid} if uuid is not None else {}),
             )
             image.file = f"image-{image.pk}-{upload.sha256[:12]}"
@@ -288,6 +296,13 @@ def create_image(
         upload.discard()
         raise
     return image
+
+
+def charge_image_quota(owner, size_bytes: int) -> None:
+    """The hook where an upload counts against its uploader's image quota (images, total
+    size): called inside the upload's transaction before the image's row is written, on every
+    path (``/api/``, the portal, Glance); a refusal raised here keeps neither file nor row.
+    Corral has no image quotas yet: this lets every upload through."""
 
 
 def distribute(template: Template, cluster_id: int, *, requested_by=None) -> list:
