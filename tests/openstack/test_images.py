@@ -297,11 +297,11 @@ def test_an_image_of_a_cluster_the_caller_cannot_see_is_not_found(
     assert response.json()["message"] == f"No image found with ID {invisible.uuid}"
     listed = client.get(f"{API}/images").json()["images"]
     assert [(image["id"], image["visibility"]) for image in listed] == [
-        (str(visible.uuid), "shared")
+        (str(visible.uuid), "public")
     ]
 
 
-def test_a_user_who_may_see_images_may_neither_create_nor_delete_them(
+def test_a_user_who_may_see_images_may_not_delete_the_admins_images(
     make_user, grant, make_cluster, make_image, glance_for
 ):
     user = make_user("viewer")
@@ -313,8 +313,19 @@ def test_a_user_who_may_see_images_may_neither_create_nor_delete_them(
     refused = client.delete(f"{API}/images/{image.uuid}")
     assert refused.status_code == 403
     assert refused.json()["message"] == "You may not delete image shared-disk."
-    assert create(client, name="nope").status_code == 403
     assert Image.objects.filter(pk=image.pk).exists()
+
+
+def test_a_user_who_may_create_no_vm_may_not_create_images(
+    make_user, grant, make_cluster, glance_for
+):
+    user = make_user("vm-user")
+    grant(user, "UserRole", make_cluster())
+
+    refused = create(glance_for(user), name="nope")
+
+    assert refused.status_code == 403
+    assert refused.json()["message"] == "You may not create images."
     assert not GlanceImage.objects.exists()
 
 
@@ -361,7 +372,7 @@ def test_deleting_removes_the_image_its_glance_fields_and_its_file(
         ({"min_ram": "lots"}, 400, "min_ram: a whole number, 0 or more."),
         ({"name": "x" * 256}, 400, "name: a string of at most 255 characters"),
         ({"tags": "a,b"}, 400, "tags: a list of strings"),
-        ({"visibility": "private"}, 400, "visibility: Corral's images made here are public"),
+        ({"visibility": "hidden"}, 400, "visibility: one of private, shared, public, community"),
         ({"protected": True}, 400, "protected: Corral's images are never protected"),
         ({"id": "not-a-uuid"}, 400, "id: 'not-a-uuid' is not a UUID."),
         ({"hw_disk_bus": 3}, 400, "hw_disk_bus: a property's value is a string"),
