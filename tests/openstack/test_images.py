@@ -514,3 +514,87 @@ def test_find_image_resolves_an_id_or_a_url_for_a_user(uploader, glance_for, mak
         find_image(make_user("stranger"), str(image.uuid))
     with pytest.raises(ImageNotFound):
         find_image(uploader, "not-an-id")
+
+
+@pytest.fixture
+def two_creators(make_user, grant, make_cluster, image_store):
+    """Two users who may create VMs (PowerUser of one cluster), not admins."""
+    cluster = make_cluster()
+    alice, bob = make_user("alice"), make_user("bob")
+    for user in (alice, bob):
+        grant(user, "PowerUser", cluster)
+    return alice, bob
+
+
+def test_a_user_uploads_a_private_image_that_another_user_cannot_find(
+    two_creators, glance_for, qcow2_bytes
+):
+    alice, bob = two_creators
+    owner = glance_for(alice)
+    created = create(owner, name="alices")
+    assert created.status_code == 201, created.content
+    assert (created.json()["visibility"], created.json()["owner"]) == ("private", str(alice.pk))
+    image_id = created.json()["id"]
+    assert put_data(owner, image_id, qcow2_bytes).status_code == 204
+
+    other = glance_for(bob)
+    assert other.get(f"{API}/images/{image_id}").status_code == 404
+    assert other.get(f"{API}/images/{image_id}/file").status_code == 404
+    assert other.get(f"{API}/images/{image_id}/members").status_code == 404
+    assert other.get(f"{API}/images").json()["images"] == []
+    assert other.get(f"{API}/images", {"visibility": "private"}).json()["images"] == []
+    assert owner.get(f"{API}/images/{image_id}").json()["status"] == "active"
+
+
+def test_members_are_offered_a_shared_image_and_accept_it(two_creators, glance_for, qcow2_bytes):
+    alice, bob = two_creators
+    owner, member = glance_for(alice), glance_for(bob)
+    image_id = create(owner, name="to-share", visibility="shared").json()["id"]
+    put_data(owner, image_id, qcow2_bytes)
+
+    offered = owner.post(f"{API}/images/{image_id}/members", {"member": str(bob.pk)}, format="json")
+    assert offered.status_code == 200, offered.content
+    assert (offered.json()["member_id"], offered.json()["status"]) == (str(bob.pk), "pending")
+    assert member.get(f"{API}/images/{image_id}").status_code == 200
+    assert member.get(f"{API}/images").json()["images"] == []
+    again = owner.post(f"{API}/images/{image_id}/members", {"member": str(bob.pk)}, format="json")
+    assert again.status_code == 409
+
+    answer = member.put(
+        f"{API}/images/{image_id}/members/{bob.pk}", {"status": "accepted"}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert [row["id"] for row in member.get(f"{API}/images").json()["images"]] == [image_id]
+    listed = owner.get(f"{API}/images/{image_id}/members").json()["members"]
+    assert [(row["member_id"], row["status"]) for row in listed] == [(str(bob.pk), "accepted")]
+    assert (
+        owner.put(
+            f"{API}/images/{image_id}/members/{bob.pk}", {"status": "rejected"}, format="json"
+        ).status_code
+        == 403
+    )
+
+    assert owner.delete(f"{API}/images/{image_id}/members/{bob.pk}").status_code == 204
+    assert member.get(f"{API}/images/{image_id}").status_code == 404
+
+
+def test_only_admins_make_an_image_public(two_creators, glance_for, uploader, qcow2_bytes):
+    alice, bob = two_creators
+    owner = glance_for(alice)
+    refused = create(owner, name="public-at-once", visibility="public")
+    assert refused.status_code == 403
+    image_id = create(owner, name="later-public").json()["id"]
+    put_data(owner, image_id, qcow2_bytes)
+    publish = [{"op": "replace", "path": "/visibility", "value": "public"}]
+
+    by_owner = patch(owner, image_id, publish)
+    assert by_owner.status_code == 403, by_owner.content
+    community = [{"op": "replace", "path": "/visibility", "value": "community"}]
+    assert patch(owner, image_id, community).status_code == 200
+    assert glance_for(bob).get(f"{API}/images/{image_id}").status_code == 200
+    assert glance_for(bob).get(f"{API}/images").json()["images"] == []
+
+    by_admin = patch(glance_for(uploader), image_id, publish)
+    assert by_admin.status_code == 200, by_admin.content
+    listed = glance_for(bob).get(f"{API}/images").json()["images"]
+    assert [(row["id"], row["visibility"]) for row in listed] == [(image_id, "public")]
