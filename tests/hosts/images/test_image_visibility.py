@@ -175,3 +175,23 @@ def test_deleting_a_user_deletes_their_unused_images_and_hands_the_admins_those_
     kept = Image.objects.get(pk=used)
     assert (kept.owner, kept.visibility) == (None, "private")
     assert client_for(admin_user).get(f"/api/images/{used}/").status_code == 200
+
+
+def test_my_images_lists_the_users_own_images_with_their_visibility_and_the_upload_form(
+    creators, client_for
+):
+    from django.test import Client
+
+    _cluster, alice, bob = creators
+    upload(client_for(alice), name="alices-disk", visibility="community")
+    upload(client_for(bob), name="bobs-disk")
+    browser = Client()
+    browser.force_login(alice)
+
+    page = browser.get("/images/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "alices-disk" in html and "community" in html
+    assert "bobs-disk" not in html
+    assert 'id="image-upload"' in html and "image_upload.js" in html
