@@ -268,8 +268,9 @@ class ImageViewSet(ScopedModelViewSet):
             raise PermissionDenied("Only the image's owner and admins change its members.")
         return image
 
+    @extend_schema(methods=["GET"], request=None, responses={200: ImageMemberSerializer(many=True)})
     @extend_schema(
-        request=ImageMemberAddSerializer, responses={200: ImageMemberSerializer(many=True)}
+        methods=["POST"], request=ImageMemberAddSerializer, responses={201: ImageMemberSerializer}
     )
     @action(detail=True, methods=["get", "post"], url_path="members")
     def members(self, request, pk=None):
@@ -293,7 +294,10 @@ class ImageViewSet(ScopedModelViewSet):
             raise NotFound("No such member of this image.")
         return member
 
-    @extend_schema(request=ImageMemberStatusSerializer, responses=ImageMemberSerializer)
+    @extend_schema(
+        methods=["PATCH"], request=ImageMemberStatusSerializer, responses=ImageMemberSerializer
+    )
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
     @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<member_id>[0-9]+)")
     def member(self, request, pk=None, member_id=None):
         """``PATCH``: a member accepts (or rejects) the image offered to it. ``DELETE``: its
