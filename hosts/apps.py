@@ -1,5 +1,6 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save, pre_save
+from django.conf import settings
+from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 
 # How often finished jobs past their retention are pruned.
 PRUNE_JOBS_EVERY_S = 600
@@ -20,6 +21,7 @@ class HostsConfig(AppConfig):
             dashboard,
             demo,
             driver,
+            image_access,
             jobs,
             metrics,
             roles,
@@ -38,6 +40,7 @@ class HostsConfig(AppConfig):
         from project import error_codes, events, loops, websockets
         from project import metrics as project_metrics
         from project.access import scopes
+        from project.admin import users as users_admin
 
         error_codes.register("hosts", HostErrorCode)
         driver.register_connection_uri(sshtrust.connection_uri)
@@ -62,6 +65,10 @@ class HostsConfig(AppConfig):
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )
         demo.register()
+        users_admin.register_deletion_note(image_access.user_deletion_notes)
+        pre_delete.connect(
+            _release_images, sender=settings.AUTH_USER_MODEL, dispatch_uid="corral-user-images"
+        )
         post_spawn.connect(sync_loop.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")
         guest_keys_stale.connect(_keys_stale, dispatch_uid="corral-keys-stale")
@@ -91,3 +98,10 @@ def _keys_stale(sender, vms, **kwargs) -> None:
     from hosts.models import JobKind
 
     jobs.submit_many(JobKind.GUEST_KEYS, vms)
+
+
+def _release_images(sender, instance, **kwargs) -> None:
+    """Before a user is deleted: their images nothing uses go, those in use pass to the admins."""
+    from hosts import image_access
+
+    image_access.release_images_of(instance)

@@ -61,6 +61,13 @@ class HostErrorCode(ErrorCode):
         "The request would take the user past one of their quota's limits (the answer names "
         "the resource, the limit, the use and what was requested).",
     )
+    IMAGE_PUBLISH_REFUSED = (
+        "image_publish_refused",
+        "Only admins make an image public (owners keep it private, shared or community).",
+    )
+    IMAGE_NOT_SHARED = "image_not_shared", "Only a shared image has members."
+    IMAGE_MEMBER_UNKNOWN = "image_member_unknown", "No user or group of that id."
+    IMAGE_MEMBER_EXISTS = "image_member_exists", "The image is offered to that member already."
 
 
 class JobErrorCode(ErrorCode):

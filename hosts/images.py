@@ -21,7 +21,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.db import IntegrityError, transaction
 
-from hosts import jobs
+from hosts import jobs, quotas
 from hosts.error_codes import HostErrorCode
 from hosts.models import (
     Cluster,
@@ -32,6 +32,7 @@ from hosts.models import (
     ImageCopy,
     ImageFormat,
     ImageKind,
+    ImageVisibility,
     Job,
     JobKind,
     Template,
@@ -249,9 +250,12 @@ def create_image(
     declared_format: str = "",
     user=None,
     uuid: UUID | None = None,
+    visibility: str = ImageVisibility.PUBLIC,
 ) -> Image:
     """Keep an upload as an image, or remove it and refuse: never a row without its file nor
-    a file without its row. ``uuid`` is its id in Glance's API (a new one unless given)."""
+    a file without its row. ``uuid`` is its id in Glance's API (a new one unless given). The
+    uploader (``user``) owns it; who may give it which ``visibility`` is the caller's to check
+    (``hosts.image_access``)."""
     try:
         image_format, virtual_size = inspect(kind, upload.head, upload.size)
         if declared_format and declared_format != image_format:
@@ -260,7 +264,9 @@ def create_image(
                 f"The file is {image_format}, not {declared_format}.",
                 field="format",
             )
+        uploader = user if user is not None and user.is_authenticated else None
         with transaction.atomic():
+            quotas.charge(uploader, quotas.for_image(upload.size))
             image = Image.objects.create(
                 name=name,
                 kind=kind,
@@ -273,7 +279,9 @@ def create_image(
                 md5=upload.md5,
                 sha512=upload.sha512,
                 file="",
-                uploaded_by=user if user is not None and user.is_authenticated else None,
+                uploaded_by=uploader,
+                owner=uploader,
+                visibility=visibility,
                 **({"uuid": uuid} if uuid is not None else {}),
             )
             image.file = f"image-{image.pk}-{upload.sha256[:12]}"

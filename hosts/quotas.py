@@ -5,7 +5,7 @@ A user's limit on a resource is the most generous of the quota rows that apply t
 own, each of their groups', the default row) and the ``CORRAL_QUOTA_*`` settings where no
 default row sets it; superusers have none. What a user uses is what they hold: the VMs they
 own (a pool's VM counts for its holder while they hold it, for allocation makes them its
-owner) and, once images have owners, the images they own.
+owner) and the images they own.
 
 Every path that makes or hands out something a quota limits calls ``charge`` (or, on the pool
 allocation's fast path, ``lock_limits`` and ``check`` with the use read in its own statement)
@@ -80,7 +80,12 @@ LABELS = {name: (label, unit) for name, label, unit in RESOURCES}
 
 
 def _amount(value: float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    """A count as it is; a size in GB to two decimals (an image of a few MB is not 0 GB)."""
+    if not isinstance(value, float):
+        return str(value)
+    if 0 < value < 0.01:
+        return "less than 0.01"
+    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def for_vm(vm: VirtualMachine) -> Resources:
@@ -162,25 +167,14 @@ def lock_limits(user) -> Limits:
 # -- use ---------------------------------------------------------------------------------------
 
 
-def _image_owner_field() -> str | None:
-    """The field naming an image's owner, once images have one."""
-    names = {field.name for field in Image._meta.get_fields()}
-    return "owner" if "owner" in names else None
-
-
 def usage(user) -> Resources:
     """What ``user`` holds now: the VMs they own (pool VMs they hold among them) and the
     images they own."""
     vms = VirtualMachine.objects.filter(owner=user).aggregate(
         vms=Count("pk"), vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), disk_gb=Sum("disk_gb")
     )
-    images = {"images": 0, "image_gb": 0}
-    owner = _image_owner_field()
-    if owner is not None:
-        held = Image.objects.filter(**{owner: user}).aggregate(
-            n=Count("pk"), size=Sum("size_bytes")
-        )
-        images = {"images": held["n"], "image_gb": (held["size"] or 0) / GIB}
+    held = Image.objects.filter(owner=user).aggregate(n=Count("pk"), size=Sum("size_bytes"))
+    images = {"images": held["n"], "image_gb": (held["size"] or 0) / GIB}
     return Resources(**{name: value or 0 for name, value in vms.items()}, **images)
 
 

@@ -1,8 +1,9 @@
-"""Portal pages of the inventory: My VMs, a VM's page, its operations, a job's progress."""
+"""Portal pages of the inventory: My VMs, a VM's page, its operations, a job's progress,
+My images."""
 
 from django.urls import path, re_path
 
-from hosts import views
+from hosts import image_pages, views
 from hosts.guests import console_pages
 
 urlpatterns = [
@@ -21,5 +22,6 @@ urlpatterns = [
         name="vm-operation",
     ),
     path("jobs/<int:job_id>/", views.job_progress, name="job"),
+    path("images/", image_pages.my_images, name="images"),
     path("console/", console_pages.console_by_ticket, name="console-by-ticket"),
 ]

@@ -88,6 +88,12 @@ class GlanceImage(models.Model):
         related_name="glance_images",
         help_text="Glance's owner (the user's project); a queued image is theirs alone.",
     )
+    visibility = models.CharField(
+        max_length=10,
+        blank=True,
+        help_text="The visibility asked for at create, given to the Corral image its upload "
+        "makes (empty: the uploader's default, hosts.image_access.default_visibility).",
+    )
     min_disk = models.PositiveIntegerField(default=0, help_text="GiB")
     min_ram = models.PositiveIntegerField(default=0, help_text="MiB")
     properties = models.JSONField(default=dict, blank=True)

@@ -272,6 +272,7 @@ SPECTACULAR_SETTINGS = {
         "AffinityRuleEnum": "scheduling.models.AffinityRule",
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
+        "ImageMemberStatusEnum": "hosts.models.images.MemberStatus",
         "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
         "JobKindEnum": "hosts.models.jobs.JobKind",
         "JobStateEnum": "hosts.models.jobs.JobState",

@@ -7,10 +7,10 @@ from django.db.models.functions import Coalesce
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import services, sshtrust
+from hosts import image_access, services, sshtrust
 from hosts.admin import host_keys
 from hosts.admin.quotas import vm_use
-from hosts.models import Cluster, ExternalDomain, Host, Template, VirtualMachine
+from hosts.models import Cluster, ExternalDomain, Host, Image, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
 from project.access.permissions import holds, restrict
 from project.admin.base import LabelledTabularInline, ScopedAdmin
@@ -379,3 +379,9 @@ class TemplateAdmin(ScopedAdmin):
     list_filter = [("cluster", ONLY_VISIBLE), "os_type"]
     search_fields = ["name", "description"]
     list_select_related = ["cluster"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.remote_field.model is Image:
+            field.queryset = image_access.visible(request.user, Image.objects.all())
+        return field

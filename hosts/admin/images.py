@@ -2,7 +2,7 @@
 
 from django.contrib import admin, messages
 
-from hosts import images
+from hosts import image_access, images
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.models import Image, ImageCopy
 from project.admin.base import LabelledTabularInline, ScopedAdmin
@@ -25,13 +25,25 @@ class ImageAdmin(ScopedAdmin):
     """Images are uploaded through the API (``POST /api/images/``, streamed); here they are
     seen, renamed, described and deleted."""
 
-    list_display = ["name", "kind", "format", "size_bytes", "cluster", "status", "created_at"]
-    list_filter = ["kind", "format", ("cluster", ONLY_VISIBLE)]
+    list_display = [
+        "name",
+        "kind",
+        "format",
+        "size_bytes",
+        "cluster",
+        "owner",
+        "visibility",
+        "status",
+        "created_at",
+    ]
+    list_filter = ["kind", "format", "visibility", ("cluster", ONLY_VISIBLE)]
     search_fields = ["name", "description", "sha256"]
     fields = [
         "name",
         "description",
         "cluster",
+        "owner",
+        "visibility",
         "kind",
         "format",
         "size_bytes",
@@ -41,6 +53,8 @@ class ImageAdmin(ScopedAdmin):
         "created_at",
     ]
     readonly_fields = [
+        "owner",
+        "visibility",
         "kind",
         "format",
         "size_bytes",
@@ -49,8 +63,11 @@ class ImageAdmin(ScopedAdmin):
         "status",
         "created_at",
     ]
-    list_select_related = ["cluster"]
+    list_select_related = ["cluster", "owner"]
     inlines = [ImageCopyInline]
+
+    def get_queryset(self, request):
+        return image_access.visible(request.user, super(ScopedAdmin, self).get_queryset(request))
 
     def has_add_permission(self, request):
         return False

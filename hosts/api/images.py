@@ -1,16 +1,30 @@
 """Images API: multipart upload (streamed into the image store), list, show with per-host
-copies, rename, delete (refused while a template uses the image)."""
+copies, rename, change visibility, delete (refused while a template uses the image), and a
+shared image's members. Who sees and manages which image is ``hosts.image_access``'s."""
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
-from rest_framework import parsers, serializers, status
+from rest_framework import parsers, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.response import Response
 
-from hosts import images
+from hosts import image_access, images
 from hosts.error_codes import HostErrorCode
-from hosts.models import Cluster, Image, ImageCopy, ImageFormat, ImageKind
+from hosts.models import (
+    Cluster,
+    Image,
+    ImageCopy,
+    ImageFormat,
+    ImageKind,
+    ImageMember,
+    ImageVisibility,
+    MemberStatus,
+)
 from project.api.serializers import ModelCleanSerializer, ScopedRelatedField
 from project.api.viewsets import ScopedModelViewSet
 from project.errors import Refused
@@ -27,6 +41,17 @@ class ImageCopySerializer(serializers.ModelSerializer):
 
 
 class ImageSerializer(ModelCleanSerializer):
+    owner = serializers.PrimaryKeyRelatedField(
+        read_only=True, help_text="Who uploaded and manages it; null: the admins'."
+    )
+    owner_name = serializers.CharField(source="owner.username", read_only=True, default=None)
+    visibility = serializers.ChoiceField(
+        choices=ImageVisibility.choices,
+        required=False,
+        help_text="private (its owner), shared (and its accepted members), public (admins "
+        "publish), community (anyone may use it; listed only when asked for).",
+    )
+
     class Meta:
         model = Image
         fields = [
@@ -34,6 +59,9 @@ class ImageSerializer(ModelCleanSerializer):
             "name",
             "description",
             "cluster",
+            "owner",
+            "owner_name",
+            "visibility",
             "kind",
             "format",
             "size_bytes",
@@ -63,6 +91,11 @@ class ImageUploadSerializer(serializers.Serializer):
     )
     cluster = ScopedRelatedField(queryset=Cluster.objects.all(), required=False, allow_null=True)
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    visibility = serializers.ChoiceField(
+        choices=ImageVisibility.choices,
+        required=False,
+        help_text="Default: private, or public for an admin where the image is offered.",
+    )
     file = serializers.FileField()
 
     def validate_name(self, name):
@@ -76,14 +109,56 @@ class ImageUploadSerializer(serializers.Serializer):
         return upload
 
 
+class ImageMemberSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ImageMember
+        fields = ["id", "user", "group", "status", "created_at", "updated_at"]
+        read_only_fields = ["status"]
+
+
+class ImageMemberAddSerializer(serializers.Serializer):
+    user = serializers.SlugRelatedField(
+        slug_field="username",
+        queryset=get_user_model().objects.filter(is_active=True),
+        required=False,
+        help_text="The username of the user offered the image.",
+    )
+    group = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Group.objects.all(),
+        required=False,
+        help_text="The name of the group offered the image.",
+    )
+
+    def validate(self, attrs):
+        if ("user" in attrs) == ("group" in attrs):
+            raise serializers.ValidationError("Name a user or a group (one of them).")
+        return attrs
+
+
+class ImageMemberStatusSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=MemberStatus.choices)
+
+
 class ImageFilterSet(ScopedFilterSet):
     class Meta:
         model = Image
-        fields = {"name": ["exact", "icontains"], "kind": ["exact"], "cluster": ["exact"]}
+        fields = {
+            "name": ["exact", "icontains"],
+            "kind": ["exact"],
+            "cluster": ["exact"],
+            "visibility": ["exact"],
+            "owner": ["exact"],
+        }
 
 
 class ImageViewSet(ScopedModelViewSet):
-    """Images VMs boot from: disks (qcow2 or raw), kernels and initrds."""
+    """Images VMs boot from: disks (qcow2 or raw), kernels and initrds.
+
+    Lists show what ``hosts.image_access.listed`` shows (``?visibility=community`` lists
+    community images); an image the caller may not see is a 404. Its owner or an admin of its
+    scope changes and deletes it; only admins make it public.
+    """
 
     queryset = Image.objects.all()
     serializer_class = ImageSerializer
@@ -93,7 +168,15 @@ class ImageViewSet(ScopedModelViewSet):
     parser_classes = [parsers.MultiPartParser, *ScopedModelViewSet.parser_classes]
 
     def get_queryset(self):
-        queryset = super().get_queryset()
+        everything = viewsets.ModelViewSet.get_queryset(self).select_related("owner")
+        if self.action == "list":
+            queryset = image_access.listed(
+                self.request.user,
+                everything,
+                visibility=self.request.query_params.get("visibility") or None,
+            )
+        else:
+            queryset = image_access.visible(self.request.user, everything)
         if self.action == "retrieve":
             queryset = queryset.prefetch_related("copies__host")
         return queryset
@@ -129,8 +212,20 @@ class ImageViewSet(ScopedModelViewSet):
         upload = ImageUploadSerializer(data=body, context=self.get_serializer_context())
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
+        cluster = data.get("cluster")
         with transaction.atomic():
-            self.check_create_permission(Image(name=data["name"], cluster=data.get("cluster")))
+            if not image_access.may_upload(request.user, cluster):
+                raise PermissionDenied(
+                    f"You may not create an image in cluster {cluster}."
+                    if cluster
+                    else "You may not create an image."
+                )
+            visibility = data.get("visibility") or image_access.default_visibility(
+                request.user, cluster
+            )
+            image_access.check_visibility(
+                request.user, Image(cluster=cluster, visibility=""), visibility
+            )
             image = images.create_image(
                 data["file"],
                 name=data["name"],
@@ -139,8 +234,81 @@ class ImageViewSet(ScopedModelViewSet):
                 description=data.get("description", ""),
                 declared_format=data.get("format", ""),
                 user=request.user,
+                visibility=visibility,
             )
         return Response(ImageDetailSerializer(image).data, status=status.HTTP_201_CREATED)
 
+    def check_object_permissions(self, request, obj) -> None:
+        verb = {"update": "change", "partial_update": "change", "destroy": "delete"}.get(
+            self.action
+        )
+        if verb is not None and not image_access.manages(request.user, obj, verb):
+            raise PermissionDenied(f"You may not {verb} this image.")
+
+    def perform_update(self, serializer) -> None:
+        visibility = serializer.validated_data.pop("visibility", None)
+        with transaction.atomic():
+            self.check_placement(serializer)
+            image = serializer.save()
+            if visibility is not None:
+                image_access.set_visibility(self.request.user, image, visibility)
+        self.reload(serializer)
+
+    def check_placement(self, serializer) -> None:
+        # An owner keeps their image where it is offered; admins move images as before.
+        if "cluster" in serializer.validated_data:
+            super().check_placement(serializer)
+
     def perform_destroy(self, instance) -> None:
         images.delete_image(instance, requested_by=self.request.user)
+
+    def _managed(self) -> Image:
+        image = self.get_object()
+        if not image_access.manages(self.request.user, image):
+            raise PermissionDenied("Only the image's owner and admins change its members.")
+        return image
+
+    @extend_schema(methods=["GET"], request=None, responses={200: ImageMemberSerializer(many=True)})
+    @extend_schema(
+        methods=["POST"], request=ImageMemberAddSerializer, responses={201: ImageMemberSerializer}
+    )
+    @action(detail=True, methods=["get", "post"], url_path="members")
+    def members(self, request, pk=None):
+        """The users and groups a shared image is offered to (a member sees only its own
+        row); ``POST`` offers it to one more (its owner or an admin; pending until accepted)."""
+        if request.method == "POST":
+            image = self._managed()
+            body = ImageMemberAddSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            member = image_access.add_member(image, **body.validated_data)
+            return Response(ImageMemberSerializer(member).data, status=status.HTTP_201_CREATED)
+        image = self.get_object()
+        rows = image.members.all()
+        if not image_access.manages(request.user, image):
+            rows = [row for row in rows if image_access.is_member(request.user, row)]
+        return Response(ImageMemberSerializer(rows, many=True).data)
+
+    def _member(self, image: Image, member_id) -> ImageMember:
+        member = image.members.filter(pk=member_id).first() if str(member_id).isdigit() else None
+        if member is None:
+            raise NotFound("No such member of this image.")
+        return member
+
+    @extend_schema(
+        methods=["PATCH"], request=ImageMemberStatusSerializer, responses=ImageMemberSerializer
+    )
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<member_id>[0-9]+)")
+    def member(self, request, pk=None, member_id=None):
+        """``PATCH``: a member accepts (or rejects) the image offered to it. ``DELETE``: its
+        owner or an admin takes the offer back."""
+        if request.method == "DELETE":
+            self._member(self._managed(), member_id).delete()
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        member = self._member(self.get_object(), member_id)
+        if not image_access.is_member(request.user, member):
+            raise PermissionDenied("Only the member answers an offer.")
+        body = ImageMemberStatusSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        image_access.set_member_status(member, body.validated_data["status"])
+        return Response(ImageMemberSerializer(member).data)

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from hosts import checks, sshtrust
+from hosts import checks, image_access, sshtrust
 from hosts.capacity import schedulable
 from hosts.error_codes import JobErrorCode
 from hosts.guests import ssh
@@ -167,9 +167,19 @@ class SshIdentitySerializer(serializers.Serializer):
     fingerprint = serializers.CharField(help_text="Its SHA-256 fingerprint.")
 
 
+class VisibleImageField(ScopedRelatedField):
+    """An image the caller may see (``hosts.image_access.visible``); others do not exist."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        if request is None:
+            return Image.objects.none()
+        return image_access.visible(request.user, Image.objects.all())
+
+
 def _image_field(kind: str) -> ScopedRelatedField:
     # Any visible image: one of the wrong kind is named as such by the model's clean().
-    return ScopedRelatedField(
+    return VisibleImageField(
         queryset=Image.objects.all(),
         required=False,
         allow_null=True,

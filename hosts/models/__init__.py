@@ -1,7 +1,17 @@
 """The inventory (clusters, hosts, templates, VMs) and the jobs that change it."""
 
 from hosts.models.guests import ConsoleKind, ConsoleLog, ConsoleTicket
-from hosts.models.images import CopyState, Image, ImageCopy, ImageFormat, ImageKind, ImageStatus
+from hosts.models.images import (
+    CopyState,
+    Image,
+    ImageCopy,
+    ImageFormat,
+    ImageKind,
+    ImageMember,
+    ImageStatus,
+    ImageVisibility,
+    MemberStatus,
+)
 from hosts.models.inventory import (
     HOLDING_STATUSES,
     STATIONARY_STATUSES,
@@ -34,11 +44,14 @@ __all__ = [
     "ImageCopy",
     "ImageFormat",
     "ImageKind",
+    "ImageMember",
     "ImageStatus",
+    "ImageVisibility",
     "Job",
     "JobJournal",
     "JobKind",
     "JobState",
+    "MemberStatus",
     "OsType",
     "PowerState",
     "Quota",

@@ -23,6 +23,15 @@ class ImageStatus(models.TextChoices):
     READY = "ready", "Ready"
 
 
+class ImageVisibility(models.TextChoices):
+    """Who sees an image, as Glance says it (``hosts.image_access`` applies it)."""
+
+    PRIVATE = "private", "Private (its owner)"
+    SHARED = "shared", "Shared (its owner and the members who accept it)"
+    PUBLIC = "public", "Public (everyone who may see images; admins publish)"
+    COMMUNITY = "community", "Community (anyone may use it; not listed by default)"
+
+
 class Image(models.Model):
     """A file VMs boot from, kept in Corral's image store (``CORRAL_IMAGE_STORE``).
 
@@ -58,6 +67,22 @@ class Image(models.Model):
         max_length=12, choices=ImageStatus.choices, default=ImageStatus.READY, editable=False
     )
     file = models.CharField(max_length=200, editable=False, help_text="In the image store.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="images",
+        help_text="Who uploaded it and manages it; none: the admins' (images made before "
+        "images had owners, or whose owner was deleted).",
+    )
+    visibility = models.CharField(
+        max_length=10,
+        choices=ImageVisibility.choices,
+        default=ImageVisibility.PUBLIC,
+        editable=False,
+    )
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
@@ -84,6 +109,58 @@ class Image(models.Model):
         """The image's volume in a host's storage pool (named by content, so a changed file
         is never mistaken for an old copy)."""
         return f"corral-image-{self.pk}-{self.sha256[:12]}.{self.format}"
+
+
+class MemberStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+
+
+class ImageMember(models.Model):
+    """A user or a group a shared image is offered to (Glance's image member): they see it
+    once the image is shared, and it is listed for them once they accept it."""
+
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="image_memberships",
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="image_memberships",
+    )
+    status = models.CharField(
+        max_length=8, choices=MemberStatus.choices, default=MemberStatus.PENDING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["image", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="image_member_is_a_user_or_a_group",
+            ),
+            models.UniqueConstraint(fields=["image", "user"], name="one_membership_per_user"),
+            models.UniqueConstraint(fields=["image", "group"], name="one_membership_per_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.image} for {self.user or self.group}"
+
+    @property
+    def member_id(self) -> str:
+        """Its id in Glance's API: the user's project (the user's id), or ``g`` and a group's."""
+        return str(self.user_id) if self.user_id is not None else f"g{self.group_id}"
 
 
 class CopyState(models.TextChoices):

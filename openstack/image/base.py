@@ -43,7 +43,8 @@ def glance_exception_handler(exc, context):
         field = GLANCE_FIELDS.get(exc.field, exc.field)
         message = f"{field}: {exc.message}" if field else exc.message
         code = status.HTTP_409_CONFLICT if field is None else status.HTTP_400_BAD_REQUEST
-        if exc.code == HostErrorCode.IMAGE_TOO_BIG:
+        # Glance's own answer to an upload past a size or quota limit.
+        if exc.code in (HostErrorCode.IMAGE_TOO_BIG, HostErrorCode.QUOTA_EXCEEDED):
             code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
         return Response(error_body(code, message), status=code)
     response = exception_handler(exc, context)

@@ -32,9 +32,10 @@ READ_ONLY = {
     "locations",
     "stores",
 }
-CORE = {"name", "disk_format", "container_format", "min_disk", "min_ram", "tags"}
+CORE = {"name", "disk_format", "container_format", "min_disk", "min_ram", "tags", "visibility"}
+VISIBILITIES = ("private", "shared", "public", "community")
 # Accepted with the only value Corral's images have.
-FIXED = {"visibility": "public", "protected": False, "os_hidden": False}
+FIXED = {"protected": False, "os_hidden": False}
 MAX_NAME = 255
 MAX_PROPERTIES = 128
 MAX_PROPERTY_VALUE = 65535
@@ -72,11 +73,6 @@ def image_fields(document, *, owner_id: str) -> dict:
 
 
 def _fixed_message(key: str, value) -> str:
-    if key == "visibility":
-        return (
-            f"visibility: Corral's images made here are public (every user who may see images "
-            f"sees them), not {value!r}; an admin places an image in one cluster instead."
-        )
     return f"{key}: Corral's images are never {key} (only {FIXED[key]!r})."
 
 
@@ -131,7 +127,14 @@ def _tags(value) -> list[str]:
     return list(dict.fromkeys(value))
 
 
+def _visibility(value) -> str:
+    if value not in VISIBILITIES:
+        raise bad(f"visibility: one of {', '.join(VISIBILITIES)}, not {value!r}.")
+    return value
+
+
 CHECKS = {
+    "visibility": _visibility,
     "name": _name,
     "disk_format": _disk_format,
     "container_format": _container_format,

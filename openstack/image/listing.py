@@ -8,6 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from openstack.image.base import GlanceRefusal
+from openstack.image.bodies import VISIBILITIES
 from openstack.image.presenters import image_view
 from openstack.image.queries import Entry, visible_entries
 
@@ -45,6 +46,17 @@ def _matches(entry: Entry, params) -> bool:
     return all(tag in entry.tags for tag in params.getlist("tag"))
 
 
+def _visibility(params) -> str | None:
+    """The one visibility asked for, or ``all`` (every image the caller may see); none: what
+    Glance lists by default."""
+    visibility = params.get("visibility")
+    if visibility is None or visibility == "all":
+        return visibility
+    if visibility not in VISIBILITIES:
+        raise GlanceRefusal(400, f"Invalid visibility value: {visibility}")
+    return visibility
+
+
 def _limit(params) -> int:
     raw = params.get("limit")
     if raw is None:
@@ -76,7 +88,11 @@ def list_images(user, params) -> dict:
     key, descending = _order(params)
     value_of = SORT_KEYS[key]
     entries = sorted(
-        (entry for entry in visible_entries(user) if _matches(entry, params)),
+        (
+            entry
+            for entry in visible_entries(user, visibility=_visibility(params))
+            if _matches(entry, params)
+        ),
         key=lambda entry: (
             (value_of(entry) is not None, value_of(entry) or "", entry.id)
             if key in ("name", "size")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from hosts.models import Image
+from django.db.models import Q
+
+from hosts import image_access
+from hosts.models import Image, ImageVisibility
 from openstack.compute.queries import pool_templates
 from openstack.models import GlanceImage
-from project.access.permissions import restrict
 
 
 class ImageNotFound(LookupError):
@@ -47,15 +49,14 @@ class Entry:
 
     @property
     def visibility(self) -> str:
-        # Images without a cluster are offered in every cluster: everyone who may see images
-        # sees them. A cluster's images are shared with those who may see that cluster's.
-        if self.image is not None and self.image.cluster_id is not None:
-            return "shared"
-        return "public"
+        if self.image is not None:
+            return self.image.visibility
+        return self.glance.visibility or ImageVisibility.PRIVATE
 
     @property
     def owner(self) -> str | None:
-        owner_id = self.glance.owner_id if self.glance is not None else self.image.uploaded_by_id
+        """Glance's owner: the owning user's project (the user's id); none for the admins'."""
+        owner_id = self.image.owner_id if self.image is not None else self.glance.owner_id
         return None if owner_id is None else str(owner_id)
 
     @property
@@ -76,13 +77,20 @@ class Entry:
         return list(self.glance.tags) if self.glance is not None else []
 
 
-def visible_images(user):
-    """The Corral images ``user`` may see, with their Glance rows: those their grants show them,
-    and the disk images of the templates of pools they may take VMs from (what ``server create``
-    names to be handed a pool's VM)."""
-    seen = restrict(Image.objects.all(), user, "hosts.view_image")
+def visible_images(user, *, listing: bool = False, visibility: str | None = None):
+    """The Corral images ``user`` may see (``hosts.image_access``; ``listing``: those a list
+    shows by default, or of one ``visibility``), with their Glance rows, and the disk images of
+    the templates of pools they may take VMs from (what ``server create`` names to be handed a
+    pool's VM)."""
+    if listing:
+        seen = image_access.listed(user, visibility=visibility)
+    else:
+        seen = image_access.visible(user)
     pooled = Image.objects.filter(pk__in=pool_templates(user).values("disk_image"))
-    return (seen | pooled).select_related("glance")
+    if visibility not in (None, "all"):
+        pooled = pooled.filter(visibility=visibility)
+    either = Q(pk__in=seen.values("pk")) | Q(pk__in=pooled.values("pk"))
+    return Image.objects.filter(either).select_related("glance")
 
 
 def visible_queued(user):
@@ -91,8 +99,11 @@ def visible_queued(user):
     return queued if user.is_superuser else queued.filter(owner=user)
 
 
-def visible_entries(user) -> list[Entry]:
-    entries = [Entry(image, getattr(image, "glance", None)) for image in visible_images(user)]
+def visible_entries(user, *, visibility: str | None = None) -> list[Entry]:
+    """The entries of Glance's list: what ``user`` is shown by default, or of one
+    ``visibility`` (community images are listed only when asked for, as Glance's)."""
+    images = visible_images(user, listing=True, visibility=visibility)
+    entries = [Entry(image, getattr(image, "glance", None)) for image in images]
     entries += [Entry(None, glance) for glance in visible_queued(user)]
     return entries
 

@@ -3,7 +3,7 @@ fields Corral's images have; extra properties are strings."""
 
 from __future__ import annotations
 
-from openstack.image.bodies import CONTAINER_FORMATS, DISK_FORMATS
+from openstack.image.bodies import CONTAINER_FORMATS, DISK_FORMATS, VISIBILITIES
 
 
 def _nullable(kind: str, **more) -> dict:
@@ -18,7 +18,7 @@ def image_schema() -> dict:
             "id": {"type": "string", "pattern": "^[0-9a-f-]{36}$"},
             "name": _nullable("string", maxLength=255),
             "status": {"type": "string", "enum": ["queued", "active"], **read_only},
-            "visibility": {"type": "string", "enum": ["public", "shared"]},
+            "visibility": {"type": "string", "enum": list(VISIBILITIES)},
             "protected": {"type": "boolean"},
             "os_hidden": {"type": "boolean"},
             "checksum": _nullable("string", maxLength=32, **read_only),

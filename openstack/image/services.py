@@ -9,19 +9,34 @@ import re
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from hosts import images
+from hosts import image_access, images
 from hosts.models import Image, ImageKind
 from openstack.image.base import GlanceRefusal
 from openstack.image.queries import Entry
 from openstack.models import GlanceImage
+from project.errors import Refused
 from project.names import validate_object_name
 
 KIND_OF_DISK_FORMAT = {"aki": ImageKind.KERNEL, "ari": ImageKind.INITRD}
 NAME_LENGTH = 64
 
 
+def check_visibility(user, image: Image, visibility: str) -> None:
+    """Glance's refusal of a visibility only admins give (public, or taking it back)."""
+    try:
+        image_access.check_visibility(user, image, visibility)
+    except Refused:
+        raise GlanceRefusal(
+            403, "You are not authorized to complete publicize_image action."
+        ) from None
+
+
 def queue_image(owner, fields: dict) -> GlanceImage:
     """A queued image (no data yet) with Glance's ``fields``, owned by ``owner``."""
+    if fields.get("visibility"):
+        check_visibility(owner, Image(cluster=None, visibility=""), fields["visibility"])
+    else:
+        fields["visibility"] = image_access.default_visibility(owner)
     with transaction.atomic():
         wanted = fields.get("id")
         if wanted and (
@@ -75,6 +90,7 @@ def upload_data(glance: GlanceImage, stream, user) -> Image:
                 else "Uploaded through Glance's API.",
                 user=user,
                 uuid=row.id,
+                visibility=row.visibility or image_access.default_visibility(user),
             )
             row.image = image
             row.save(update_fields=["image", "updated_at"])
@@ -95,9 +111,16 @@ def settable_fields(entry: Entry) -> dict:
     """The fields a patch starts from: the core ones and the extra properties."""
     glance = entry.glance
     if glance is None:
-        return {"name": entry.name, "min_disk": 0, "min_ram": 0, "tags": []}
+        return {
+            "name": entry.name,
+            "min_disk": 0,
+            "min_ram": 0,
+            "tags": [],
+            "visibility": entry.visibility,
+        }
     return {
         **glance.properties,
+        "visibility": entry.visibility,
         "name": glance.name,
         "disk_format": glance.disk_format,
         "container_format": glance.container_format,
@@ -107,10 +130,19 @@ def settable_fields(entry: Entry) -> dict:
     }
 
 
-def update_entry(entry: Entry, fields: dict) -> GlanceImage:
+def update_entry(entry: Entry, fields: dict, user) -> GlanceImage:
     """Keep an image's Glance fields (a Corral image made through its own API gets its Glance
-    row now, with its Corral name until renamed). Corral's own name stays as it is."""
+    row now, with its Corral name until renamed). Corral's own name stays as it is; its
+    visibility is the Corral image's (only admins publish)."""
+    visibility = fields.pop("visibility", None) or entry.visibility
     with transaction.atomic():
+        if entry.image is not None:
+            check_visibility(user, entry.image, visibility)
+            image_access.set_visibility(user, entry.image, visibility)
+        else:
+            if visibility != entry.visibility:
+                check_visibility(user, Image(cluster=None, visibility=""), visibility)
+            fields["visibility"] = visibility
         glance = entry.glance
         if glance is None:
             image = entry.image

@@ -1,10 +1,11 @@
 """Glance's Image API v2 views: versions, images (list, create, show, change, delete), their
 data (upload, download) and the image schemas.
 
-The permissions are Corral's, as /api/images/ checks them: an image the caller may not see is
-"not found"; creating needs ``hosts.add_image`` (for an image in no cluster, where Glance's
-images go), changing and deleting ``hosts.change_image`` and ``hosts.delete_image`` on it. A
-queued image is its owner's alone.
+The permissions are Corral's, as /api/images/ checks them (``hosts.image_access``): an image
+the caller may not see is "not found"; whoever may create VMs somewhere creates images (in no
+cluster, where Glance's images go; private unless an admin's), their owner or an admin of
+their scope changes and deletes them, only admins make one public. A queued image is its
+owner's alone. Members (``/v2/images/{id}/members``) are in members.py.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from django.http import FileResponse
 from rest_framework import status
 from rest_framework.response import Response
 
+from hosts import image_access
 from hosts import images as corral_images
-from hosts.models import Image
 from openstack.identity.catalog import base_url
 from openstack.image import bodies, listing, services
 from openstack.image.base import GlanceRefusal, GlanceView
 from openstack.image.presenters import image_view
 from openstack.image.queries import Entry, ImageNotFound, find_entry
 from openstack.image.schemas import image_schema, images_schema
-from project.access.permissions import holds
 from project.api.parsers import JSONParser
 
 # Glance's API versions: the current one, and those it still answers (the same API here).
@@ -65,8 +65,13 @@ def _entry(request, image_id: str) -> Entry:
 
 def _check(request, entry: Entry, verb: str) -> None:
     """Refuse ``verb`` (change, delete) on an image the caller sees but may not act on."""
-    if entry.image is not None and not holds(request.user, f"hosts.{verb}_image", entry.image):
+    if entry.image is not None and not image_access.manages(request.user, entry.image, verb):
         raise GlanceRefusal(403, f"You may not {verb} image {entry.name}.")
+
+
+def _check_upload(request) -> None:
+    if not image_access.may_upload(request.user):
+        raise GlanceRefusal(403, "You may not create images.")
 
 
 class ImagesView(GlanceView):
@@ -74,8 +79,7 @@ class ImagesView(GlanceView):
         return Response(listing.list_images(request.user, request.query_params))
 
     def post(self, request):
-        if not holds(request.user, "hosts.add_image", Image(cluster=None)):
-            raise GlanceRefusal(403, "You may not create images.")
+        _check_upload(request)
         fields = bodies.image_fields(self.body(), owner_id=str(request.user.pk))
         glance = services.queue_image(request.user, fields)
         return Response(image_view(Entry(None, glance)), status=status.HTTP_201_CREATED)
@@ -96,7 +100,7 @@ class ImageView(GlanceView):
             services.settable_fields(entry), self.body(), queued=entry.image is None
         )
         fields = bodies.image_fields(document, owner_id=entry.owner or "")
-        services.update_entry(entry, fields)
+        services.update_entry(entry, fields, request.user)
         return Response(image_view(_entry(request, image_id)))
 
     def delete(self, request, image_id):
@@ -115,8 +119,7 @@ class ImageFileView(GlanceView):
         entry = _entry(request, image_id)
         if entry.image is not None:
             raise GlanceRefusal(409, "Image status transition from active to saving is not allowed")
-        if not holds(request.user, "hosts.add_image", Image(cluster=None)):
-            raise GlanceRefusal(403, "You may not create images.")
+        _check_upload(request)
         if request.content_type.split(";")[0].strip() != "application/octet-stream":
             raise GlanceRefusal(415, "Send the image's data as application/octet-stream.")
         for header in ("CONTENT_LENGTH", "HTTP_X_OPENSTACK_IMAGE_SIZE"):

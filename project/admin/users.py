@@ -12,6 +12,19 @@ from project.access.permissions import holds_at_system
 
 User = get_user_model()
 
+# What deleting a user does beyond Django's cascade, in words for the confirmation page: each
+# is called with the user and returns sentences (apps above project register from ready()).
+_deletion_notes: list = []
+
+
+def register_deletion_note(notes) -> None:
+    """Add ``notes(user) -> list[str]`` to what the admin's delete confirmation says."""
+    _deletion_notes.append(notes)
+
+
+def deletion_notes(user) -> list[str]:
+    return [note for notes in _deletion_notes for note in notes(user)]
+
 
 class UsernameIgnoringCaseMixin:
     """A user form whose username may not equal another user's but for case."""
@@ -65,3 +78,9 @@ class UserAdmin(auth_admin.UserAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return holds_at_system(request.user, "auth.delete_user")
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        for user in objs:
+            deleted.extend(f"{user.username}: {note}" for note in deletion_notes(user))
+        return deleted, counts, perms_needed, protected

@@ -571,3 +571,22 @@ def test_the_name_filter_takes_novas_anchors_and_any_character(launcher, nova_fo
     listed = nova_get(nova, f"{V}/servers?name={quote(name)}")["servers"]
 
     assert sorted(server["name"] for server in listed) == sorted(found)
+
+
+def test_a_server_boots_its_owners_private_image_and_another_user_cannot_name_it(
+    launcher, nova_for, make_user, grant, sim_cluster, make_image
+):
+    user, _ = launcher
+    other = make_user()
+    grant(other, "PowerUser", sim_cluster)
+    image = make_image(name="alices-disk", owner=user, visibility="private")
+
+    made = create(nova_for(user), imageRef=str(image.uuid))
+    refused = create(nova_for(other), imageRef=str(image.uuid), name="theirs")
+
+    assert made.status_code == 202, made.content
+    vm = VirtualMachine.objects.get(uuid=made.json()["server"]["id"])
+    assert vm.disk_image_id == image.pk
+    assert refused.status_code == 400
+    assert f"Image {image.uuid} could not be found." in refused.json()["badRequest"]["message"]
+    assert VirtualMachine.objects.count() == 1

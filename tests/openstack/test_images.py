@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from hosts.models import Image
+from hosts.models import Image, Quota
 from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
 from openstack.models import GlanceImage
 
@@ -214,6 +214,25 @@ def test_an_upload_over_the_size_limit_is_a_413_and_keeps_nothing(
     assert stored_files(image_store) == []
 
 
+def test_an_upload_past_the_uploaders_image_storage_quota_is_a_413_and_keeps_nothing(
+    make_user, grant, make_cluster, glance_for, image_store
+):
+    user = make_user()
+    grant(user, "PowerUser", make_cluster())
+    Quota.objects.create(image_gb=0)  # the default for everyone: no image storage
+    client = glance_for(user)
+    queued = create(client, name="mine", disk_format="raw").json()
+
+    response = put_data(client, queued["id"], b"\0" * 512)
+
+    assert response.status_code == 413
+    assert response.json()["message"] == (
+        "Quota exceeded for image storage: requested less than 0.01 GB, but already used 0 of 0 GB."
+    )
+    assert GlanceImage.objects.get(id=queued["id"]).image is None
+    assert stored_files(image_store) == []
+
+
 def test_uploading_twice_is_a_409(uploader, glance_for, image_store):
     client = glance_for(uploader)
     image = make_active(client, b"\0" * 512, disk_format="raw", name="once")
@@ -297,11 +316,11 @@ def test_an_image_of_a_cluster_the_caller_cannot_see_is_not_found(
     assert response.json()["message"] == f"No image found with ID {invisible.uuid}"
     listed = client.get(f"{API}/images").json()["images"]
     assert [(image["id"], image["visibility"]) for image in listed] == [
-        (str(visible.uuid), "shared")
+        (str(visible.uuid), "public")
     ]
 
 
-def test_a_user_who_may_see_images_may_neither_create_nor_delete_them(
+def test_a_user_who_may_see_images_may_not_delete_the_admins_images(
     make_user, grant, make_cluster, make_image, glance_for
 ):
     user = make_user("viewer")
@@ -313,8 +332,19 @@ def test_a_user_who_may_see_images_may_neither_create_nor_delete_them(
     refused = client.delete(f"{API}/images/{image.uuid}")
     assert refused.status_code == 403
     assert refused.json()["message"] == "You may not delete image shared-disk."
-    assert create(client, name="nope").status_code == 403
     assert Image.objects.filter(pk=image.pk).exists()
+
+
+def test_a_user_who_may_create_no_vm_may_not_create_images(
+    make_user, grant, make_cluster, glance_for
+):
+    user = make_user("vm-user")
+    grant(user, "UserRole", make_cluster())
+
+    refused = create(glance_for(user), name="nope")
+
+    assert refused.status_code == 403
+    assert refused.json()["message"] == "You may not create images."
     assert not GlanceImage.objects.exists()
 
 
@@ -361,7 +391,7 @@ def test_deleting_removes_the_image_its_glance_fields_and_its_file(
         ({"min_ram": "lots"}, 400, "min_ram: a whole number, 0 or more."),
         ({"name": "x" * 256}, 400, "name: a string of at most 255 characters"),
         ({"tags": "a,b"}, 400, "tags: a list of strings"),
-        ({"visibility": "private"}, 400, "visibility: Corral's images made here are public"),
+        ({"visibility": "hidden"}, 400, "visibility: one of private, shared, public, community"),
         ({"protected": True}, 400, "protected: Corral's images are never protected"),
         ({"id": "not-a-uuid"}, 400, "id: 'not-a-uuid' is not a UUID."),
         ({"hw_disk_bus": 3}, 400, "hw_disk_bus: a property's value is a string"),
@@ -503,3 +533,87 @@ def test_find_image_resolves_an_id_or_a_url_for_a_user(uploader, glance_for, mak
         find_image(make_user("stranger"), str(image.uuid))
     with pytest.raises(ImageNotFound):
         find_image(uploader, "not-an-id")
+
+
+@pytest.fixture
+def two_creators(make_user, grant, make_cluster, image_store):
+    """Two users who may create VMs (PowerUser of one cluster), not admins."""
+    cluster = make_cluster()
+    alice, bob = make_user("alice"), make_user("bob")
+    for user in (alice, bob):
+        grant(user, "PowerUser", cluster)
+    return alice, bob
+
+
+def test_a_user_uploads_a_private_image_that_another_user_cannot_find(
+    two_creators, glance_for, qcow2_bytes
+):
+    alice, bob = two_creators
+    owner = glance_for(alice)
+    created = create(owner, name="alices")
+    assert created.status_code == 201, created.content
+    assert (created.json()["visibility"], created.json()["owner"]) == ("private", str(alice.pk))
+    image_id = created.json()["id"]
+    assert put_data(owner, image_id, qcow2_bytes).status_code == 204
+
+    other = glance_for(bob)
+    assert other.get(f"{API}/images/{image_id}").status_code == 404
+    assert other.get(f"{API}/images/{image_id}/file").status_code == 404
+    assert other.get(f"{API}/images/{image_id}/members").status_code == 404
+    assert other.get(f"{API}/images").json()["images"] == []
+    assert other.get(f"{API}/images", {"visibility": "private"}).json()["images"] == []
+    assert owner.get(f"{API}/images/{image_id}").json()["status"] == "active"
+
+
+def test_members_are_offered_a_shared_image_and_accept_it(two_creators, glance_for, qcow2_bytes):
+    alice, bob = two_creators
+    owner, member = glance_for(alice), glance_for(bob)
+    image_id = create(owner, name="to-share", visibility="shared").json()["id"]
+    put_data(owner, image_id, qcow2_bytes)
+
+    offered = owner.post(f"{API}/images/{image_id}/members", {"member": str(bob.pk)}, format="json")
+    assert offered.status_code == 200, offered.content
+    assert (offered.json()["member_id"], offered.json()["status"]) == (str(bob.pk), "pending")
+    assert member.get(f"{API}/images/{image_id}").status_code == 200
+    assert member.get(f"{API}/images").json()["images"] == []
+    again = owner.post(f"{API}/images/{image_id}/members", {"member": str(bob.pk)}, format="json")
+    assert again.status_code == 409
+
+    answer = member.put(
+        f"{API}/images/{image_id}/members/{bob.pk}", {"status": "accepted"}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert [row["id"] for row in member.get(f"{API}/images").json()["images"]] == [image_id]
+    listed = owner.get(f"{API}/images/{image_id}/members").json()["members"]
+    assert [(row["member_id"], row["status"]) for row in listed] == [(str(bob.pk), "accepted")]
+    assert (
+        owner.put(
+            f"{API}/images/{image_id}/members/{bob.pk}", {"status": "rejected"}, format="json"
+        ).status_code
+        == 403
+    )
+
+    assert owner.delete(f"{API}/images/{image_id}/members/{bob.pk}").status_code == 204
+    assert member.get(f"{API}/images/{image_id}").status_code == 404
+
+
+def test_only_admins_make_an_image_public(two_creators, glance_for, uploader, qcow2_bytes):
+    alice, bob = two_creators
+    owner = glance_for(alice)
+    refused = create(owner, name="public-at-once", visibility="public")
+    assert refused.status_code == 403
+    image_id = create(owner, name="later-public").json()["id"]
+    put_data(owner, image_id, qcow2_bytes)
+    publish = [{"op": "replace", "path": "/visibility", "value": "public"}]
+
+    by_owner = patch(owner, image_id, publish)
+    assert by_owner.status_code == 403, by_owner.content
+    community = [{"op": "replace", "path": "/visibility", "value": "community"}]
+    assert patch(owner, image_id, community).status_code == 200
+    assert glance_for(bob).get(f"{API}/images/{image_id}").status_code == 200
+    assert glance_for(bob).get(f"{API}/images").json()["images"] == []
+
+    by_admin = patch(glance_for(uploader), image_id, publish)
+    assert by_admin.status_code == 200, by_admin.content
+    listed = glance_for(bob).get(f"{API}/images").json()["images"]
+    assert [(row["id"], row["visibility"]) for row in listed] == [(image_id, "public")]

@@ -20,7 +20,14 @@ from rest_framework import serializers
 
 METHODS = ("get", "post", "put", "patch", "delete")
 # Made-up ids that fill a route's parameters (a grant's id is a letter and a number).
-_MADE_UP_IDS = ({}, {"pk": 1}, {"pk": "u1"}, {"policy_pk": 1}, {"policy_pk": 1, "pk": 1})
+_MADE_UP_IDS = (
+    {},
+    {"pk": 1},
+    {"pk": "u1"},
+    {"policy_pk": 1},
+    {"policy_pk": 1, "pk": 1},
+    {"pk": 1, "member_id": 1},
+)
 # The same, with values that stand out, to write the route as the OpenAPI schema does.
 _MARKED_IDS = (
     ({}, {}),
@@ -28,6 +35,7 @@ _MARKED_IDS = (
     ({"pk": "u990001"}, {"u990001": "{id}"}),
     ({"policy_pk": 990002}, {"990002": "{policy_pk}"}),
     ({"policy_pk": 990002, "pk": 990001}, {"990002": "{policy_pk}", "990001": "{id}"}),
+    ({"pk": 990001, "member_id": 990003}, {"990001": "{id}", "990003": "{member_id}"}),
 )
 
 
