@@ -13,10 +13,10 @@ configuration only; so a ``qemu+ssh`` URI is opened with ``command=`` naming Cor
 command (``ssh_command``, a script in ``CORRAL_SSH_DIR``): OpenSSH with Corral's key, Corral's
 known-hosts file (written from the database before each connection) and no ssh configuration
 at all (``connection_uri``, registered with the host driver). libvirt's in-process ``libssh``
-transport, which takes a known-hosts file itself, is not used: in libvirt 9.0 a reply such as
-the domain capabilities every report asks for (8.7 KB) arrives over it only at the
-connection's next keepalive, so each sync takes 5 s (docs/benchmarks.md, "Remote hosts over
-SSH"); it crashes the process in remote calls on a host with a running guest; and it reads
+transport, which takes a known-hosts file itself, is not used: in libvirt 9.0 a reply over
+about 1 KB (the host's domain capabilities, a domain's XML) arrives over it only at the
+connection's next keepalive, up to 5 s later (docs/benchmarks.md, "Remote hosts over SSH");
+it crashes the process in remote calls on a host with a running guest; and it reads
 the system's ssh_config, whose ``UserKnownHostsFile`` takes the place of the file it is given.
 A URI that names its own ``keyfile`` or ``known_hosts`` is opened as written (its admin
 manages the trust), as is one over ``libssh`` or ``libssh2``.
