@@ -187,3 +187,20 @@ def test_an_unknown_project_is_novas_400_for_an_admin(nova_for, make_user, grant
 
     assert response.status_code == 400
     assert response.json()["badRequest"]["message"] == "Project ID 999999 is not a valid project."
+
+
+def test_an_admin_finds_a_users_project_by_name_or_id_in_keystone(
+    blazar_for, make_user, grant
+):
+    admin, user = make_user(), make_user()
+    grant(admin, "SuperUser")
+    keystone, theirs = blazar_for(admin), blazar_for(user)
+
+    by_name = keystone.get(f"/identity/v3/projects?name={user.username}").json()["projects"]
+    by_id = keystone.get(f"/identity/v3/projects/{user.pk}").json()["project"]
+    hidden = theirs.get(f"/identity/v3/projects/{admin.pk}")
+    own_list = theirs.get(f"/identity/v3/projects?name={admin.username}").json()["projects"]
+
+    assert [p["id"] for p in by_name] == [str(user.pk)] and by_id["name"] == user.username
+    assert hidden.status_code == 404
+    assert [p["id"] for p in own_list] == [str(user.pk)]
