@@ -189,9 +189,7 @@ def test_an_unknown_project_is_novas_400_for_an_admin(nova_for, make_user, grant
     assert response.json()["badRequest"]["message"] == "Project ID 999999 is not a valid project."
 
 
-def test_an_admin_finds_a_users_project_by_name_or_id_in_keystone(
-    blazar_for, make_user, grant
-):
+def test_an_admin_finds_a_users_project_by_name_or_id_in_keystone(blazar_for, make_user, grant):
     admin, user = make_user(), make_user()
     grant(admin, "SuperUser")
     keystone, theirs = blazar_for(admin), blazar_for(user)
