@@ -26,6 +26,7 @@ from django.db.models import Count, Sum
 from hosts.error_codes import HostErrorCode
 from hosts.models import Image, Quota, VirtualMachine
 from hosts.models.quotas import RESOURCE_NAMES, RESOURCES, UNLIMITED
+from project.access.permissions import holds_at_system
 from project.errors import Refused
 
 GIB = 1024**3
@@ -259,3 +260,26 @@ def quota_of(user) -> list[QuotaLine]:
         QuotaLine(name, label, unit.strip(), limits[name], math.ceil(used[name]))
         for name, label, unit in RESOURCES
     ]
+
+
+def may_set_quotas(user) -> bool:
+    """Whether ``user`` sets anyone's limits (the admin console, Nova's ``os-quota-sets``): a
+    system-wide grant of ``hosts.change_quota``."""
+    return holds_at_system(user, "hosts.change_quota")
+
+
+def may_see_quotas(user) -> bool:
+    """Whether ``user`` sees anyone's limits and use, not only their own."""
+    return holds_at_system(user, "hosts.view_quota") or may_set_quotas(user)
+
+
+def default_row_limits() -> Limits:
+    """What applies to someone with no row of their own and no group's: the default row's
+    limits, the ``CORRAL_QUOTA_*`` settings where it sets none (None: unlimited)."""
+    limits = default_limits()
+    row = Quota.objects.filter(user__isnull=True, group__isnull=True).first()
+    for name in RESOURCE_NAMES:
+        value = getattr(row, name, None)
+        if value is not None:
+            limits[name] = None if value == UNLIMITED else value
+    return limits

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
+from hosts import quotas
 from hosts.models import Quota, VirtualMachine
 from hosts.models.quotas import RESOURCE_NAMES, UNLIMITED
 from project.access.permissions import holds_at_system
@@ -72,12 +73,10 @@ class QuotaAdmin(admin.ModelAdmin):
         return self.has_view_permission(request)
 
     def has_view_permission(self, request, obj=None):
-        return holds_at_system(request.user, "hosts.view_quota") or self.has_change_permission(
-            request, obj
-        )
+        return quotas.may_see_quotas(request.user)
 
     def has_change_permission(self, request, obj=None):
-        return holds_at_system(request.user, "hosts.change_quota")
+        return quotas.may_set_quotas(request.user)
 
     def has_add_permission(self, request):
         return holds_at_system(request.user, "hosts.add_quota")

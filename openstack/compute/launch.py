@@ -20,10 +20,11 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
+from hosts import quotas
 from hosts import services as vm_services
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Cluster, JobKind, Template, VirtualMachine
-from openstack.compute import queries
+from openstack.compute import queries, quota_sets
 from openstack.compute.bodies import LaunchSpec
 from openstack.compute.services import add_member
 from openstack.models import Server
@@ -41,11 +42,17 @@ def vm_name(name: str, cluster_id: int | None, ident: uuid.UUID) -> str:
     return f"{base}-{ident.hex[:8]}" if taken else base
 
 
+# What ends a batch once its minimum is made: the caller may hold no more, or no pool has one.
+STOPS_A_BATCH = (pool_services.PoolExhausted, pool_services.UserLimitReached, quotas.QuotaExceeded)
+
+
 def launch(spec: LaunchSpec, user) -> list[Server]:
     """Create the servers a request asks for (one unless ``max_count``), all or none.
 
-    As Nova's quotas do, a pool's limit per user (or an empty pool) stops the batch once
-    ``min_count`` servers are made, and refuses it before then.
+    As Nova's quotas do, the caller's quota (``hosts.quotas``), a pool's limit per user or an
+    empty pool stops the batch once ``min_count`` servers are made, and refuses it before
+    then, nothing made: a quota in Nova's words and status (403, "Quota exceeded for cores:
+    Requested 4, but already used 6 of 8 cores").
     """
     batch = uuid.uuid4().hex[:8]
     made = []
@@ -55,12 +62,14 @@ def launch(spec: LaunchSpec, user) -> list[Server]:
                 name = spec.name if spec.count == 1 else f"{spec.name}-{index + 1}"
                 try:
                     made.append(launch_one(spec, user, name, index, f"r-{batch}"))
-                except (pool_services.PoolExhausted, pool_services.UserLimitReached):
+                except STOPS_A_BATCH:
                     if index < spec.min_count:
                         raise
                     break
     except pool_services.UserLimitReached as refused:
         raise PermissionDenied(refused.message) from None  # Nova's status for a quota
+    except quotas.QuotaExceeded as exceeded:
+        raise quota_sets.nova_refusal(exceeded) from None
     return made
 
 

@@ -1,8 +1,7 @@
 """What Nova's API reads of Corral's rows: the flavors a caller may use, the VMs they see as
 servers, each one's start history (one query over their jobs), the server row that speaks for
 a VM, the server groups they see or name (affinity groups, and the groups of instance
-reservations), the availability zones they may use, the hosts an admin sees as hypervisors
-and the figures of their limits.
+reservations), the availability zones they may use, and the hosts an admin sees as hypervisors.
 
 Flavors are Corral's templates and the flavors Blazar makes for instance reservations. Each
 template a user may use is a public flavor of its size, its id the template's name (a name of
@@ -19,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from django.conf import settings
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Exists, OuterRef, Q
 
 from hosts.models import (
     Cluster,
@@ -36,10 +34,9 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from hosts.usage import with_usage
 from leases.models import Allocation, LeaseStatus, Reservation, ResourceType
 from openstack.compute.group_ids import affinity_group_id, affinity_group_key, reservation_group_id
-from openstack.models import NovaServerGroup, Server
+from openstack.models import Server
 from pools.models import VmPool
 from project.access.permissions import grant_condition, holds, restrict
-from project.sshkeys import MAX_KEYS_PER_USER
 from scheduling.models import AffinityGroup, AffinityRule
 
 RESERVATION_SPEC = "aggregate_instance_extra_specs:reservation"
@@ -348,42 +345,3 @@ def any_reservation_flavor(flavor_id: str) -> Flavor | None:
         return None
     found = active_instance_reservations().filter(pk=int(flavor_id)).first()
     return reservation_flavor(found) if found is not None else None
-
-
-UNLIMITED = -1
-
-
-def _quota(value: int) -> int:
-    return value if value > 0 else UNLIMITED
-
-
-def absolute_limits(user, *, with_network: bool) -> dict:
-    leases_only = not holds(user, "hosts.add_virtualmachine")
-    held = VirtualMachine.objects.filter(owner=user).aggregate(
-        instances=Count("pk"), cores=Sum("vcpus"), ram=Sum("memory_mb")
-    )
-    limits = {
-        "maxTotalInstances": _quota(settings.LEASE_QUOTA_INSTANCES) if leases_only else UNLIMITED,
-        "maxTotalCores": _quota(settings.LEASE_QUOTA_VCPUS) if leases_only else UNLIMITED,
-        "maxTotalRAMSize": _quota(settings.LEASE_QUOTA_MEMORY_MB) if leases_only else UNLIMITED,
-        "totalInstancesUsed": held["instances"],
-        "totalCoresUsed": held["cores"] or 0,
-        "totalRAMUsed": held["ram"] or 0,
-        "maxTotalKeypairs": MAX_KEYS_PER_USER,
-        "maxServerMeta": UNLIMITED,
-        "maxImageMeta": UNLIMITED,
-        "maxPersonality": UNLIMITED,
-        "maxPersonalitySize": UNLIMITED,
-        "maxServerGroups": UNLIMITED,
-        "maxServerGroupMembers": UNLIMITED,
-        "totalServerGroupsUsed": NovaServerGroup.objects.filter(user=user).count(),
-    }
-    if with_network:  # proxied to Neutron by Nova before 2.36; Corral has none of them
-        limits |= {
-            "maxSecurityGroups": UNLIMITED,
-            "maxSecurityGroupRules": UNLIMITED,
-            "maxTotalFloatingIps": UNLIMITED,
-            "totalSecurityGroupsUsed": 0,
-            "totalFloatingIpsUsed": 0,
-        }
-    return limits

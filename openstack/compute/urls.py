@@ -11,6 +11,7 @@ from openstack.compute.views import (
     hypervisors,
     keypairs,
     limits,
+    quota_sets,
     server_actions,
     server_groups,
     servers,
@@ -22,6 +23,7 @@ FLAVOR = r"(?P<flavor_id>[^/]+)"
 SERVER = r"(?P<server_id>[^/]+)"
 HYPERVISOR = r"(?P<hypervisor_id>[^/]+)"
 PATTERN = r"(?P<pattern>[^/]+)"
+PROJECT = r"(?P<project_id>[^/]+)"
 
 urlpatterns = [
     re_path(r"^compute/?$", versions.VersionsView.as_view(), name="nova-versions"),
@@ -71,6 +73,13 @@ urlpatterns = [
         rf"{V}/os-hypervisors/{HYPERVISOR}/uptime/?$", hypervisors.HypervisorUptimeView.as_view()
     ),
     re_path(rf"{V}/os-hypervisors/{HYPERVISOR}/?$", hypervisors.HypervisorView.as_view()),
+    re_path(
+        rf"{V}/os-quota-sets/{PROJECT}/?$",
+        quota_sets.QuotaSetView.as_view(),
+        name="nova-quota-set",
+    ),
+    re_path(rf"{V}/os-quota-sets/{PROJECT}/detail/?$", quota_sets.QuotaSetDetailView.as_view()),
+    re_path(rf"{V}/os-quota-sets/{PROJECT}/defaults/?$", quota_sets.QuotaSetDefaultsView.as_view()),
     re_path(rf"{V}/limits/?$", limits.LimitsView.as_view(), name="nova-limits"),
     re_path(
         rf"{V}/os-availability-zone/?$",

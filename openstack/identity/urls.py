@@ -10,7 +10,7 @@ urlpatterns = [
     re_path(r"^identity/v3/auth/tokens/?$", views.TokensView.as_view(), name="identity-tokens"),
     re_path(r"^identity/v3/auth/catalog/?$", views.CatalogView.as_view()),
     re_path(r"^identity/v3/auth/projects/?$", views.ProjectsView.as_view()),
-    re_path(r"^identity/v3/projects/?$", views.ProjectsView.as_view()),
+    re_path(r"^identity/v3/projects/?$", views.EveryProjectView.as_view()),
     re_path(r"^identity/v3/projects/(?P<project_id>[^/]+)/?$", views.ProjectView.as_view()),
     re_path(r"^identity/v3/users/?$", views.UsersView.as_view()),
     re_path(r"^identity/v3/users/(?P<user_id>[^/]+)/projects/?$", views.ProjectsView.as_view()),

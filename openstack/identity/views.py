@@ -1,6 +1,7 @@
 """Keystone v3 as OpenStack clients use it: the version document, log-in by password or
 application credential (``POST /auth/tokens``), token validation and revocation, the
-caller's own project and catalog, and users (the caller themself; anyone, for an admin)
+caller's own project and catalog (anyone's project, for an admin), and users (the caller
+themself; anyone, for an admin)
 and application credentials, made, listed, shown and deleted by their owner.
 
 A Corral user is a Keystone user in the domain ``Default`` with one project of their own,
@@ -233,8 +234,37 @@ class ProjectsView(KeystoneView):
         )
 
 
+class EveryProjectView(ProjectsView):
+    """``GET /projects``: the caller's project; for an admin, every user's (as Keystone lists
+    every project to an admin), filtered by ``name``: ``openstack quota set --cores 8 alice``
+    finds alice's project here."""
+
+    def get(self, request, user_id: str | None = None):
+        caller = request.keystone_token.user
+        if not is_admin(caller):
+            return super().get(request)
+        users = get_user_model().objects.order_by("pk")
+        if "name" in request.GET:
+            users = users.filter(username=request.GET["name"])
+        return JsonResponse(
+            {
+                "projects": [project_view(request, user) for user in users],
+                "links": {"self": request.build_absolute_uri(), "next": None, "previous": None},
+            }
+        )
+
+
 class ProjectView(KeystoneView):
+    """``GET /projects/{id}``: the caller's own project, or, for an admin, anyone's."""
+
     def get(self, request, project_id: str):
+        caller = request.keystone_token.user
+        anyones = project_id.isdigit() and len(project_id) < 19 and is_admin(caller)
+        if project_id != str(caller.pk) and anyones:
+            user = get_user_model().objects.filter(pk=int(project_id)).first()
+            if user is None:
+                raise KeystoneError(404, f"Could not find project: {project_id}.")
+            return JsonResponse({"project": project_view(request, user)})
         return JsonResponse({"project": project_view(request, own_user(request, project_id))})
 
 

@@ -36,30 +36,20 @@ def test_used_figures_count_the_callers_vms(nova_for, make_user, make_vm, make_c
     assert absolute["maxServerGroups"] == -1
 
 
-def test_whoever_may_create_vms_from_templates_has_no_total_limit(
+def test_the_totals_are_the_callers_quota_and_unlimited_is_minus_one(
     nova_for, make_user, make_cluster, grant, settings
 ):
-    settings.LEASE_QUOTA_INSTANCES = 4
-    user = make_user()
+    settings.CORRAL_QUOTA_VMS = 4
+    settings.CORRAL_QUOTA_MEMORY_MB = None
+    user, root = make_user(), make_user(superuser=True)
     grant(user, "PowerUser", make_cluster())
 
     absolute = nova_get(nova_for(user), f"{V}/limits")["limits"]["absolute"]
+    unlimited = nova_get(nova_for(root), f"{V}/limits")["limits"]["absolute"]
 
-    assert (absolute["maxTotalInstances"], absolute["maxTotalCores"]) == (-1, -1)
-
-
-def test_a_lease_user_is_limited_by_the_lease_quotas_where_set(nova_for, lease_user, settings):
-    settings.LEASE_QUOTA_INSTANCES = 4
-    settings.LEASE_QUOTA_VCPUS = 16
-    settings.LEASE_QUOTA_MEMORY_MB = 0
-
-    absolute = nova_get(nova_for(lease_user()), f"{V}/limits")["limits"]["absolute"]
-
-    assert (
-        absolute["maxTotalInstances"],
-        absolute["maxTotalCores"],
-        absolute["maxTotalRAMSize"],
-    ) == (4, 16, -1)
+    assert (absolute["maxTotalInstances"], absolute["maxTotalRAMSize"]) == (4, -1)
+    assert absolute["maxTotalCores"] == settings.CORRAL_QUOTA_VCPUS
+    assert (unlimited["maxTotalInstances"], unlimited["maxTotalCores"]) == (-1, -1)
 
 
 def test_network_limits_leave_at_2_36_and_rate_limits_are_none(nova_for, make_user):

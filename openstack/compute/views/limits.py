@@ -1,11 +1,12 @@
 """Limits (``/limits``): what Corral limits the caller to, in Nova's absolute limits; -1
 where Corral sets no limit, as Nova says "unlimited".
 
-Corral limits a user's SSH keys (``project.sshkeys.MAX_KEYS_PER_USER``) and, when configured,
-what their leases may hold at once (``LEASE_QUOTA_*``). The lease quotas bound the caller's
-instances, cores and RAM only when leases are the caller's one way to VMs: whoever may create
-VMs from templates (``hosts.add_virtualmachine`` anywhere) is not limited in total. A pool's
-limit per user is per pool, no total. Used figures count the VMs the caller holds.
+Corral limits what a user holds at once with its quotas (``hosts.quotas``: the most generous
+of their own, their groups' and the default limits; superusers have none): instances, cores
+and RAM are those limits and what the caller holds (the VMs they own, a pool's VMs they hold
+among them), as ``os-quota-sets`` shows them (openstack/compute/quota_sets.py). Corral also
+limits a user's SSH keys (``project.sshkeys.MAX_KEYS_PER_USER``). A lease's own capacity
+rules (``LEASE_QUOTA_*``, over what leases reserve in a period) are Blazar's, not shown here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from rest_framework.response import Response
 
 from openstack.compute.base import NovaView
-from openstack.compute.queries import absolute_limits
+from openstack.compute.quota_sets import absolute_limits
 
 
 class LimitsView(NovaView):
