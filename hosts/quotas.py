@@ -63,8 +63,8 @@ class QuotaExceeded(Refused):
     def __init__(self, resource: str, *, limit: int, used: float, requested: float) -> None:
         label, unit = LABELS[resource]
         message = (
-            f"Quota exceeded for {label}: requested {_amount(requested)}{unit}, "
-            f"but already used {_amount(used)} of {limit}{unit}."
+            f"Quota exceeded for {label}: requested {amount(requested)}{unit}, "
+            f"but already used {amount(used)} of {limit}{unit}."
         )
         details = {
             "code": HostErrorCode.QUOTA_EXCEEDED.value,
@@ -80,7 +80,7 @@ class QuotaExceeded(Refused):
 LABELS = {name: (label, unit) for name, label, unit in RESOURCES}
 
 
-def _amount(value: float) -> str:
+def amount(value: float) -> str:
     """A count as it is; a size in GB to two decimals (an image of a few MB is not 0 GB)."""
     if not isinstance(value, float):
         return str(value)

@@ -48,7 +48,7 @@ def nova_limit(limit: int | None) -> int:
 def nova_refusal(exceeded: quotas.QuotaExceeded) -> PermissionDenied:
     """A quota's refusal as Nova words it (``TooManyInstances``), its status 403."""
     name = NOVA_NAMES.get(exceeded.resource, exceeded.resource)
-    used, requested = quotas._amount(exceeded.used), quotas._amount(exceeded.requested)
+    used, requested = quotas.amount(exceeded.used), quotas.amount(exceeded.requested)
     return PermissionDenied(
         f"Quota exceeded for {name}: Requested {requested}, but already used {used} "
         f"of {exceeded.limit} {name}"
