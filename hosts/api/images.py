@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import parsers, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
@@ -40,11 +40,16 @@ class ImageCopySerializer(serializers.ModelSerializer):
         fields = ["host", "host_name", "state", "error", "updated_at"]
 
 
+MEMBER_ID = OpenApiParameter(
+    "member_id", int, OpenApiParameter.PATH, description="The membership's id (`members/`)."
+)
+
+
 class ImageSerializer(ModelCleanSerializer):
     owner = serializers.PrimaryKeyRelatedField(
         read_only=True, help_text="Who uploaded and manages it; null: the admins'."
     )
-    owner_name = serializers.CharField(source="owner.username", read_only=True, default=None)
+    owner_name = serializers.CharField(source="owner.username", read_only=True, allow_null=True)
     visibility = serializers.ChoiceField(
         choices=ImageVisibility.choices,
         required=False,
@@ -295,9 +300,12 @@ class ImageViewSet(ScopedModelViewSet):
         return member
 
     @extend_schema(
-        methods=["PATCH"], request=ImageMemberStatusSerializer, responses=ImageMemberSerializer
+        methods=["PATCH"],
+        request=ImageMemberStatusSerializer,
+        responses=ImageMemberSerializer,
+        parameters=[MEMBER_ID],
     )
-    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None}, parameters=[MEMBER_ID])
     @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<member_id>[0-9]+)")
     def member(self, request, pk=None, member_id=None):
         """``PATCH``: a member accepts (or rejects) the image offered to it. ``DELETE``: its
