@@ -313,10 +313,11 @@ class ImageViewSet(ScopedModelViewSet):
         if request.method == "DELETE":
             self._member(self._managed(), member_id).delete()
             return Response(status=status.HTTP_204_NO_CONTENT)
-        member = self._member(self.get_object(), member_id)
-        if not image_access.is_member(request.user, member):
-            raise PermissionDenied("Only the member answers an offer.")
+        image = self.get_object()  # a 404 for who may not see it, whatever they sent
         body = ImageMemberStatusSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        member = self._member(image, member_id)
+        if not image_access.is_member(request.user, member):
+            raise PermissionDenied("Only the member answers an offer.")
         image_access.set_member_status(member, body.validated_data["status"])
         return Response(ImageMemberSerializer(member).data)

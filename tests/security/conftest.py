@@ -22,6 +22,7 @@ from hosts.models import (
     ExternalDomain,
     Host,
     Image,
+    ImageMember,
     Job,
     Template,
     VirtualMachine,
@@ -64,6 +65,7 @@ class World:
     role: Role
     group: Group
     other_user: User
+    image_member: ImageMember
     ssh_key: SshKey
     user_grant_id: str
     group_grant_id: str
@@ -142,6 +144,7 @@ def build_world() -> World:
     other_user = User.objects.create_user(unique("someone"), password="pw-Corral-1")
     user_grant = grant_role(role, cluster, user=other_user)[0]
     ssh_key = sshkeys.add_key(other_user, "laptop", ED25519)
+    image_member = ImageMember.objects.create(image=image, user=other_user)
     group_grant = grant_role(role, cluster, group=group)[0]
     external_domain = ExternalDomain.objects.create(
         host=host, uuid=uuid.uuid4(), name=unique("outsider")
@@ -165,6 +168,7 @@ def build_world() -> World:
         role=role,
         group=group,
         other_user=other_user,
+        image_member=image_member,
         ssh_key=ssh_key,
         user_grant_id=user_grant.id,
         group_grant_id=group_grant.id,

@@ -69,4 +69,5 @@ def concrete(path: str, world: World) -> str:
         return path.replace("{id}", str(part_ids(world).get(segments[3], "")))
     if "{id}" not in path:  # the API root, or a collection
         return path
+    path = path.replace("{member_id}", str(world.image_member.pk))
     return path.replace("{id}", str(object_ids(world).get(segments[1], "")))
