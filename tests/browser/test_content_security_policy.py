@@ -102,7 +102,8 @@ def test_the_api_docs_and_the_browsable_api_work_under_the_policy(new_page, make
 
     page.goto("/api/docs/")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Corral API")
-    expect(page.locator(".opblock-tag-section").first).to_be_visible()
+    # A tag of operations drawn (a long list is drawn as a virtual one, without its sections).
+    expect(page.locator(".opblock-tag").first).to_be_visible()
 
     page.goto("/api/clusters/")
     expect(page.locator(".content-main h1")).to_have_text("Cluster List")
