@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Case, Max, When
 
 from hosts import images, jobs, quotas
@@ -254,7 +254,31 @@ def allocate_vm(pool: VmPool, user) -> Allocation:
     in the pool and what they hold in all (``hosts.quotas.vm_usage_columns``), then the VM
     assigned, the grant, the start job and the events written in one statement each.
     ``pool`` is used as given (the caller has just read it).
+
+    When every free VM is locked by other takers, the pick waits for them (``pick_free_vm``);
+    many such waits on PostgreSQL can end in a deadlock, which it breaks by failing one
+    transaction: that allocation is tried again from the start (``DEADLOCK_TRIES`` in all).
     """
+    for attempt in range(1, DEADLOCK_TRIES + 1):
+        try:
+            return _allocate(pool, user)
+        except OperationalError as exc:
+            again = _deadlocked(exc) and attempt < DEADLOCK_TRIES
+            if not again or connection.in_atomic_block:
+                raise
+            logger.info("allocation from pool %s deadlocked; trying again", pool.pk)
+    raise AssertionError("unreachable")
+
+
+# How many times an allocation that PostgreSQL ended to break a deadlock is tried in all.
+DEADLOCK_TRIES = 3
+
+
+def _deadlocked(exc: OperationalError) -> bool:
+    return getattr(exc.__cause__, "sqlstate", None) == "40P01"  # deadlock_detected
+
+
+def _allocate(pool: VmPool, user) -> Allocation:
     with transaction.atomic():
         # The user's row is locked first, so that one user's requests take turns: the counts
         # of what they hold, read after it (in the pool, and against their quota), are exact.
