@@ -33,7 +33,9 @@ def test_my_quota_shows_each_limit_and_what_i_use(make_user, make_vm, client_for
 
 
 def test_my_quota_needs_a_caller(client_for):
-    assert client_for(None).get("/api/me/quota/").status_code in (401, 403)
+    response = client_for(None).get("/api/me/quota/")
+    assert response.status_code == 401
+    assert response.json() == {"detail": "Authentication credentials were not provided."}
 
 
 def test_the_schema_describes_my_quota(client_for, admin_user):
