@@ -3,7 +3,9 @@ request against both, atomically (``charge``).
 
 A user's limit on a resource is the most generous of the quota rows that apply to them (their
 own, each of their groups', the default row) and the ``CORRAL_QUOTA_*`` settings where no
-default row sets it; superusers have none. What a user uses is what they hold: the VMs they
+default row sets it; superusers have none. The same rows limit what a user's leases reserve
+at once (``lease_limits``, the ``LEASE_QUOTA_*`` settings their defaults), which the leases
+app checks over a lease's window. What a user uses is what they hold: the VMs they
 own (a pool's VM counts for its holder while they hold it, for allocation makes them its
 owner) and the images they own.
 
@@ -25,7 +27,13 @@ from django.db.models import Count, Sum
 
 from hosts.error_codes import HostErrorCode
 from hosts.models import Image, Quota, VirtualMachine
-from hosts.models.quotas import RESOURCE_NAMES, RESOURCES, UNLIMITED
+from hosts.models.quotas import (
+    LEASE_RESOURCE_NAMES,
+    LEASE_RESOURCES,
+    RESOURCE_NAMES,
+    RESOURCES,
+    UNLIMITED,
+)
 from project.access.permissions import holds_at_system
 from project.errors import Refused
 
@@ -52,8 +60,6 @@ class Resources:
 
 # A user's effective limits by resource; None: unlimited.
 Limits = dict[str, int | None]
-
-NO_LIMITS: Limits = dict.fromkeys(RESOURCE_NAMES)
 
 
 class QuotaExceeded(Refused):
@@ -107,14 +113,19 @@ def default_limits() -> Limits:
     return {name: getattr(settings, f"CORRAL_QUOTA_{name.upper()}") for name in RESOURCE_NAMES}
 
 
-def _effective(rows: list[tuple], is_superuser: bool) -> Limits:
-    """The most generous of each resource's limits over ``rows`` (quota id, user id, group id,
-    then the limits in ``RESOURCE_NAMES`` order), the default row's or settings' included."""
+def default_lease_limits() -> Limits:
+    """What everyone's leases may reserve at once where no default row sets it: the
+    ``LEASE_QUOTA_*`` settings (0: no limit)."""
+    return {name: getattr(settings, setting) or None for name, setting, _ in LEASE_RESOURCES}
+
+
+def _effective(rows: list[tuple], is_superuser: bool, names, fallback: Limits) -> Limits:
+    """The most generous of each limit in ``names`` over ``rows`` (quota id, user id, group
+    id, then the limits in ``names`` order), the default row's or ``fallback``'s included."""
     if is_superuser:
-        return dict(NO_LIMITS)
-    fallback = default_limits()
+        return dict.fromkeys(names)
     limits: Limits = {}
-    for index, name in enumerate(RESOURCE_NAMES, start=3):
+    for index, name in enumerate(names, start=3):
         values, default = [], fallback[name]
         for row in rows:
             if row[0] is None or row[index] is None:
@@ -128,11 +139,11 @@ def _effective(rows: list[tuple], is_superuser: bool) -> Limits:
     return limits
 
 
-def _limits_sql(lock: bool) -> str:
+def _limits_sql(lock: bool, names=RESOURCE_NAMES) -> str:
     User = get_user_model()
     users, quotas = User._meta.db_table, Quota._meta.db_table
     memberships = User.groups.through._meta.db_table
-    columns = ", ".join(f"q.{name}" for name in RESOURCE_NAMES)
+    columns = ", ".join(f"q.{name}" for name in names)
     locking = " FOR UPDATE OF u" if lock and connection.features.has_select_for_update_of else ""
     return (
         f"SELECT u.is_superuser, q.id, q.user_id, q.group_id, {columns}"
@@ -143,13 +154,14 @@ def _limits_sql(lock: bool) -> str:
     )
 
 
-def _read_limits(user, *, lock: bool) -> Limits:
+def _read_limits(user, *, lock: bool, names=RESOURCE_NAMES, fallback=None) -> Limits:
+    fallback = default_limits() if fallback is None else fallback
     with connection.cursor() as cursor:
-        cursor.execute(_limits_sql(lock), [user.pk])
+        cursor.execute(_limits_sql(lock, names), [user.pk])
         rows = cursor.fetchall()
     if not rows:
-        return default_limits()
-    return _effective([row[1:] for row in rows], bool(rows[0][0]))
+        return fallback
+    return _effective([row[1:] for row in rows], bool(rows[0][0]), names, fallback)
 
 
 def effective_limits(user) -> Limits:
@@ -163,6 +175,15 @@ def lock_limits(user) -> Limits:
     statement. What ``charge`` starts with, and what pool allocation takes in place of the
     row lock it took anyway."""
     return _read_limits(user, lock=True)
+
+
+def lease_limits(user) -> Limits:
+    """What ``user``'s leases may reserve at once (``lease_instances``, ``lease_vcpus``,
+    ``lease_memory_mb``; None: unlimited), by the same rules as their other limits, in one
+    statement. The leases app checks them over a lease's window (``leases.services``)."""
+    return _read_limits(
+        user, lock=False, names=LEASE_RESOURCE_NAMES, fallback=default_lease_limits()
+    )
 
 
 # -- use ---------------------------------------------------------------------------------------
@@ -275,10 +296,11 @@ def may_see_quotas(user) -> bool:
 
 def default_row_limits() -> Limits:
     """What applies to someone with no row of their own and no group's: the default row's
-    limits, the ``CORRAL_QUOTA_*`` settings where it sets none (None: unlimited)."""
-    limits = default_limits()
+    limits, the ``CORRAL_QUOTA_*`` and ``LEASE_QUOTA_*`` settings where it sets none (None:
+    unlimited)."""
+    limits = {**default_limits(), **default_lease_limits()}
     row = Quota.objects.filter(user__isnull=True, group__isnull=True).first()
-    for name in RESOURCE_NAMES:
+    for name in limits:
         value = getattr(row, name, None)
         if value is not None:
             limits[name] = None if value == UNLIMITED else value

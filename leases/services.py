@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from hosts import quotas
 from hosts.models import Host, VirtualMachine
 from leases.capacity import DoesNotFit, earliest_fit, lock_reservable_hosts, plan
 from leases.error_codes import LeaseErrorCode
@@ -88,16 +89,15 @@ def _check_duration(start: datetime, end: datetime) -> None:
 def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) -> None:
     """What the owner's leases would hold at once, against the quotas.
 
-    Called with the reservable hosts' rows locked (by ``plan``), so two requests of one user
-    take turns and the second counts the first. A whole host counts as one instance with all
-    its CPUs and memory.
+    The limits are the owner's lease limits in Corral's quotas (``hosts.quotas.lease_limits``:
+    the most generous of their own, their groups' and the default row, the ``LEASE_QUOTA_*``
+    settings where no default row sets one). Called with the reservable hosts' rows locked (by
+    ``plan``), so two requests of one user take turns and the second counts the first. A whole
+    host counts as one instance with all its CPUs and memory.
     """
-    quotas = {
-        "instances": settings.LEASE_QUOTA_INSTANCES,
-        "vcpus": settings.LEASE_QUOTA_VCPUS,
-        "memory_mb": settings.LEASE_QUOTA_MEMORY_MB,
-    }
-    if not any(quotas.values()):
+    limits = quotas.lease_limits(owner)
+    limits = {name: limits[f"lease_{name}"] for name in ("instances", "vcpus", "memory_mb")}
+    if all(limit is None for limit in limits.values()):
         return
     live = Reservation.objects.live(start, end).filter(lease__owner=owner)
     if exclude is not None:
@@ -131,8 +131,8 @@ def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) 
     }
     for host in whole:
         add(1, *sizes[host])
-    for name, limit in quotas.items():
-        if limit and held[name] > limit:
+    for name, limit in limits.items():
+        if limit is not None and held[name] > limit:
             raise LeaseRefused(
                 f"Your leases would hold {held[name]} {name.replace('_', ' ')} at once; "
                 f"your quota is {limit}."

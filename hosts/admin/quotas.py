@@ -7,7 +7,7 @@ from django.db.models.functions import Coalesce
 
 from hosts import quotas
 from hosts.models import Quota, VirtualMachine
-from hosts.models.quotas import RESOURCE_NAMES, UNLIMITED
+from hosts.models.quotas import LEASE_RESOURCE_NAMES, RESOURCE_NAMES, UNLIMITED
 from project.access.permissions import holds_at_system
 
 
@@ -42,14 +42,26 @@ def _limit_column(name: str):
 class QuotaAdmin(admin.ModelAdmin):
     """Limits on what users hold. A user's effective limit on a resource is the most generous
     of their own row, their groups' rows and the default row (neither user nor group; the
-    ``CORRAL_QUOTA_*`` settings where it sets none); an empty limit is not set, -1 is
-    unlimited. A user's row shows what they hold now."""
+    ``CORRAL_QUOTA_*`` and ``LEASE_QUOTA_*`` settings where it sets none); an empty limit is
+    not set, -1 is unlimited. A user's row shows what they hold now."""
 
     list_display = ["__str__", *(f"{name}_limit" for name in RESOURCE_NAMES), "use"]
     list_select_related = ["user", "group"]
     search_fields = ["user__username", "group__name"]
     autocomplete_fields = ["user", "group"]
-    fields = ["user", "group", *RESOURCE_NAMES]
+    fieldsets = [
+        (None, {"fields": ["user", "group"]}),
+        ("What they hold at once", {"fields": list(RESOURCE_NAMES)}),
+        (
+            "What their leases reserve at once",
+            {
+                "fields": list(LEASE_RESOURCE_NAMES),
+                "description": "Counted over a lease's window, whatever the user holds now; "
+                "where the default row sets none, the LEASE_QUOTA_* settings apply (0 there: "
+                "no limit).",
+            },
+        ),
+    ]
 
     def get_queryset(self, request):
         return (

@@ -1,4 +1,5 @@
-"""``GET /api/me/quota/``: the caller's limit and use of each resource a quota limits."""
+"""``GET /api/me/quota/``: the caller's limit and use of each resource a quota limits, and
+what their leases may reserve at once."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -17,8 +18,22 @@ class QuotaLineSerializer(serializers.Serializer):
     )
 
 
+def _lease_limit(what: str) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        allow_null=True,
+        help_text=f"{what} the caller's leases may reserve at once; null: unlimited.",
+    )
+
+
+class LeaseLimitsSerializer(serializers.Serializer):
+    instances = _lease_limit("Instances (a whole host counts as one)")
+    vcpus = _lease_limit("vCPUs")
+    memory_mb = _lease_limit("Memory (MB)")
+
+
 class MyQuotaSerializer(serializers.Serializer):
-    """Each resource's limit and use (memory in MB, disk and image storage in GB)."""
+    """Each resource's limit and use (memory in MB, disk and image storage in GB), and what
+    the caller's leases may reserve at once (counted over a lease's window)."""
 
     vms = QuotaLineSerializer()
     vcpus = QuotaLineSerializer()
@@ -26,14 +41,18 @@ class MyQuotaSerializer(serializers.Serializer):
     disk_gb = QuotaLineSerializer()
     images = QuotaLineSerializer()
     image_gb = QuotaLineSerializer()
+    leases = LeaseLimitsSerializer()
 
 
 class MyQuotaView(APIView):
     """The caller's quota: for each resource, their effective limit (the most generous of
-    their own, their groups' and the default; null for unlimited) and what they use."""
+    their own, their groups' and the default; null for unlimited) and what they use, and the
+    limits on what their leases reserve at once."""
 
     @extend_schema(responses=MyQuotaSerializer, operation_id="me_quota_retrieve")
     def get(self, request):
         lines = quotas.quota_of(request.user)
         data = {line.resource: {"limit": line.limit, "used": line.used} for line in lines}
+        leases = quotas.lease_limits(request.user)
+        data["leases"] = {name.removeprefix("lease_"): limit for name, limit in leases.items()}
         return Response(MyQuotaSerializer(data).data)

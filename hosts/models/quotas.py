@@ -1,5 +1,6 @@
-"""Quotas: how much one user may hold (VMs, vCPUs, memory, disk, images and their size), set
-per user, per group and for everyone; ``hosts.quotas`` reads and enforces them."""
+"""Quotas: how much one user may hold (VMs, vCPUs, memory, disk, images and their size) and
+how much their leases may reserve at once, set per user, per group and for everyone;
+``hosts.quotas`` reads and enforces them."""
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -22,6 +23,16 @@ RESOURCES = (
 )
 RESOURCE_NAMES = tuple(field for field, _, _ in RESOURCES)
 
+# What a user's leases may reserve at once (checked by the leases app over a lease's window,
+# not against what the user holds): (field, the settings' name, how people call it).
+LEASE_RESOURCES = (
+    ("lease_instances", "LEASE_QUOTA_INSTANCES", "instances"),
+    ("lease_vcpus", "LEASE_QUOTA_VCPUS", "vcpus"),
+    ("lease_memory_mb", "LEASE_QUOTA_MEMORY_MB", "memory mb"),
+)
+LEASE_RESOURCE_NAMES = tuple(field for field, _, _ in LEASE_RESOURCES)
+LIMIT_NAMES = RESOURCE_NAMES + LEASE_RESOURCE_NAMES
+
 LIMIT_HELP = "Empty: not set here (the others that apply decide); -1: unlimited."
 
 
@@ -36,10 +47,11 @@ def _limit(verbose_name: str) -> models.IntegerField:
 
 
 class Quota(models.Model):
-    """Limits on what one user holds at once: the user's own row, a group's row (for each of
-    its members) or the default row (neither user nor group: everyone). A user's effective
-    limit on a resource is the most generous of the rows that apply to them and the default
-    (the ``CORRAL_QUOTA_*`` settings where no default row sets it); superusers have none."""
+    """Limits on what one user holds at once and on what their leases reserve at once: the
+    user's own row, a group's row (for each of its members) or the default row (neither user
+    nor group: everyone). A user's effective limit on a resource is the most generous of the
+    rows that apply to them and the default (the ``CORRAL_QUOTA_*`` and ``LEASE_QUOTA_*``
+    settings where no default row sets it); superusers have none."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
@@ -57,6 +69,9 @@ class Quota(models.Model):
     disk_gb = _limit("disk (GB)")
     images = _limit("images")
     image_gb = _limit("image storage (GB)")
+    lease_instances = _limit("instances in leases at once")
+    lease_vcpus = _limit("vCPUs in leases at once")
+    lease_memory_mb = _limit("memory in leases at once (MB)")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

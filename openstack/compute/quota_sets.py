@@ -17,6 +17,7 @@ from rest_framework.exceptions import ParseError, PermissionDenied, ValidationEr
 
 from hosts import quotas
 from hosts.models import Quota
+from hosts.models.quotas import LIMIT_NAMES
 from openstack.compute.bodies import MAX_METADATA
 from openstack.models import NovaServerGroup
 from project.models import SshKey
@@ -178,7 +179,7 @@ def reset_quota(user) -> None:
             return
         for name in NOVA_NAMES:
             setattr(row, name, None)
-        if all(getattr(row, name) is None for name in quotas.RESOURCE_NAMES):
+        if all(getattr(row, name) is None for name in LIMIT_NAMES):
             row.delete()
         else:
             row.save()
