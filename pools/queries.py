@@ -55,12 +55,12 @@ def _pick_sql(pool: VmPool, user, lock: str) -> tuple[str, list]:
         f" (SELECT j.id FROM {jobs} j WHERE j.vm_id = v.id AND j.kind = %s"
         f"  AND j.state IN (%s, %s, %s) ORDER BY j.id LIMIT 1) AS start_job_id,"
         f" (SELECT COUNT(*) FROM {vms} h WHERE h.pool_id = %s AND h.owner_id = %s) AS held,"
-        f" (SELECT t.guest_agent AND t.login_user <> '' FROM {templates} t"
-        f"  WHERE t.id = v.template_id) AS pushes_keys,"
+        f" t.login_user AS template_login_user, t.guest_agent AS template_guest_agent,"
+        f" (t.guest_agent AND t.login_user <> '') AS pushes_keys,"
         f" {passing} AS passing_jobs,"
         f" {usage},"
         f" {order} AS preference"
-        f" FROM {vms} v"
+        f" FROM {vms} v LEFT JOIN {templates} t ON t.id = v.template_id"
         f" WHERE v.pool_id = %s AND {where}"
         f" ORDER BY preference, v.pool_index, v.id LIMIT 1{lock}"
     )
@@ -85,7 +85,9 @@ def pick_free_vm(pool: VmPool, user) -> VirtualMachine | None:
     allocation to supersede. ``held`` counts the pool's VMs ``user`` holds, read in the same
     statement, so after the caller's lock on the user, as is all they hold against their
     quota (``quota_vms``, ``quota_vcpus``…, ``hosts.quotas.vm_usage_columns``);
-    ``pushes_keys`` says its template has running guests take SSH keys through their agent.
+    ``pushes_keys`` says its template has running guests take SSH keys through their agent
+    (``template_login_user`` and ``template_guest_agent`` carry what the answer's key state
+    needs of the template, so it is not read again).
     One statement whatever the pool's size (three when it waits).
 
     ``SKIP LOCKED`` lets concurrent allocations pass each other. But a free VM may be locked

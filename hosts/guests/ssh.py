@@ -156,8 +156,8 @@ def keys_state(vm: VirtualMachine, viewer_id: int | None = None) -> KeysState | 
     if vm.owner_id is None or vm.status not in REACHABLE:
         return None
     whose = "your" if viewer_id == vm.owner_id else "its user's"
-    template = vm.template
-    if not template.login_user or not template.guest_agent:
+    login_user, guest_agent = _login_of(vm)
+    if not login_user or not guest_agent:
         return KeysState(
             "at_boot",
             f"{whose.capitalize()} SSH keys reach this VM through cloud-init when it boots; a "
@@ -171,9 +171,19 @@ def keys_state(vm: VirtualMachine, viewer_id: int | None = None) -> KeysState | 
             return KeysState("not_in_guest", vm.guest_keys_note)
         return KeysState(
             "in_guest",
-            f"{whose.capitalize()} SSH keys are in the guest's account {template.login_user}.",
+            f"{whose.capitalize()} SSH keys are in the guest's account {login_user}.",
         )
     return pending
+
+
+def _login_of(vm: VirtualMachine) -> tuple[str, bool]:
+    """The VM's template's login account and whether its guests run the agent: from the
+    allocation's pick (``template_login_user``, ``template_guest_agent``) when it read them,
+    else from its template (one query unless the caller read it)."""
+    annotated = getattr(vm, "template_guest_agent", None)
+    if annotated is not None:
+        return vm.template_login_user or "", bool(annotated)
+    return vm.template.login_user, vm.template.guest_agent
 
 
 def _keys_job_active(vm: VirtualMachine) -> bool:
