@@ -45,7 +45,7 @@ from hosts.driver.libvirt.connection import drop
 from hosts.models import Cluster, Host, HostStatus
 from hosts.sync import shard
 from lab import fleethosts
-from lab.childprocess import child_env
+from lab.childprocess import child_env, start_task_cluster
 from project.models import LoopLock
 
 HOSTS = int(os.environ.get("BENCH_FLEET_HOSTS", "20"))
@@ -157,19 +157,7 @@ def _totals(snapshot: dict[int, dict]) -> dict:
 def _start_cluster(log: Path) -> subprocess.Popen:
     """A task cluster with the default settings (the default sync interval), on the bench's
     database."""
-    env = child_env(
-        DJANGO_SETTINGS_MODULE="project.test_settings",
-        CORRAL_SYNC_INTERVAL=settings.CORRAL_SYNC_INTERVAL,
-    )
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return start_task_cluster(log, CORRAL_SYNC_INTERVAL=settings.CORRAL_SYNC_INTERVAL)
 
 
 def _stop_cluster(process: subprocess.Popen) -> None:

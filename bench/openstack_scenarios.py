@@ -44,7 +44,7 @@ from hosts import images, sync
 from hosts.models import Cluster, Host, HostStatus, Image, Template, VirtualMachine
 from lab import demo as labdemo
 from lab import simhosts
-from lab.childprocess import asgi_command, child_env
+from lab.childprocess import asgi_command, start_task_cluster
 from pools.models import VmPool
 from pools.services import create_pool
 from project.access.grants import grant_role
@@ -82,8 +82,8 @@ def _wait(check, what: str, timeout: float = TIMEOUT_S):
 def _task_cluster(store: Path, log: Path) -> subprocess.Popen:
     """``manage.py qcluster`` with the tests' short intervals (tests/conftest.py TaskCluster),
     the prestart monitor run every second."""
-    env = child_env(
-        DJANGO_SETTINGS_MODULE="project.test_settings",
+    return start_task_cluster(
+        log,
         Q_WORKERS="3",
         Q_POLL="0.1",
         CORRAL_SYNC_INTERVAL="1",
@@ -94,15 +94,6 @@ def _task_cluster(store: Path, log: Path) -> subprocess.Popen:
         VMPOOL_MONITOR_INTERVAL="1",
         CORRAL_IMAGE_STORE=store,
     )
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from bench.fleet import make_fleet
 from hosts.models import ExternalDomain, Host, HostStatus
 from lab import simhosts
-from lab.childprocess import child_env
+from lab.childprocess import start_task_cluster
 from lab.lightsim import driver as lightsim
 from lab.lightsim.server import NAMESPACE
 
@@ -41,32 +41,18 @@ ROOT = Path(__file__).resolve().parent.parent
 LOGS = Path(os.environ.get("BENCH_LOGS", "/tmp"))
 
 
-def _cluster_env(interval: float) -> dict[str, str]:
-    return child_env(
-        DJANGO_SETTINGS_MODULE="project.test_settings",
-        Q_WORKERS="2",
-        Q_POLL="0.5",
-        CORRAL_SYNC_INTERVAL=interval,
-        CORRAL_TICK_SECONDS="0.2",
-        CORRAL_SYNC_THREADS=THREADS,
-    )
-
-
 def _start_clusters(count: int, interval: float, logs: Path) -> list[subprocess.Popen]:
-    processes = []
-    for index in range(count):
-        with open(logs / f"qcluster-{index}.log", "ab") as log:
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "manage.py", "qcluster"],
-                    cwd=ROOT,
-                    env=_cluster_env(interval),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-    return processes
+    return [
+        start_task_cluster(
+            logs / f"qcluster-{index}.log",
+            Q_WORKERS="2",
+            Q_POLL="0.5",
+            CORRAL_SYNC_INTERVAL=interval,
+            CORRAL_TICK_SECONDS="0.2",
+            CORRAL_SYNC_THREADS=THREADS,
+        )
+        for index in range(count)
+    ]
 
 
 def _stop_clusters(clusters: list[subprocess.Popen]) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+from pathlib import Path
 
 from django.db import connection
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def database_env() -> dict[str, str]:
@@ -49,3 +53,18 @@ def asgi_command(bind: str, workers: int, *, share_port: bool = False) -> list[s
         *("--bind", bind),
         *(("--reuse-port",) if share_port else ()),
     ]
+
+
+def start_task_cluster(log: Path, **env: object) -> subprocess.Popen:
+    """``manage.py qcluster`` on this process's database (the test settings, ``env`` set over
+    them) in a session of its own, its output appended to ``log``: stop it with
+    ``os.killpg(process.pid, ...)``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=REPO,
+            env=child_env(DJANGO_SETTINGS_MODULE="project.test_settings", **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
