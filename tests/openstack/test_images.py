@@ -9,6 +9,7 @@ import subprocess
 import uuid
 
 import pytest
+from django.contrib.auth.models import Group
 
 from hosts.models import Image, Quota
 from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
@@ -595,6 +596,34 @@ def test_members_are_offered_a_shared_image_and_accept_it(two_creators, glance_f
 
     assert owner.delete(f"{API}/images/{image_id}/members/{bob.pk}").status_code == 204
     assert member.get(f"{API}/images/{image_id}").status_code == 404
+
+
+def test_a_member_is_named_by_its_users_name_or_as_a_group(
+    two_creators, make_user, glance_for, qcow2_bytes
+):
+    alice, bob = two_creators
+    carol = make_user("carol")
+    team = Group.objects.create(name="team")
+    carol.groups.add(team)
+    owner = glance_for(alice)
+    image_id = create(owner, name="to-share", visibility="shared").json()["id"]
+    put_data(owner, image_id, qcow2_bytes)
+    members = f"{API}/images/{image_id}/members"
+
+    by_name = owner.post(members, {"member": "bob"}, format="json")
+    as_group = owner.post(members, {"member": f"g{team.pk}"}, format="json")
+    unknown = owner.post(members, {"member": "nobody"}, format="json")
+
+    assert (by_name.status_code, by_name.json()["member_id"]) == (200, str(bob.pk))
+    assert (as_group.status_code, as_group.json()["member_id"]) == (200, f"g{team.pk}")
+    assert unknown.status_code == 400
+    assert unknown.json()["message"] == (
+        "No project nobody: a user's project id or name, or g and a group's id."
+    )
+    assert glance_for(carol).get(f"{API}/images/{image_id}").status_code == 200
+    assert owner.get(f"{members}/bob").json()["member_id"] == str(bob.pk)
+    assert owner.delete(f"{members}/bob").status_code == 204
+    assert glance_for(bob).get(f"{API}/images/{image_id}").status_code == 404
 
 
 def test_only_admins_make_an_image_public(two_creators, glance_for, uploader, qcow2_bytes):
