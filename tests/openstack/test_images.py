@@ -234,6 +234,51 @@ def test_an_upload_past_the_uploaders_image_storage_quota_is_a_413_and_keeps_not
     assert stored_files(image_store) == []
 
 
+def test_a_user_reads_their_image_quota_and_its_use_goes_up_with_an_upload(
+    make_user, grant, make_cluster, glance_for, image_store, django_assert_max_num_queries
+):
+    user = make_user()
+    grant(user, "PowerUser", make_cluster())
+    Quota.objects.create(images=3, image_gb=2)  # the default for everyone
+    client = glance_for(user)
+    with django_assert_max_num_queries(4):  # the token, the limits, the VMs, the images
+        before = client.get(f"{API}/info/usage")
+    queued = create(client, name="three-mib", disk_format="raw").json()
+    while_queued = client.get(f"{API}/info/usage").json()["usage"]
+
+    put_data(client, queued["id"], b"\0" * (3 * 1024 * 1024 + 512))
+    after = client.get(f"{API}/info/usage/").json()["usage"]
+
+    assert before.status_code == 200
+    assert before.json() == {
+        "usage": {
+            "image_size_total": {"limit": 2048, "usage": 0},
+            "image_count_total": {"limit": 3, "usage": 0},
+            "image_stage_total": {"limit": -1, "usage": 0},
+            "image_count_uploading": {"limit": -1, "usage": 0},
+        }
+    }
+    assert while_queued["image_count_total"] == {"limit": 3, "usage": 0}  # counted on upload
+    assert after["image_size_total"] == {"limit": 2048, "usage": 3}  # whole MiB, rounded down
+    assert after["image_count_total"] == {"limit": 3, "usage": 1}
+
+
+def test_image_usage_needs_a_token_and_shows_no_limit_as_minus_one(
+    db, client, make_user, glance_for
+):
+    anonymous = client.get(f"{API}/info/usage")
+    unlimited = glance_for(make_user(superuser=True)).get(f"{API}/info/usage").json()["usage"]
+
+    assert anonymous.status_code == 401
+    assert anonymous.json()["title"] == "Unauthorized"
+    assert {name: row["limit"] for name, row in unlimited.items()} == {
+        "image_size_total": -1,
+        "image_count_total": -1,
+        "image_stage_total": -1,
+        "image_count_uploading": -1,
+    }
+
+
 def test_uploading_twice_is_a_409(uploader, glance_for, image_store):
     client = glance_for(uploader)
     image = make_active(client, b"\0" * 512, disk_format="raw", name="once")
