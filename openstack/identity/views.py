@@ -234,14 +234,22 @@ class ProjectsView(KeystoneView):
         )
 
 
+# Keystone's policy refusals, whatever the project: a user learns nothing of others' projects,
+# and the CLI then names a project by the id it was given (``openstack image add project``).
+NOT_AUTHORIZED = "You are not authorized to perform the requested action: identity:{}."
+
+
 class EveryProjectView(ProjectsView):
     """``GET /projects``: the caller's project; for an admin, every user's (as Keystone lists
     every project to an admin), filtered by ``name``: ``openstack quota set --cores 8 alice``
-    finds alice's project here."""
+    finds alice's project here. A user who asks for another name is refused (403), as
+    Keystone's policy refuses them any list of projects."""
 
     def get(self, request, user_id: str | None = None):
         caller = request.keystone_token.user
         if not is_admin(caller):
+            if request.GET.get("name", caller.username) != caller.username:
+                raise KeystoneError(403, NOT_AUTHORIZED.format("list_projects"))
             return super().get(request)
         users = get_user_model().objects.order_by("pk")
         if "name" in request.GET:
@@ -255,17 +263,21 @@ class EveryProjectView(ProjectsView):
 
 
 class ProjectView(KeystoneView):
-    """``GET /projects/{id}``: the caller's own project, or, for an admin, anyone's."""
+    """``GET /projects/{id}``: the caller's own project, or, for an admin, anyone's. Any other
+    id is Keystone's policy 403 to a user, whether such a project exists or not."""
 
     def get(self, request, project_id: str):
         caller = request.keystone_token.user
-        anyones = project_id.isdigit() and len(project_id) < 19 and is_admin(caller)
-        if project_id != str(caller.pk) and anyones:
+        if project_id == str(caller.pk):
+            return JsonResponse({"project": project_view(request, caller)})
+        if not is_admin(caller):
+            raise KeystoneError(403, NOT_AUTHORIZED.format("get_project"))
+        user = None
+        if project_id.isdigit() and len(project_id) < 19:
             user = get_user_model().objects.filter(pk=int(project_id)).first()
-            if user is None:
-                raise KeystoneError(404, f"Could not find project: {project_id}.")
-            return JsonResponse({"project": project_view(request, user)})
-        return JsonResponse({"project": project_view(request, own_user(request, project_id))})
+        if user is None:
+            raise KeystoneError(404, f"Could not find project: {project_id}.")
+        return JsonResponse({"project": project_view(request, user)})
 
 
 def _is_false(value: str) -> bool:

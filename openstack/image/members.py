@@ -1,7 +1,11 @@
 """Glance's image members (``/v2/images/{id}/members[/{member_id}]``): a shared image offered
 to a project, who accepts or rejects it. A member is a user's project (the user's id, as
 Keystone here names it) or a group of Corral (``g`` and its id); the rules are
-``hosts.image_access``'s."""
+``hosts.image_access``'s.
+
+A member may also be named by its user's name, the name of their project: Keystone refuses a
+user the look-up of another's project, and ``openstack image add project IMAGE bob`` then
+passes ``bob`` on as it was given."""
 
 from __future__ import annotations
 
@@ -50,12 +54,31 @@ def _managed(request, image: Image) -> Image:
     return image
 
 
+def _key(text: str) -> int | None:
+    """A database id written in ``text``, if it is one (at most 18 digits: within a bigint)."""
+    return int(text) if text.isdigit() and len(text) < 19 else None
+
+
+def _principal(member_id: str, *, active: bool = False) -> dict | None:
+    """The group (``g`` and its id) or the user (their project's id, or their name) a member
+    id names; ``active``: only a user who may still log in."""
+    users = get_user_model().objects.all()
+    if active:
+        users = users.filter(is_active=True)
+    if member_id.startswith("g") and _key(member_id[1:]) is not None:
+        group = Group.objects.filter(pk=_key(member_id[1:])).first()
+        if group is not None:
+            return {"group": group}
+    user = None
+    if _key(member_id) is not None:
+        user = users.filter(pk=_key(member_id)).first()
+    user = user or users.filter(username=member_id).first()
+    return None if user is None else {"user": user}
+
+
 def _lookup(image: Image, member_id: str) -> ImageMember | None:
-    if member_id.startswith("g") and member_id[1:].isdigit():
-        return image.members.filter(group_id=int(member_id[1:])).first()
-    if member_id.isdigit():
-        return image.members.filter(user_id=int(member_id)).first()
-    return None
+    principal = _principal(member_id)
+    return None if principal is None else image.members.filter(**principal).first()
 
 
 def _seen_member(request, image: Image, member_id: str) -> ImageMember:
@@ -69,16 +92,12 @@ def _seen_member(request, image: Image, member_id: str) -> ImageMember:
 
 
 def _new_member(member_id) -> dict:
-    member_id = str(member_id)
-    if member_id.startswith("g") and member_id[1:].isdigit():
-        group = Group.objects.filter(pk=int(member_id[1:])).first()
-        if group is not None:
-            return {"group": group}
-    elif member_id.isdigit():
-        user = get_user_model().objects.filter(pk=int(member_id), is_active=True).first()
-        if user is not None:
-            return {"user": user}
-    raise GlanceRefusal(400, f"No project {member_id}: a user's project id, or g and a group's id.")
+    principal = _principal(str(member_id), active=True)
+    if principal is None:
+        raise GlanceRefusal(
+            400, f"No project {member_id}: a user's project id or name, or g and a group's id."
+        )
+    return principal
 
 
 class MembersView(GlanceView):

@@ -3,7 +3,7 @@ is Glance's 404 in JSON."""
 
 from django.urls import re_path
 
-from openstack.image import members, views
+from openstack.image import discovery, members, views
 from openstack.image.base import not_found
 
 ID = r"(?P<image_id>[^/]+)"
@@ -21,6 +21,7 @@ urlpatterns = [
         members.MemberView.as_view(),
         name="glance-member",
     ),
+    re_path(r"^image/v2/info/usage/?$", discovery.UsageView.as_view(), name="glance-usage"),
     re_path(r"^image/v2/schemas/member/?$", members.MemberSchemaView.as_view()),
     re_path(r"^image/v2/schemas/members/?$", members.MembersSchemaView.as_view()),
     re_path(r"^image/v2/schemas/image/?$", views.ImageSchemaView.as_view()),

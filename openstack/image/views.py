@@ -5,7 +5,8 @@ The permissions are Corral's, as /api/images/ checks them (``hosts.image_access`
 the caller may not see is "not found"; whoever may create VMs somewhere creates images (in no
 cluster, where Glance's images go; private unless an admin's), their owner or an admin of
 their scope changes and deletes them, only admins make one public. A queued image is its
-owner's alone. Members (``/v2/images/{id}/members``) are in members.py.
+owner's alone. Members (``/v2/images/{id}/members``) are in members.py, the caller's quota
+usage (``/v2/info/usage``) in discovery.py.
 """
 
 from __future__ import annotations

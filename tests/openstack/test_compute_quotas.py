@@ -197,8 +197,12 @@ def test_an_admin_finds_a_users_project_by_name_or_id_in_keystone(blazar_for, ma
     by_name = keystone.get(f"/identity/v3/projects?name={user.username}").json()["projects"]
     by_id = keystone.get(f"/identity/v3/projects/{user.pk}").json()["project"]
     hidden = theirs.get(f"/identity/v3/projects/{admin.pk}")
-    own_list = theirs.get(f"/identity/v3/projects?name={admin.username}").json()["projects"]
+    unlisted = theirs.get(f"/identity/v3/projects?name={admin.username}")
+    own_list = theirs.get(f"/identity/v3/projects?name={user.username}").json()["projects"]
+    missing = keystone.get("/identity/v3/projects/999999")
 
     assert [p["id"] for p in by_name] == [str(user.pk)] and by_id["name"] == user.username
-    assert hidden.status_code == 404
+    assert hidden.status_code == 403
+    assert unlisted.status_code == 403
     assert [p["id"] for p in own_list] == [str(user.pk)]
+    assert missing.status_code == 404

@@ -225,8 +225,32 @@ def test_the_caller_reads_their_own_user_and_project_only(make_user):
     assert client.get(f"/identity/v3/projects/{mia.pk}").json()["project"]["name"] == "mia-ks"
     assert client.get(f"/identity/v3/users/{mia.pk}").json()["user"]["name"] == "mia-ks"
     assert client.get(f"/identity/v3/users/{other.pk}").status_code == 404
-    assert client.get(f"/identity/v3/projects/{other.pk}").status_code == 404
+    assert client.get(f"/identity/v3/projects/{other.pk}").status_code == 403
     assert APIClient().get("/identity/v3/auth/projects").status_code == 401
+
+
+def test_another_users_project_is_keystones_policy_403_whether_it_exists_or_not(make_user):
+    mia = make_user("mia-ks")
+    noah = make_user("noah-ks")
+    client = token_client("mia-ks")
+
+    by_id = client.get(f"/identity/v3/projects/{noah.pk}")
+    no_such_id = client.get("/identity/v3/projects/999999")
+    by_name = client.get("/identity/v3/projects", {"name": "noah-ks"})
+    no_such_name = client.get("/identity/v3/projects", {"name": "nobody"})
+    own = client.get("/identity/v3/projects", {"name": "mia-ks"}).json()["projects"]
+
+    for refused in (by_id, no_such_id):
+        assert refused.status_code == 403
+        assert keystone_error(refused) == (
+            "You are not authorized to perform the requested action: identity:get_project."
+        )
+    for refused in (by_name, no_such_name):
+        assert refused.status_code == 403
+        assert keystone_error(refused) == (
+            "You are not authorized to perform the requested action: identity:list_projects."
+        )
+    assert [project["id"] for project in own] == [str(mia.pk)]
 
 
 def token_client(username: str) -> APIClient:

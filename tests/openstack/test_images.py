@@ -9,6 +9,7 @@ import subprocess
 import uuid
 
 import pytest
+from django.contrib.auth.models import Group
 
 from hosts.models import Image, Quota
 from openstack.image.queries import ImageNotActive, ImageNotFound, find_image
@@ -231,6 +232,51 @@ def test_an_upload_past_the_uploaders_image_storage_quota_is_a_413_and_keeps_not
     )
     assert GlanceImage.objects.get(id=queued["id"]).image is None
     assert stored_files(image_store) == []
+
+
+def test_a_user_reads_their_image_quota_and_its_use_goes_up_with_an_upload(
+    make_user, grant, make_cluster, glance_for, image_store, django_assert_max_num_queries
+):
+    user = make_user()
+    grant(user, "PowerUser", make_cluster())
+    Quota.objects.create(images=3, image_gb=2)  # the default for everyone
+    client = glance_for(user)
+    with django_assert_max_num_queries(4):  # the token, the limits, the VMs, the images
+        before = client.get(f"{API}/info/usage")
+    queued = create(client, name="three-mib", disk_format="raw").json()
+    while_queued = client.get(f"{API}/info/usage").json()["usage"]
+
+    put_data(client, queued["id"], b"\0" * (3 * 1024 * 1024 + 512))
+    after = client.get(f"{API}/info/usage/").json()["usage"]
+
+    assert before.status_code == 200
+    assert before.json() == {
+        "usage": {
+            "image_size_total": {"limit": 2048, "usage": 0},
+            "image_count_total": {"limit": 3, "usage": 0},
+            "image_stage_total": {"limit": -1, "usage": 0},
+            "image_count_uploading": {"limit": -1, "usage": 0},
+        }
+    }
+    assert while_queued["image_count_total"] == {"limit": 3, "usage": 0}  # counted on upload
+    assert after["image_size_total"] == {"limit": 2048, "usage": 3}  # whole MiB, rounded down
+    assert after["image_count_total"] == {"limit": 3, "usage": 1}
+
+
+def test_image_usage_needs_a_token_and_shows_no_limit_as_minus_one(
+    db, client, make_user, glance_for
+):
+    anonymous = client.get(f"{API}/info/usage")
+    unlimited = glance_for(make_user(superuser=True)).get(f"{API}/info/usage").json()["usage"]
+
+    assert anonymous.status_code == 401
+    assert anonymous.json()["title"] == "Unauthorized"
+    assert {name: row["limit"] for name, row in unlimited.items()} == {
+        "image_size_total": -1,
+        "image_count_total": -1,
+        "image_stage_total": -1,
+        "image_count_uploading": -1,
+    }
 
 
 def test_uploading_twice_is_a_409(uploader, glance_for, image_store):
@@ -595,6 +641,34 @@ def test_members_are_offered_a_shared_image_and_accept_it(two_creators, glance_f
 
     assert owner.delete(f"{API}/images/{image_id}/members/{bob.pk}").status_code == 204
     assert member.get(f"{API}/images/{image_id}").status_code == 404
+
+
+def test_a_member_is_named_by_its_users_name_or_as_a_group(
+    two_creators, make_user, glance_for, qcow2_bytes
+):
+    alice, bob = two_creators
+    carol = make_user("carol")
+    team = Group.objects.create(name="team")
+    carol.groups.add(team)
+    owner = glance_for(alice)
+    image_id = create(owner, name="to-share", visibility="shared").json()["id"]
+    put_data(owner, image_id, qcow2_bytes)
+    members = f"{API}/images/{image_id}/members"
+
+    by_name = owner.post(members, {"member": "bob"}, format="json")
+    as_group = owner.post(members, {"member": f"g{team.pk}"}, format="json")
+    unknown = owner.post(members, {"member": "nobody"}, format="json")
+
+    assert (by_name.status_code, by_name.json()["member_id"]) == (200, str(bob.pk))
+    assert (as_group.status_code, as_group.json()["member_id"]) == (200, f"g{team.pk}")
+    assert unknown.status_code == 400
+    assert unknown.json()["message"] == (
+        "No project nobody: a user's project id or name, or g and a group's id."
+    )
+    assert glance_for(carol).get(f"{API}/images/{image_id}").status_code == 200
+    assert owner.get(f"{members}/bob").json()["member_id"] == str(bob.pk)
+    assert owner.delete(f"{members}/bob").status_code == 204
+    assert glance_for(bob).get(f"{API}/images/{image_id}").status_code == 404
 
 
 def test_only_admins_make_an_image_public(two_creators, glance_for, uploader, qcow2_bytes):

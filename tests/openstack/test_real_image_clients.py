@@ -1,6 +1,7 @@
 """The real ``openstack image ...`` CLI (python-openstackclient on openstacksdk) against a
-running Corral: a qcow2 made with qemu-img goes up, shows, comes back byte for byte and goes.
-Each command is a process of its own, so they are few and each checks several things."""
+running Corral: a qcow2 made with qemu-img goes up, shows, comes back byte for byte and goes;
+users who are not admins share one with another, who accepts it and boots from it. Each
+command is a process of its own, so they are few and each checks several things."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 
 import pytest
 
-from hosts.models import Image
+from hosts.models import Image, ImageMember, VirtualMachine
 from tests.openstack.conftest import as_json
 
 pytestmark = pytest.mark.slow
@@ -85,3 +86,39 @@ def test_the_openstack_cli_uploads_lists_shows_saves_and_deletes_an_image(
     run("image", "delete", "cli-disk")
     assert as_json(run("image", "list", "-f", "json")) == []
     assert not Image.objects.exists()
+
+
+def test_users_share_an_image_with_another_project_who_accepts_it_and_boots_from_it(
+    cloud, make_user, grant, sim_cluster, make_template, task_cluster, server_env, disk
+):
+    alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+    for user in (alice, bob, carol):
+        grant(user, "PowerUser", sim_cluster)
+    make_template("m1.small", cluster=sim_cluster, vcpus=1, memory_mb=128, disk_gb=1)
+    task_cluster(CORRAL_TICKER_RUN_SECONDS=1, CORRAL_GUEST_INFO_INTERVAL=3600, **server_env)
+    as_alice, as_bob, as_carol = cloud("alice"), cloud("bob"), cloud("carol")
+    image_id = as_json(
+        as_alice("image", "create", "--disk-format", "qcow2", "--file", str(disk), "-f", "json",
+                 "golden")
+    )["id"]  # fmt: skip
+
+    as_alice("image", "set", "--shared", "golden")
+    # Keystone will not show alice bob's project: the CLI takes the id as she gave it.
+    offered = as_json(as_alice("image", "add", "project", "golden", str(bob.pk), "-f", "json"))
+    as_bob("image", "set", "--accept", image_id)
+    listed = as_json(as_bob("image", "list", "-f", "json"))
+    server = as_json(
+        as_bob("server", "create", "--flavor", "m1.small", "--image", image_id, "--nic", "auto",
+               "--wait", "-f", "json", "from-golden")
+    )  # fmt: skip
+    members = as_json(as_alice("image", "member", "list", "golden", "-f", "json"))
+    hidden = as_carol("image", "show", image_id, ok=False)
+
+    assert (offered["member_id"], offered["status"]) == (str(bob.pk), "pending")
+    assert [(row["ID"], row["Name"]) for row in listed] == [(image_id, "golden")]
+    assert server["status"] == "ACTIVE"
+    vm = VirtualMachine.objects.get(uuid=server["id"])
+    assert (str(vm.disk_image.uuid), vm.owner) == (image_id, bob)
+    assert [(row["Member ID"], row["Status"]) for row in members] == [(str(bob.pk), "accepted")]
+    assert ImageMember.objects.get().user == bob
+    assert hidden.stderr == f"No Image found for {image_id}"
