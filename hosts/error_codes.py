@@ -68,6 +68,17 @@ class HostErrorCode(ErrorCode):
     IMAGE_NOT_SHARED = "image_not_shared", "Only a shared image has members."
     IMAGE_MEMBER_UNKNOWN = "image_member_unknown", "No user or group of that id."
     IMAGE_MEMBER_EXISTS = "image_member_exists", "The image is offered to that member already."
+    NO_DISK_YET = "no_disk_yet", "The VM has never been started: it has no disk to snapshot yet."
+    SNAPSHOT_NAME_TAKEN = "snapshot_name_taken", "The VM has a snapshot of that name already."
+    HAS_SNAPSHOTS = (
+        "has_snapshots",
+        "The VM has snapshots, which stay in its disk on its host: it does not move (delete "
+        "them to migrate it).",
+    )
+    SNAPSHOTS_REFUSED = (
+        "snapshots_refused",
+        "The VM takes no snapshots (a stateless pool's VM goes back to its base on return).",
+    )
 
 
 class JobErrorCode(ErrorCode):
@@ -115,6 +126,10 @@ class JobErrorCode(ErrorCode):
     STORAGE_SHARED_UNSET = (
         "storage_shared_unset",
         "The hosts' storage pools are one folder, but they are not set to share storage.",
+    )
+    HAS_SNAPSHOTS = (
+        "has_snapshots",
+        "The VM has snapshots, kept in its disk on its host: it does not move.",
     )
     INTERNAL_ERROR = (
         "internal_error",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Case, Max, When
 
-from hosts import images, jobs, quotas
+from hosts import images, jobs, quotas, snapshots
 from hosts.error_codes import HostErrorCode
 from hosts.guests import keys as guest_keys
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -336,8 +336,9 @@ def _allocate(pool: VmPool, user) -> Allocation:
 
 
 def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
-    """Give a VM back to its pool: its user loses it; a stateless pool reverts it to its base
-    snapshot (stopping it first if it runs). Returns the jobs that do that."""
+    """Give a VM back to its pool: its user loses it, and the snapshots they took go; a
+    stateless pool reverts it to its base snapshot (stopping it first if it runs). Returns the
+    jobs that do that."""
     with transaction.atomic():
         # Lock the VM row only: PostgreSQL cannot lock the nullable side of the pool join.
         vm = (
@@ -352,6 +353,8 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
             VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
             vm.owner = None
         queued = []
+        if (dropped := snapshots.drop_all(vm, requested_by=requested_by)) is not None:
+            queued.append(dropped)
         if vm.pool.stateless:
             if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):
                 queued.append(jobs.submit(JobKind.POWEROFF, vm=vm, requested_by=requested_by))
@@ -371,6 +374,20 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
         pool_id = vm.pool_id
         transaction.on_commit(lambda: nudge_monitor(pool_id))
     return queued
+
+
+def no_snapshots_in_stateless_pools(vm: VirtualMachine, kind: str, requested_by) -> None:
+    """A stateless pool's VM takes no snapshots: it goes back to its base when it is given
+    back, and a revert to a user's snapshot would mix with that. An operation rule
+    (``hosts.checks``)."""
+    if kind != JobKind.SNAPSHOT or vm.pool_id is None:
+        return
+    if VmPool.objects.filter(pk=vm.pool_id, stateless=True).exists():
+        raise Refused(
+            HostErrorCode.SNAPSHOTS_REFUSED,
+            f"VM {vm.name} is in a stateless pool: it goes back to its base when it is given "
+            "back, so it takes no snapshots.",
+        )
 
 
 def hold_when_started_by_another(vm: VirtualMachine, kind: str, requested_by) -> None:

@@ -34,6 +34,7 @@ from hosts.api.serializers import (
     TrustHostKeySerializer,
     VirtualMachineSerializer,
 )
+from hosts.api.snapshots import VirtualMachineSnapshots
 from hosts.error_codes import HostErrorCode
 from hosts.guests import consoles
 from hosts.models import (
@@ -214,7 +215,9 @@ class VirtualMachineConsole:
         return Response(serializer(data).data, status=status.HTTP_201_CREATED)
 
 
-class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
+class VirtualMachineViewSet(
+    VirtualMachineOperations, VirtualMachineConsole, VirtualMachineSnapshots, ScopedModelViewSet
+):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
     # Whether its keys are on their way into the guest (``guest_keys``), in the same query.

@@ -27,10 +27,12 @@ from hosts.models.inventory import (
 )
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
 from hosts.models.quotas import Quota
+from hosts.models.snapshots import SnapshotStatus, VmSnapshot
 
 __all__ = [
     "HOLDING_STATUSES",
     "STATIONARY_STATUSES",
+    "SnapshotStatus",
     "Cluster",
     "CopyState",
     "ConsoleLog",
@@ -57,5 +59,6 @@ __all__ = [
     "Quota",
     "Template",
     "VirtualMachine",
+    "VmSnapshot",
     "VmStatus",
 ]

@@ -19,6 +19,9 @@ class JobKind(models.TextChoices):
     DELETE_IMAGE = "delete_image", "Delete an image's copy on a host"
     FAILOVER = "failover", "Restart a lost host's VMs elsewhere"
     GUEST_KEYS = "guest_keys", "Put its holder's SSH keys in the guest"
+    SNAPSHOT = "snapshot", "Take a snapshot"
+    SNAPSHOT_REVERT = "snapshot_revert", "Revert to a snapshot"
+    SNAPSHOT_DELETE = "snapshot_delete", "Delete a snapshot"
 
 
 class JobState(models.TextChoices):
