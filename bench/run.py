@@ -40,6 +40,7 @@ from bench import (  # noqa: E402
     scenarios,
     scheduling_scenarios,
     serve_scenarios,
+    snapshot_scenarios,
     sync_scenarios,
     web_scenarios,
 )
@@ -58,6 +59,7 @@ SCENARIOS = [
     openstack_scenarios.nova_server_create,
     qemu_scenarios.real_guests,
     qemu_scenarios.cloud_image_boot,
+    snapshot_scenarios.real_snapshots,
     sync_scenarios.sharded_sync,
     fleet_scenarios.remote_hosts,
     web_scenarios.open_pages,
