@@ -342,6 +342,7 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "project.logging.JsonFormatter"},
     },
+    "filters": {"routine_tasks": {"()": "project.logging.RoutineTaskLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CORRAL_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -349,6 +350,10 @@ LOGGING = {
         # its records reach the root's handler anyway, so that one would print each twice.
         "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.db.backends": {"level": "INFO"},
+        # A refusal (4xx) is in the access line already; errors (5xx) are logged with their
+        # traceback.
+        "django.request": {"level": "ERROR"},
+        "django-q": {"filters": ["routine_tasks"]},
     },
 }
 

@@ -66,6 +66,10 @@ class DrainingServer(Server):
 
 
 class UvicornWorker(BaseWorker):
+    # Django's ASGI application has no lifespan events: uvicorn need not ask (and say at each
+    # start that the protocol "appears unsupported").
+    CONFIG_KWARGS = {**BaseWorker.CONFIG_KWARGS, "lifespan": "off"}
+
     async def _serve(self) -> None:
         # As the base class's, with the server above.
         self.config.app = self.wsgi
