@@ -13,7 +13,9 @@ until a worker stops.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import signal
 import socket
 import sys
 
@@ -76,7 +78,20 @@ class UvicornWorker(BaseWorker):
         warm()
         tune()
         server = DrainingServer(config=self.config)
-        self._install_sigquit_handler()
+        self._quit_at_once(server)
         await server.serve(sockets=self.sockets)
         if not server.started:
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
+
+    @staticmethod
+    def _quit_at_once(server: Server) -> None:
+        """gunicorn's quick shutdown (its master's SIGINT or SIGQUIT: Ctrl-C) sends its workers
+        SIGQUIT: the worker stops at once, open requests cut off. (The base class's handler
+        marks the worker dead without stopping its server, which then waits out the graceful
+        timeout to be killed, logged as "Perhaps out of memory?".) SIGTERM stays graceful."""
+
+        def quit_now() -> None:
+            server.should_exit = True
+            server.force_exit = True
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGQUIT, quit_now)

@@ -23,6 +23,11 @@ from lab.childprocess import asgi_command
 
 # Seconds the web server and the task cluster get to finish what they do once asked to stop.
 STOP_GRACE = 5.0
+# What stopping each at once cuts short.
+CUT_SHORT = {
+    "task cluster": "a job it ran is taken up again at the next start",
+    "web server": "its open requests were cut off",
+}
 
 
 class Command(BaseCommand):
@@ -103,7 +108,7 @@ class Command(BaseCommand):
             if child.poll() is None:
                 self.stdout.write(
                     f"The {name} was still busy after {STOP_GRACE:g} s: stopped at once "
-                    "(a job it ran is taken up again at the next start)."
+                    f"({CUT_SHORT[name]})."
                 )
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
