@@ -68,6 +68,11 @@ class HostErrorCode(ErrorCode):
     IMAGE_NOT_SHARED = "image_not_shared", "Only a shared image has members."
     IMAGE_MEMBER_UNKNOWN = "image_member_unknown", "No user or group of that id."
     IMAGE_MEMBER_EXISTS = "image_member_exists", "The image is offered to that member already."
+    TEMPLATE_IMAGE_HIDDEN = (
+        "template_image_hidden",
+        "The user's template boots from an image the VM's maker may not see (no longer shared "
+        "with them).",
+    )
 
 
 class JobErrorCode(ErrorCode):

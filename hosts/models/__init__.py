@@ -22,6 +22,7 @@ from hosts.models.inventory import (
     OsType,
     PowerState,
     Template,
+    TemplateVisibility,
     VirtualMachine,
     VmStatus,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "PowerState",
     "Quota",
     "Template",
+    "TemplateVisibility",
     "VirtualMachine",
     "VmStatus",
 ]
