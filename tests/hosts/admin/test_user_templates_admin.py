@@ -102,3 +102,19 @@ def test_a_new_vm_of_a_template_whose_image_is_no_longer_shared_is_a_form_error(
         "you): no VM can be made from it until they do."
     ]
     assert not VirtualMachine.objects.exists()
+
+
+def test_the_users_delete_confirmation_says_what_becomes_of_their_templates(
+    superuser_console, make_user, make_template, make_vm, cluster_a
+):
+    carol = make_user("carol")
+    make_template("unused-t", cluster=cluster_a, owner=carol, visibility="private")
+    used = make_template("used-t", cluster=cluster_a, owner=carol, visibility="private")
+    make_vm(cluster_a, used)
+
+    page = superuser_console.get(admin_url("auth.User", "delete", carol.pk)).content.decode()
+
+    assert "carol: Their templates no VM or pool uses are deleted: unused-t." in page
+    assert (
+        "carol: Their templates in use are kept, handed to the admins (no owner, private): used-t."
+    ) in page
