@@ -242,14 +242,18 @@ def test_the_clusters_admins_see_and_manage_every_users_template_there(
 ):
     alice, _bob = creators
     template_id = make_own(client_for(alice), cluster).json()["id"]
+    admins_id = make_own(client_for(cluster_admin), cluster, name="admins").json()["id"]
     elsewhere_admin = make_user("elsewhere-admin")
     grant(elsewhere_admin, "ClusterAdmin", make_cluster("elsewhere"))
     admin = client_for(cluster_admin)
 
     listed = admin.get("/api/templates/").json()["results"]
+    users = admin.get("/api/templates/", {"owner__isnull": "false"}).json()["results"]
+    alices = admin.get("/api/templates/", {"owner": alice.pk}).json()["results"]
     changed = admin.patch(f"/api/templates/{template_id}/", {"description": "Checked."})
 
-    assert [row["id"] for row in listed] == [template_id]
+    assert {row["id"] for row in listed} == {template_id, admins_id}
+    assert [row["id"] for row in users] == [row["id"] for row in alices] == [template_id]
     assert changed.status_code == 200, changed.content
     assert client_for(admin_user).get(f"/api/templates/{template_id}/").status_code == 200
     assert client_for(elsewhere_admin).get(f"/api/templates/{template_id}/").status_code == 404
