@@ -79,6 +79,11 @@ class HostErrorCode(ErrorCode):
         "snapshots_refused",
         "The VM takes no snapshots (a stateless pool's VM goes back to its base on return).",
     )
+    TEMPLATE_IMAGE_HIDDEN = (
+        "template_image_hidden",
+        "The user's template boots from an image the VM's maker may not see (no longer shared "
+        "with them).",
+    )
 
 
 class JobErrorCode(ErrorCode):

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from hosts import checks, jobs, quotas
+from hosts import checks, jobs, quotas, template_access
 from hosts.error_codes import HostErrorCode
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
@@ -23,8 +23,13 @@ def create_vm(vm: VirtualMachine, *, created_by) -> VirtualMachine:
     """Save a new (validated) VM owned by its creator, who becomes its UserVmManager unless
     their grants already let them manage it; the creation is said in the event feed.
 
-    Counted against the creator's quota first (``hosts.quotas.charge``): a VM that would take
-    them past a limit is refused (``QuotaExceeded``) and nothing is made."""
+    A VM of a user's template whose images the creator may not see (any more) is refused on
+    its template (``template_access.launch_refusal``). Counted against the creator's quota
+    (``hosts.quotas.charge``): a VM that would take them past a limit is refused
+    (``QuotaExceeded``) and nothing is made."""
+    refusal = template_access.launch_refusal(created_by, vm)
+    if refusal is not None:
+        raise Refused(HostErrorCode.TEMPLATE_IMAGE_HIDDEN, refusal, field="template")
     quotas.charge(created_by, quotas.for_vm(vm))
     vm.owner = created_by
     vm.save()

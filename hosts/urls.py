@@ -1,9 +1,9 @@
 """Portal pages of the inventory: My VMs, a VM's page, its operations, a job's progress,
-My images."""
+My images and the user's own templates."""
 
 from django.urls import path, re_path
 
-from hosts import image_pages, views
+from hosts import image_pages, template_pages, views
 from hosts.guests import console_pages
 
 urlpatterns = [
@@ -23,5 +23,11 @@ urlpatterns = [
     ),
     path("jobs/<int:job_id>/", views.job_progress, name="job"),
     path("images/", image_pages.my_images, name="images"),
+    path("images/<int:image_id>/template/", template_pages.template_new, name="template-new"),
+    path(
+        "templates/<int:template_id>/delete/",
+        template_pages.template_delete,
+        name="template-delete",
+    ),
     path("console/", console_pages.console_by_ticket, name="console-by-ticket"),
 ]

@@ -272,10 +272,12 @@ SPECTACULAR_SETTINGS = {
         "AffinityRuleEnum": "scheduling.models.AffinityRule",
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
+        "ImageVisibilityEnum": "hosts.models.images.ImageVisibility",
         "ImageMemberStatusEnum": "hosts.models.images.MemberStatus",
         "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
         "JobKindEnum": "hosts.models.jobs.JobKind",
         "JobStateEnum": "hosts.models.jobs.JobState",
+        "TemplateVisibilityEnum": "hosts.models.inventory.TemplateVisibility",
         "TokenKindEnum": "project.models.TokenKind",
     },
     # The registered refusal codes (project/error_codes.py) as the RefusalCode component.

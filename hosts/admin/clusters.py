@@ -375,10 +375,24 @@ class HostAdmin(ScopedAdmin):
 
 @admin.register(Template)
 class TemplateAdmin(ScopedAdmin):
-    list_display = ["name", "cluster", "vcpus", "memory_mb", "disk_gb", "os_type", "disk_image"]
-    list_filter = [("cluster", ONLY_VISIBLE), "os_type"]
-    search_fields = ["name", "description"]
-    list_select_related = ["cluster"]
+    """The admins' templates, and users' own (``owner``; private) for the admins of their
+    cluster (``hosts.template_access``): made here, a template is the admins'."""
+
+    list_display = [
+        "name",
+        "cluster",
+        "owner",
+        "visibility",
+        "vcpus",
+        "memory_mb",
+        "disk_gb",
+        "os_type",
+        "disk_image",
+    ]
+    list_filter = [("cluster", ONLY_VISIBLE), "os_type", "visibility"]
+    search_fields = ["name", "description", "owner__username"]
+    list_select_related = ["cluster", "owner", "disk_image"]
+    readonly_fields = ["owner"]
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)

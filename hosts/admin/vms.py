@@ -7,7 +7,7 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from hosts import services
+from hosts import services, template_access
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.guests import ssh
 from hosts.models import Job, JobKind, JobState, VirtualMachine
@@ -50,6 +50,23 @@ def _vm_operation(name: str, description: str, permission: str):
 
     run.__name__ = name
     return admin.action(description=description, permissions=[permission])(run)
+
+
+def launch_checked(form_class: type, user) -> type:
+    """``form_class`` refusing, on the template field, a new VM of a user's template whose
+    images ``user`` may not see (``template_access.launch_refusal``), as the API refuses it."""
+
+    class LaunchCheckedForm(form_class):
+        def _post_clean(self):
+            super()._post_clean()
+            if self._errors or self.instance.template_id is None:
+                return
+            refusal = template_access.launch_refusal(user, self.instance)
+            if refusal is not None:
+                self.add_error("template", refusal)
+
+    LaunchCheckedForm.__name__ = form_class.__name__
+    return LaunchCheckedForm
 
 
 @admin.register(VirtualMachine)
@@ -191,6 +208,10 @@ class VirtualMachineAdmin(ScopedAdmin):
             messages.SUCCESS,
         )
         return "queued"
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return form if obj is not None else launch_checked(form, request.user)
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -22,6 +22,7 @@ from hosts.models.inventory import (
     OsType,
     PowerState,
     Template,
+    TemplateVisibility,
     VirtualMachine,
     VmStatus,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "PowerState",
     "Quota",
     "Template",
+    "TemplateVisibility",
     "VirtualMachine",
     "VmSnapshot",
     "VmStatus",

@@ -304,9 +304,17 @@ class OsType(models.TextChoices):
     OTHER = "other", "Other"
 
 
+class TemplateVisibility(models.TextChoices):
+    """Who may use a template besides the admins of its cluster (``hosts.template_access``)."""
+
+    PUBLIC = "public", "Public (everyone who may use templates where it is offered)"
+    PRIVATE = "private", "Private (its owner and the admins)"
+
+
 class Template(models.Model):
     """What a VM is made of: CPUs, memory, disk, networks and OS. Shared by all clusters
-    unless it names one."""
+    unless it names one. The admins' templates have no owner; a user who may create VMs in a
+    cluster makes templates of their own there, private to them and the cluster's admins."""
 
     name = models.CharField(max_length=64, unique=True, validators=[validate_object_name])
     description = models.TextField(blank=True, max_length=2000)
@@ -390,6 +398,23 @@ class Template(models.Model):
         help_text="cloud-init user-data (#cloud-config) every VM of the template gets, beside "
         "its user's SSH keys.",
     )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="templates",
+        help_text="The user who made it for themselves; none: the admins' (and those a deleted "
+        "user left in use).",
+    )
+    visibility = models.CharField(
+        max_length=8,
+        choices=TemplateVisibility.choices,
+        default=TemplateVisibility.PUBLIC,
+        help_text="Public: everyone who may use templates where it is offered; private: its "
+        "owner and the admins of its cluster. A user's template is private.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -426,6 +451,8 @@ class Template(models.Model):
                 f"The disk image holds {self.disk_image.virtual_size_bytes / GIB:.1f} GiB; "
                 "the disk must be at least that big."
             )
+        if self.owner_id is not None:
+            errors = {**self._owned_errors(), **errors}
         if errors:
             raise ValidationError(errors)
         # Binding a template to one cluster must not strand the VMs and pools of other
@@ -443,6 +470,39 @@ class Template(models.Model):
                     f"{', '.join(elsewhere)}."
                 }
             )
+
+    def _owned_errors(self) -> dict[str, str]:
+        """What a user's template may not be: offered in every cluster, public, on a host
+        bridge, or on networks its cluster's hosts do not offer (those are the admins' to
+        choose)."""
+        errors = {}
+        if self.cluster_id is None:
+            errors["cluster"] = (
+                "A template of a user's own is offered in one cluster: choose it (templates "
+                "for every cluster are the admins')."
+            )
+        if self.visibility != TemplateVisibility.PRIVATE:
+            errors["visibility"] = "A user's template is private: only admins offer templates."
+        if self.bridge:
+            errors["bridge"] = "Only the admins' templates put VMs on a host bridge."
+        if self.cluster_id is not None and self.networks:
+            offered = offered_networks(self.cluster_id)
+            missing = [name for name in self.networks if name not in offered]
+            if missing:
+                errors["networks"] = (
+                    f"The hosts of cluster {self.cluster.name} offer no network "
+                    f"{', '.join(missing)}; they offer {', '.join(sorted(offered)) or 'none'}."
+                )
+        return errors
+
+
+def offered_networks(cluster_id: int) -> set[str]:
+    """The networks the hosts of a cluster offer VMs (``Host.networks``, as the admins set
+    them): those a user's template may name."""
+    offered = set()
+    for names in Host.objects.filter(cluster_id=cluster_id).values_list("networks", flat=True):
+        offered.update(names or [])
+    return offered
 
 
 class VmStatus(models.TextChoices):

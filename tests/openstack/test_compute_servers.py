@@ -17,6 +17,7 @@ from hosts.models import (
     ConsoleLog,
     ConsoleTicket,
     Host,
+    ImageMember,
     Job,
     JobState,
     VirtualMachine,
@@ -634,4 +635,30 @@ def test_a_server_boots_its_owners_private_image_and_another_user_cannot_name_it
     assert vm.disk_image_id == image.pk
     assert refused.status_code == 400
     assert f"Image {image.uuid} could not be found." in refused.json()["badRequest"]["message"]
+    assert VirtualMachine.objects.count() == 1
+
+
+def test_a_users_template_is_a_flavor_they_boot_while_they_see_its_image(
+    launcher, nova_for, make_user, grant, sim_cluster, make_image, make_template
+):
+    user, _ = launcher
+    other = make_user()
+    grant(other, "PowerUser", sim_cluster)
+    shared = make_image(name="carols-disk", owner=make_user(), visibility="shared")
+    membership = ImageMember.objects.create(image=shared, user=user, status="accepted")
+    make_template("mine", cluster=sim_cluster, owner=user, visibility="private", disk_image=shared)
+
+    made = create(nova_for(user), flavorRef="mine")
+    not_theirs = create(nova_for(other), flavorRef="mine", name="theirs")
+    membership.delete()
+    unshared = create(nova_for(user), flavorRef="mine", name="again")
+
+    assert made.status_code == 202, made.content
+    assert not_theirs.status_code == 400
+    assert "Flavor mine could not be found." in not_theirs.json()["badRequest"]["message"]
+    assert unshared.status_code == 400
+    assert (
+        "Template mine boots from an image you may not see (its owner no longer shares it with "
+        "you)" in unshared.json()["badRequest"]["message"]
+    )
     assert VirtualMachine.objects.count() == 1

@@ -704,6 +704,27 @@ def test_the_launch_form_offers_only_templates_that_fit_the_reservation(
     assert _offered_templates(page) == ["here", "small"]
 
 
+def test_the_launch_form_offers_the_users_own_template_and_not_another_users(
+    active_lease, small, alice, make_user, make_template, grant
+):
+    cluster = active_lease.reservations.get().allocations.get().host.cluster
+    grant(alice, "PowerUser", cluster)
+    size = {"vcpus": 1, "memory_mb": 512, "disk_gb": 10, "visibility": "private"}
+    make_template(name="alices", cluster=cluster, owner=alice, **size)
+    bobs = make_template(name="bobs", cluster=cluster, owner=make_user("bob"), **size)
+    client = signed_in(alice)
+
+    page = client.get(f"/leases/{active_lease.pk}/").content.decode()
+    refused = client.post(
+        f"/leases/{active_lease.pk}/launch/",
+        {"reservation": active_lease.reservations.get().pk, "template": bobs.pk, "name": "x-1"},
+    )
+
+    assert _offered_templates(page) == ["alices", "small"]
+    assert _field_error(refused.content.decode(), "template")
+    assert not VirtualMachine.objects.exists()
+
+
 def test_a_reservation_no_template_fits_says_so_at_the_template(active_lease, alice, make_template):
     make_template(name="large", cluster=None, vcpus=2, memory_mb=4096, disk_gb=10)
 
