@@ -25,10 +25,12 @@ class HostsConfig(AppConfig):
             metrics,
             roles,
             services,
+            snapshot_pages,
             sshtrust,
             tasks,
             template_access,
             user_deletion,
+            views,
         )
         from hosts.error_codes import HostErrorCode
         from hosts.guests.console_relay import ConsoleRelay
@@ -68,6 +70,7 @@ class HostsConfig(AppConfig):
         )
         demo.register()
         register_view_rule(Template, lambda queryset, user: template_access.visible(user, queryset))
+        views.extend_vm_pages(section=snapshot_pages.section)
         users_admin.register_deletion_note(user_deletion.notes)
         pre_delete.connect(
             _release_user_things,

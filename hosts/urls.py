@@ -1,9 +1,9 @@
-"""Portal pages of the inventory: My VMs, a VM's page, its operations, a job's progress,
-My images and the user's own templates."""
+"""Portal pages of the inventory: My VMs, a VM's page, its operations and snapshots, a job's
+progress, My images and the user's own templates."""
 
 from django.urls import path, re_path
 
-from hosts import image_pages, template_pages, views
+from hosts import image_pages, snapshot_pages, template_pages, views
 from hosts.guests import console_pages
 
 urlpatterns = [
@@ -13,6 +13,22 @@ urlpatterns = [
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
+    path("vms/<int:vm_id>/snapshots/", snapshot_pages.vm_snapshot_list, name="vm-snapshots"),
+    path(
+        "vms/<int:vm_id>/snapshots/take/",
+        snapshot_pages.vm_snapshot_take,
+        name="vm-snapshot-take",
+    ),
+    path(
+        "vms/<int:vm_id>/snapshots/<int:snapshot_id>/revert/",
+        snapshot_pages.vm_snapshot_revert,
+        name="vm-snapshot-revert",
+    ),
+    path(
+        "vms/<int:vm_id>/snapshots/<int:snapshot_id>/delete/",
+        snapshot_pages.vm_snapshot_delete,
+        name="vm-snapshot-delete",
+    ),
     path("vms/<int:vm_id>/console/", console_pages.vm_console, name="vm-console"),
     path("vms/<int:vm_id>/terminal/", console_pages.vm_terminal, name="vm-terminal"),
     path("vms/<int:vm_id>/console-log/", console_pages.vm_console_log, name="vm-console-log"),

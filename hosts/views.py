@@ -30,12 +30,19 @@ RECENT_JOBS = 8
 # queries), which the templates read (pools set ``can_return``). What follows a stop (a pool's
 # VM going back to its pool) they say through ``hosts.after_stop``.
 decorators: list = []
+# The parts of a VM's page kept in modules of their own, each with its template and views (its
+# snapshots: ``hosts.snapshot_pages``), registered from ``AppConfig.ready()`` too:
+# ``section(user, vm, forms)`` returns what its template reads (nothing for a user it is not
+# for), ``forms`` being the forms in error of a refused POST that the page shows again.
+sections: list = []
 
 
-def extend_vm_pages(*, decorate=None) -> None:
-    """Plug an app into the VM pages (see ``decorators``)."""
+def extend_vm_pages(*, decorate=None, section=None) -> None:
+    """Plug an app, or a part of the page, into the VM pages (see ``decorators``, ``sections``)."""
     if decorate is not None and decorate not in decorators:
         decorators.append(decorate)
+    if section is not None and section not in sections:
+        sections.append(section)
 
 
 # The operations the portal offers, in order (what the VM's state allows of them:
@@ -155,15 +162,24 @@ def _vm_context(user, vm_id: int) -> dict:
     }
 
 
-def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200):
-    """A VM's page: its live panel, and its settings form for those who may change it."""
+def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200, **forms):
+    """A VM's page: its live panel, its settings form for those who may change it, and its
+    sections (``sections``), showing ``forms`` (theirs, in error) again."""
     context = _vm_context(request.user, vm_id)
     vm = context["vm"]
     if vm.can_change and settings_form is None:
         on = "on" if vm.highly_available else "off"
         settings_form = VmSettingsForm(initial={"highly_available": on})
     context.update(section="vms", settings_form=settings_form if vm.can_change else None)
+    for part in sections:
+        context.update(part(request.user, vm, forms))
     return render(request, "portal/vm.html", context, status=status)
+
+
+def vm_page_refusing(request, vm_id: int, **forms):
+    """A VM's page answering a section's POST that bad input or a refusal stopped (a 400):
+    ``forms`` (``snapshot_form=form``) shown again with their messages."""
+    return _vm_page(request, vm_id, status=400, **forms)
 
 
 @require_GET

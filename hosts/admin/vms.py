@@ -1,5 +1,6 @@
-"""Admin screen for VMs: their state, power operations queued as jobs, deletion through the VM
-service (a VM defined on a host is removed from it first)."""
+"""Admin screen for VMs: their state, power operations queued as jobs, their snapshots
+(``hosts.admin.snapshots``), deletion through the VM service (a VM defined on a host is removed
+from it first)."""
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_deletion
@@ -9,6 +10,7 @@ from django.utils.html import format_html
 
 from hosts import services, template_access
 from hosts.admin.clusters import ONLY_VISIBLE
+from hosts.admin.snapshots import snapshots_on_vm_page
 from hosts.guests import ssh
 from hosts.models import Job, JobKind, JobState, VirtualMachine
 from project.access.permissions import holds
@@ -162,6 +164,11 @@ class VirtualMachineAdmin(ScopedAdmin):
 
     def has_migrate_permission(self, request):
         return holds(request.user, "hosts.migrate_virtualmachine")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The VM's page lists its snapshots too, for those who may operate it."""
+        extra_context = {**(extra_context or {}), **snapshots_on_vm_page(request, object_id)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))

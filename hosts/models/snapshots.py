@@ -46,6 +46,7 @@ class VmSnapshot(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "VM snapshot"
         ordering = ["vm", "created_at", "pk"]
         constraints = [
             models.UniqueConstraint(
