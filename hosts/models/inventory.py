@@ -601,6 +601,13 @@ class VirtualMachine(models.Model):
         default=False,
         help_text="Held by an admin: a pool neither hands it out nor prestarts it.",
     )
+    taken_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When its holder took it from its pool (empty while nobody holds it): its "
+        "holder's page lists the jobs since, not those of the holders before.",
+    )
     highly_available = models.BooleanField(
         default=False,
         help_text="Started on another host when its host is confirmed down.",
