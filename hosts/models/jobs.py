@@ -50,6 +50,7 @@ class Job(models.Model):
     kind = models.CharField(max_length=16, choices=JobKind.choices)
     vm = models.ForeignKey(
         "hosts.VirtualMachine",
+        verbose_name="VM",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
