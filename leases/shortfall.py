@@ -199,9 +199,9 @@ def _resource_short(
 def _distinct_short(usable, start, end, size: dict, amount: int, properties: dict) -> Limit:
     if len(usable) < amount:
         text = (
-            f"{instance_count(amount)} on distinct hosts need {amount} reservable "
-            f"host{pluralize(amount)}{_those(properties)} that are up; {len(usable)} "
-            f"{_is(len(usable))}"
+            f"{instance_count(amount)} on distinct hosts need{pluralize(amount, 's,')} "
+            f"{amount} reservable host{pluralize(amount)}{_those(properties)} that are up; "
+            f"{len(usable)} {_is(len(usable))}"
         )
         return Limit(text, "hosts", amount, len(usable))
     lacking = Counter()
@@ -219,8 +219,8 @@ def _distinct_short(usable, start, end, size: dict, amount: int, properties: dic
     roomy = len(usable) - sum(lacking.values())
     resource = lacking.most_common(1)[0][0]
     text = (
-        f"{instance_count(amount)} on distinct hosts need {amount} host{pluralize(amount)} "
-        "with room for one each; "
+        f"{instance_count(amount)} on distinct hosts need{pluralize(amount, 's,')} {amount} "
+        f"host{pluralize(amount)} with room for one each; "
         f"{roomy} {'has' if roomy == 1 else 'have'} it, the others lack free {NAMES[resource]}"
     )
     return Limit(text, "hosts", amount, roomy)
