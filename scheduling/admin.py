@@ -47,7 +47,10 @@ class PolicyUnitAdmin(admin.ModelAdmin):
         kinds = obj.kinds
         if len(kinds) == 1:
             return said[kinds[0]]
-        return "; ".join(f"as a {kind}: {said[kind][:1].lower()}{said[kind][1:]}" for kind in kinds)
+        names = {"filter": "filter", "weight": "weight", "balance": "balancer"}
+        return "; ".join(
+            f"as a {names[kind]}: {said[kind][:1].lower()}{said[kind][1:]}" for kind in kinds
+        )
 
     def get_fields(self, request, obj=None):
         """A filter's page offers the choice of what its failure does; any other unit's says

@@ -57,6 +57,9 @@ def test_the_unit_list_says_what_a_failure_does_for_each_kind_of_unit(admin_user
     assert said["Memory"] == "Keep every host (skip the filter)"
     assert said["OptimalForEvenMemoryDistribution"] == "Its scores count for nothing (neutral)"
     assert said["OptimalForPowerSavingBalance"] == "It moves nothing"
+    assert said["OptimalForEvenGuestDistribution"] == (
+        "as a weight: its scores count for nothing (neutral); as a balancer: it moves nothing"
+    )
     assert said["VmAffinityGroups"] == (
         "as a filter: keep every host (skip the filter); as a weight: its scores count for "
         "nothing (neutral)"
