@@ -37,6 +37,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AlterField(
             model_name='host',
+            name='non_responsive_since',
+            field=models.DateTimeField(blank=True, editable=False, help_text='Since when it has not answered.', null=True, verbose_name='not responding since'),
+        ),
+        migrations.AlterField(
+            model_name='host',
             name='status',
             field=models.CharField(choices=[('connecting', 'Connecting'), ('up', 'Up'), ('maintenance', 'Maintenance'), ('non_responsive', 'Not responding'), ('error', 'Error')], default='connecting', max_length=20),
         ),

@@ -230,7 +230,11 @@ class Host(models.Model):
     sync_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
     sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     non_responsive_since = models.DateTimeField(
-        null=True, blank=True, editable=False, help_text="Since when it has not answered."
+        "not responding since",
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Since when it has not answered.",
     )
     confirmed_down_at = models.DateTimeField(
         null=True,
