@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.http import Http404, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -148,7 +148,7 @@ def _list_context(user) -> dict:
 def _vm_context(user, vm_id: int) -> dict:
     vm = get_object_or_404(_with_details(_visible(user)), pk=vm_id)
     _decorate(user, [vm])
-    jobs = list(Job.objects.filter(vm=vm).order_by("-id")[:RECENT_JOBS])
+    jobs = list(_jobs_shown(user, vm).order_by("-id")[:RECENT_JOBS])
     # Only its holder reads "your keys": others see how to connect, not the holder's keys.
     keys = ssh.keys_state(vm, user.pk) if vm.owner_id == user.pk else None
     # What the hosts said behind a failed job: for those who may see the cluster's hosts.
@@ -160,6 +160,15 @@ def _vm_context(user, vm_id: int) -> dict:
         "guest_keys": keys,
         "host_words": host_words,
     }
+
+
+def _jobs_shown(user, vm: VirtualMachine):
+    """The VM's jobs its page lists: a pool's VM shows its holder the jobs since they took it
+    and those still under way, not the earlier holders'; whoever may change it sees them all."""
+    jobs = Job.objects.filter(vm=vm)
+    if vm.owner_id == user.pk and vm.taken_at is not None and not vm.can_change:
+        jobs = jobs.filter(Q(created_at__gte=vm.taken_at) | Q(state__in=ACTIVE_JOB_STATES))
+    return jobs
 
 
 def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200, **forms):

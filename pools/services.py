@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Case, Max, When
+from django.utils import timezone
 
 from hosts import images, jobs, quotas, snapshots
 from hosts.error_codes import HostErrorCode
@@ -294,8 +295,8 @@ def _allocate(pool: VmPool, user) -> Allocation:
             raise PoolExhausted(f"Pool {pool.name} has no free VM left; try again later.")
         # A pool's VM counts for its holder while they hold it.
         quotas.check(limits, quotas.vm_usage_of(vm), quotas.for_vm(vm))
-        VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
-        vm.owner = user
+        vm.owner, vm.taken_at = user, timezone.now()
+        VirtualMachine.objects.filter(pk=vm.pk).update(owner=user, taken_at=vm.taken_at)
         add_user_grant(USER_ROLE, vm, user)
         given = dict(
             kind=EventKind.CHANGED,
@@ -350,8 +351,8 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
             raise Refused(HostErrorCode.NOT_IN_POOL, f"VM {vm.name} is not in a pool.")
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
-            VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
-            vm.owner = None
+            VirtualMachine.objects.filter(pk=vm.pk).update(owner=None, taken_at=None)
+            vm.owner, vm.taken_at = None, None
         queued = []
         if (dropped := snapshots.drop_all(vm, requested_by=requested_by)) is not None:
             queued.append(dropped)

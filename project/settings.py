@@ -193,6 +193,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# Dates and times as the admin console and the portal show them, alike (project/formats/).
+FORMAT_MODULE_PATH = ["project.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))

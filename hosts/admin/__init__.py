@@ -16,7 +16,7 @@ from hosts.admin.clusters import (
     load_bar,
 )
 from hosts.admin.images import ImageAdmin, ImageCopyInline
-from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin, JobJournalInline
+from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin
 from hosts.admin.quotas import QuotaAdmin
 from hosts.admin.snapshots import VmSnapshotAdmin
 from hosts.admin.vms import ADMIN_VM_ACTIONS, VirtualMachineAdmin
@@ -32,7 +32,6 @@ __all__ = [
     "ImageAdmin",
     "ImageCopyInline",
     "JobAdmin",
-    "JobJournalInline",
     "QuotaAdmin",
     "TemplateAdmin",
     "VirtualMachineAdmin",

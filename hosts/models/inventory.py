@@ -75,12 +75,12 @@ class HostStatus(models.TextChoices):
     CONNECTING = "connecting", "Connecting"
     UP = "up", "Up"
     MAINTENANCE = "maintenance", "Maintenance"
-    NON_RESPONSIVE = "non_responsive", "NonResponsive"
+    NON_RESPONSIVE = "non_responsive", "Not responding"
     ERROR = "error", "Error"
 
 
 class HostStatusReason(models.TextChoices):
-    """Why a host is NonResponsive or Error, in a word (empty while it is Up): nothing
+    """Why a host is Not responding or Error, in a word (empty while it is Up): nothing
     answers, or it answered and would not let Corral in, or Corral never opens its URI."""
 
     NONE = "", "—"
@@ -110,7 +110,7 @@ class Host(models.Model):
         choices=HostStatusReason.choices,
         blank=True,
         editable=False,
-        help_text="Why the host is NonResponsive or Error: unreachable, authentication "
+        help_text="Why the host is Not responding or Error: unreachable, authentication "
         "refused, host key changed or unknown, libvirt refused, URI refused (empty when Up).",
     )
     reservable = models.BooleanField(
@@ -123,10 +123,14 @@ class Host(models.Model):
         help_text="Networks the host offers, by name.",
     )
     # Capacity and usage, as the host last reported them (null until it has).
-    cpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    memory_mb = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
-    cpu_usage_percent = models.FloatField(null=True, blank=True, editable=False)
-    memory_used_mb = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    cpus = models.PositiveIntegerField("CPUs", null=True, blank=True, editable=False)
+    memory_mb = models.PositiveBigIntegerField(
+        "memory (MiB)", null=True, blank=True, editable=False
+    )
+    cpu_usage_percent = models.FloatField("CPU in use (%)", null=True, blank=True, editable=False)
+    memory_used_mb = models.PositiveBigIntegerField(
+        "memory in use (MiB)", null=True, blank=True, editable=False
+    )
     capabilities = models.JSONField(
         default=dict,
         blank=True,
@@ -152,8 +156,12 @@ class Host(models.Model):
         validators=[validate_storage_path],
         help_text="Where Corral makes the pool (a directory pool) when the host has none.",
     )
-    storage_capacity_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
-    storage_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    storage_capacity_bytes = models.PositiveBigIntegerField(
+        "storage capacity (bytes)", null=True, blank=True, editable=False
+    )
+    storage_free_bytes = models.PositiveBigIntegerField(
+        "free storage (bytes)", null=True, blank=True, editable=False
+    )
     shared_storage = models.CharField(
         max_length=64,
         blank=True,
@@ -222,7 +230,11 @@ class Host(models.Model):
     sync_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
     sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     non_responsive_since = models.DateTimeField(
-        null=True, blank=True, editable=False, help_text="Since when it has not answered."
+        "not responding since",
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Since when it has not answered.",
     )
     confirmed_down_at = models.DateTimeField(
         null=True,
@@ -546,7 +558,7 @@ class PowerState(models.TextChoices):
     CRASHED = "crashed", "Crashed"
     PMSUSPENDED = "pmsuspended", "Suspended by guest"
     NOSTATE = "nostate", "No state"
-    REPORT_MISSING = "report_missing", "PowerReportMissing"
+    REPORT_MISSING = "report_missing", "Power report missing"
     UNKNOWN = "unknown", "Unknown"
 
 
@@ -592,6 +604,13 @@ class VirtualMachine(models.Model):
     admin_hold = models.BooleanField(
         default=False,
         help_text="Held by an admin: a pool neither hands it out nor prestarts it.",
+    )
+    taken_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When its holder took it from its pool (empty while nobody holds it): its "
+        "holder's page lists the jobs since, not those of the holders before.",
     )
     highly_available = models.BooleanField(
         default=False,

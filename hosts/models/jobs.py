@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from hosts.models.inventory import PowerState
+
 
 class JobKind(models.TextChoices):
     START = "start", "Start"
@@ -48,6 +50,7 @@ class Job(models.Model):
     kind = models.CharField(max_length=16, choices=JobKind.choices)
     vm = models.ForeignKey(
         "hosts.VirtualMachine",
+        verbose_name="VM",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
@@ -151,7 +154,7 @@ class ExternalDomain(models.Model):
     )
     uuid = models.UUIDField()
     name = models.CharField(max_length=255)
-    power_state = models.CharField(max_length=16, blank=True)
+    power_state = models.CharField(max_length=16, choices=PowerState.choices, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, help_text="When its state last changed.")
 

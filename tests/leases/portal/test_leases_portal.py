@@ -123,6 +123,18 @@ def test_a_degraded_leases_page_says_what_each_reservation_misses_and_from_when(
     )
 
 
+def test_a_leases_page_says_in_words_that_a_reserved_host_does_not_respond(
+    hosts, alice, make_lease
+):
+    [host] = hosts(1)
+    lease = make_lease(at(9), at(12), instances(2), owner=alice, name="lost")
+    Host.objects.filter(pk=host.pk).update(status="non_responsive")
+
+    page = signed_in(alice).get(f"/leases/{lease.pk}/panel/").content.decode()
+
+    assert f'data-host="{host.name}">{host.name} (2 instances, host Not responding)</span>' in page
+
+
 def test_the_timeline_draws_a_bar_per_lease_from_the_earliest_start_to_the_latest_end(
     hosts, alice, make_lease
 ):
