@@ -4,7 +4,7 @@ used) and VMs running, with a summary and an hourly table as their text alternat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -12,7 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from hosts import samples
-from hosts.models import Host, HostSample
+from hosts.models import Host
 
 WIDTH, HEIGHT = 720, 120
 LEFT, BOTTOM, TOP = 48, 18, 6
@@ -43,24 +43,35 @@ def _x(at: datetime, start: datetime) -> float:
     )
 
 
-def _y(value: float, top: float) -> float:
-    return TOP + (HEIGHT - BOTTOM - TOP) * (1 - min(value, top) / top)
+def _places(points: list[samples.Point], start: datetime) -> list[tuple[str, float]]:
+    """Each point's x in the chart (formatted) and its time in seconds, worked out once for
+    every line."""
+    origin, scale = start.timestamp(), (WIDTH - LEFT) / samples.MINUTES_KEPT.total_seconds()
+    seconds = [p.at.timestamp() for p in points]
+    return [(f"{LEFT + scale * (t - origin):.1f}", t) for t in seconds]
 
 
-def _path(points: list[HostSample], field: str, top: float, start: datetime) -> str:
+def _path(
+    points: list[samples.Point], places: list[tuple[str, float]], field: str, top: float
+) -> str:
+    index, gap, height = (
+        samples.Point._fields.index(field),
+        GAP.total_seconds(),
+        HEIGHT - BOTTOM - TOP,
+    )
     parts, previous = [], None
-    for point in points:
-        value = getattr(point, field)
+    for point, (x, at) in zip(points, places, strict=True):
+        value = point[index]
         if value is None:
             previous = None
             continue
-        move = "L" if previous is not None and point.at - previous <= GAP else "M"
-        parts.append(f"{move}{_x(point.at, start):.1f},{_y(value, top):.1f}")
-        previous = point.at
+        move = "L" if previous is not None and at - previous <= gap else "M"
+        parts.append(f"{move}{x},{TOP + height * (1 - min(value, top) / top):.1f}")
+        previous = at
     return "".join(parts)
 
 
-def _summary(chart: Chart, points: list[HostSample]) -> str:
+def _summary(chart: Chart, points: list[samples.Point]) -> str:
     if not points:
         return "No figures were recorded in the last 24 hours."
     sentences = []
@@ -104,12 +115,14 @@ def _axes(chart: Chart, start: datetime) -> SafeString:
     )
 
 
-def svg(chart: Chart, points: list[HostSample], start: datetime) -> SafeString:
+def svg(
+    chart: Chart, points: list[samples.Point], places: list[tuple[str, float]], start: datetime
+) -> SafeString:
     """The chart as an SVG image whose title and description say what it shows."""
     lines = format_html_join(
         "",
         '<path class="line {}" d="{}"><title>{}</title></path>',
-        ((s.style, _path(points, s.field, chart.top, start), s.name) for s in chart.series),
+        ((s.style, _path(points, places, s.field, chart.top), s.name) for s in chart.series),
     )
     return format_html(
         '<svg role="img" viewBox="0 0 {} {}" aria-labelledby="{}-title {}-desc" '
@@ -128,14 +141,14 @@ def svg(chart: Chart, points: list[HostSample], start: datetime) -> SafeString:
     )
 
 
-def _hourly(points: list[HostSample]) -> list[dict]:
+def _hourly(points: list[samples.Point], places: list[tuple[str, float]]) -> list[dict]:
     """Each hour's average figures (the most VMs running in it), for the table."""
-    hours: dict[datetime, list[HostSample]] = {}
-    for point in points:
-        hour = timezone.localtime(point.at).replace(minute=0, second=0, microsecond=0)
-        hours.setdefault(hour, []).append(point)
+    hours: dict[int, list[samples.Point]] = {}
+    for point, (_, at) in zip(points, places, strict=True):
+        hours.setdefault(int(at // 3600), []).append(point)
     rows = []
-    for hour, group in hours.items():
+    for number, group in hours.items():
+        hour = timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC))
         cpus = [p.cpu_percent for p in group if p.cpu_percent is not None]
         rows.append(
             {
@@ -149,7 +162,7 @@ def _hourly(points: list[HostSample]) -> list[dict]:
     return rows
 
 
-def charts_for(host: Host, points: list[HostSample]) -> list[Chart]:
+def charts_for(host: Host, points: list[samples.Point]) -> list[Chart]:
     memory_top = max([host.memory_mb or 0, *(p.memory_given_mb for p in points), 1])
     vms_top = max([*(p.vms_running for p in points), 1])
     return [
@@ -182,12 +195,13 @@ def last_day(host: Host, now: datetime | None = None) -> str:
     points = samples.last_day(host.pk, now)
     start = now - samples.MINUTES_KEPT
     charts = charts_for(host, points)
+    places = _places(points, start)
     return render_to_string(
         "admin/hosts/host/day_charts.html",
         {
             "host": host,
-            "charts": [{"chart": c, "svg": svg(c, points, start)} for c in charts],
-            "hours": _hourly(points),
+            "charts": [{"chart": c, "svg": svg(c, points, places, start)} for c in charts],
+            "hours": _hourly(points, places),
             "points": len(points),
         },
     )
