@@ -58,7 +58,7 @@ def test_the_host_page_draws_cpu_memory_and_vms_running_as_described_images(
 def test_the_text_alternative_lists_the_day_hour_by_hour(superuser_console, sampled_host):
     html = superuser_console.get(charts_url(sampled_host)).content.decode()
 
-    table = html[html.index('<table class="visually-hidden">') :]
+    table = html[html.index('<div class="visually-hidden">') :]
     assert len(re.findall(r'<th scope="row">\d\d:\d\d</th>', table)) in (24, 25)
     assert "<td>2048</td><td>1024</td><td>3</td>" in table
 
