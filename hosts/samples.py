@@ -1,6 +1,6 @@
 """A host's figures kept for its charts: the sync writes one point a host a minute; the
 pruning loop turns each hour older than a day into one averaged point and drops hourly points
-older than thirty days. So a host holds at most 1,500 minute points (a day, the hour in
+older than thirty days. So a host holds at most 1,510 minute points (a day, the hour in
 progress at its start, and the pruning interval) and 720 hourly ones."""
 
 from __future__ import annotations
