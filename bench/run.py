@@ -32,6 +32,7 @@ from django.test.utils import (  # noqa: E402
 )
 
 from bench import (  # noqa: E402
+    chart_scenarios,
     fleet_scenarios,
     lease_scenarios,
     openstack_scenarios,
@@ -66,6 +67,7 @@ SCENARIOS = [
     lease_scenarios.lease_capacity_check,
     scheduling_scenarios.placement_decision,
     scheduling_scenarios.balancer_cycle,
+    chart_scenarios.host_day_chart,
 ]
 
 logging.getLogger("django-q").setLevel(logging.WARNING)

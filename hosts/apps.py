@@ -24,6 +24,7 @@ class HostsConfig(AppConfig):
             jobs,
             metrics,
             roles,
+            samples,
             services,
             snapshot_pages,
             sshtrust,
@@ -67,6 +68,9 @@ class HostsConfig(AppConfig):
         websockets.register("ws/serial/<str:ticket>/", SerialRelay)
         loops.register(
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
+        )
+        loops.register(
+            "prune-host-samples", samples.prune, every=lambda: samples.PRUNE_EVERY_S, threaded=False
         )
         demo.register()
         register_view_rule(Template, lambda queryset, user: template_access.visible(user, queryset))

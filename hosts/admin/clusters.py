@@ -4,10 +4,11 @@ VMs and external domains on them, maintenance), templates."""
 from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import Http404, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import image_access, services, sshtrust
+from hosts import charts, image_access, services, sshtrust
 from hosts.admin import host_keys
 from hosts.admin.quotas import vm_use
 from hosts.models import Cluster, ExternalDomain, Host, Image, Template, VirtualMachine
@@ -318,9 +319,21 @@ class HostAdmin(ScopedAdmin):
                 "<int:host_id>/trust-host-key/",
                 self.admin_site.admin_view(self.trust_host_key_view),
                 name="hosts_host_trust_host_key",
-            )
+            ),
+            path(
+                "<int:host_id>/day-charts/",
+                self.admin_site.admin_view(self.day_charts_view),
+                name="hosts_host_day_charts",
+            ),
         ]
         return own + super().get_urls()
+
+    def day_charts_view(self, request, host_id: int):
+        """The host's last-day charts alone, for its page to show the latest minutes."""
+        host = self.get_object(request, str(host_id))
+        if host is None or not self.has_view_permission(request, host):
+            raise Http404
+        return HttpResponse(charts.last_day(host))
 
     def trust_host_key_view(self, request, host_id: int):
         return host_keys.trust_host_key_view(self, request, host_id)
@@ -330,8 +343,22 @@ class HostAdmin(ScopedAdmin):
         return obj.running_vms
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra_context = {**(extra_context or {}), **self._on_host(request, object_id)}
+        extra_context = {
+            **(extra_context or {}),
+            **self._on_host(request, object_id),
+            **self._day_charts(request, object_id),
+        }
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def _day_charts(self, request, object_id) -> dict:
+        """The host's charts of the last day, when the user may see the host."""
+        host = self.get_object(request, object_id)
+        if host is None or not self.has_view_permission(request, host):
+            return {}
+        return {
+            "host_day_charts": charts.last_day(host),
+            "host_day_charts_url": reverse("admin:hosts_host_day_charts", args=[host.pk]),
+        }
 
     def _on_host(self, request, object_id) -> dict:
         """The VMs and external domains on the host that the user may see (a page of each)."""

@@ -28,6 +28,7 @@ from hosts.models.inventory import (
 )
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
 from hosts.models.quotas import Quota
+from hosts.models.samples import HostHourSample, HostSample
 from hosts.models.snapshots import SnapshotStatus, VmSnapshot
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "ConsoleTicket",
     "ExternalDomain",
     "Host",
+    "HostHourSample",
+    "HostSample",
     "HostStatus",
     "HostStatusReason",
     "Image",

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from hosts import driver
+from hosts import driver, samples
 from hosts.models import (
     HOLDING_STATUSES,
     ExternalDomain,
@@ -157,6 +157,7 @@ class _Plan:
     came_back: bool = False
     committed_vcpus: int = 0
     guests: int = 0
+    figures: samples.Figures | None = None
 
     @property
     def writes(self) -> bool:
@@ -192,13 +193,14 @@ def _plan(
     grace = now - timedelta(seconds=2 * settings.CORRAL_SYNC_INTERVAL)
     back = unseen.out_of_sight(host, now)
     managed = set()
-    used_memory = 0
+    used_memory = running = 0
     for vm in vms:
         domain = reported.get(str(vm.uuid))
         managed.add(str(vm.uuid))
         active = domain is not None and domain.power_state in ACTIVE_POWER_STATES
         if active:
             used_memory += vm.memory_mb
+            running += 1
         cpu_fields = _record_cpu(vm, cpu.domain_percent.get(str(vm.uuid)), active)
         if cpu_fields:
             plan.to_write[vm.pk] = (vm, cpu_fields)
@@ -240,11 +242,18 @@ def _plan(
             plan.changed.append(vm)
         if vm.status == VmStatus.DOWN and status_before in RUNNING_STATUSES:
             plan.stopped.append(vm.pk)
-    plan.committed_vcpus = sum(
-        vm.vcpus
+    holding = [
+        vm
         for vm in vms
         if (vm.host_id == host.pk and vm.status in HOLDING_STATUSES)
         or vm.migrating_to_id == host.pk
+    ]
+    plan.committed_vcpus = sum(vm.vcpus for vm in holding)
+    plan.figures = samples.Figures(
+        cpu_percent=cpu.host_percent,
+        memory_given_mb=sum(vm.memory_mb for vm in holding),
+        memory_used_mb=used_memory,
+        vms_running=running,
     )
     plan.guests = sum(vm.host_id == host.pk for vm in vms)
     unmanaged = [
@@ -281,6 +290,7 @@ def apply_report(
     plan = _plan(host, vms, report, cpu, now)
     if plan.writes:
         return _write_report(host_id, report, owner, cpu, now)
+    samples.record(host.pk, plan.figures, now)
     host_reported.send(sender=Host, host=host, committed_vcpus=plan.committed_vcpus)
     return SyncResult(host_status=HostStatus.UP, guests=plan.guests)
 
@@ -323,6 +333,7 @@ def _write_report(
     if plan.external:
         plan.external.write(host)
     _write_host(host, plan, now)
+    samples.record(host.pk, plan.figures, now)
     _announce_storage(host, plan.host_values, result)
     # The host's load is known now (the balancer starts or stops its overload clock).
     host_reported.send(sender=Host, host=host, committed_vcpus=plan.committed_vcpus)

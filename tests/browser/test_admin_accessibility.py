@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from hosts.models import Cluster, Host, VirtualMachine, VmStatus
+from hosts import samples
+from hosts.models import Cluster, Host, HostSample, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools import services as pool_services
 from pools.models import VmPool
@@ -83,6 +86,22 @@ PAGES = [
 ]
 
 
+def _a_day_of_figures(host: Host) -> None:
+    """The host's points of the last day, for its page's charts."""
+    now = samples.minute_of(timezone.now())
+    HostSample.objects.bulk_create(
+        HostSample(
+            host=host,
+            at=now - timedelta(minutes=m),
+            cpu_percent=(m * 7) % 100,
+            memory_given_mb=512,
+            memory_used_mb=256,
+            vms_running=2,
+        )
+        for m in range(24 * 60)
+    )
+
+
 @pytest.fixture
 def console(
     make_user, make_pool, make_template, pool_user, reservable_hosts, make_lease, make_host
@@ -96,6 +115,7 @@ def console(
     user = pool_user(pool)
     vm = pool_services.allocate_vm(pool, user).vm
     lease = make_lease(at(9, day=1), at(17, day=1), instances(1), owner=user, name="nightly")
+    _a_day_of_figures(host)
     return Console(cluster=cluster, host=host, pool=pool, vm=vm, lease=lease)
 
 

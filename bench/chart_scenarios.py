@@ -1,0 +1,96 @@
+"""A host's 24-hour charts at 1,000 hosts: the points of 1,000 hosts over a day (1,440 each,
+1.44 million rows) written in bulk, then one host's charts drawn (its page's fragment, as
+the admin page and its minutely refresh render it), with the statements it takes; on
+PostgreSQL, what a host's day of points costs on disk (table and indexes)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from hosts import charts, samples
+from hosts.models import Cluster, Host, HostSample
+
+HOSTS = 1000
+CLUSTER = "bench-charts"
+BATCH = 20_000
+
+
+def _fill(now) -> list[Host]:
+    cluster = Cluster.objects.create(name=CLUSTER)
+    hosts = Host.objects.bulk_create(
+        Host(
+            name=f"chart-{n}",
+            cluster=cluster,
+            uri=f"qemu+ssh://root@chart-{n}.example.org/system",
+            status="up",
+            cpus=32,
+            memory_mb=262_144,
+        )
+        for n in range(HOSTS)
+    )
+    start = samples.minute_of(now)
+    batch = []
+    for host in hosts:
+        for m in range(24 * 60):
+            batch.append(
+                HostSample(
+                    host_id=host.pk,
+                    at=start - timedelta(minutes=m),
+                    cpu_percent=(host.pk * 7 + m) % 100,
+                    memory_given_mb=65_536 + (m % 60) * 1024,
+                    memory_used_mb=32_768 + (m % 30) * 1024,
+                    vms_running=8 + m % 5,
+                )
+            )
+        if len(batch) >= BATCH:
+            HostSample.objects.bulk_create(batch)
+            batch = []
+    HostSample.objects.bulk_create(batch)
+    return hosts
+
+
+def _bytes_per_host_day() -> str:
+    if connection.vendor != "postgresql":
+        return "measured on PostgreSQL only"
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE hosts_hostsample")
+        cursor.execute(
+            "SELECT pg_total_relation_size('hosts_hostsample'), "
+            "pg_relation_size('hosts_hostsample')"
+        )
+        total, table = cursor.fetchone()
+    return (
+        f"{total / HOSTS / 1024:.0f} KiB a host a day with its indexes "
+        f"({table / HOSTS / 1024:.0f} KiB of table; {total / (HOSTS * 1440):.0f} B a point)"
+    )
+
+
+def host_day_chart(measure):
+    now = timezone.now()
+    try:
+        hosts = _fill(now)
+        host = Host.objects.get(pk=hosts[HOSTS // 2].pk)
+        html = charts.last_day(host, now)
+        assert html.count('<svg role="img"') == 3
+        ms, queries = measure(lambda: charts.last_day(host, now))
+        return [
+            (
+                f"24-hour charts of one host at {HOSTS:,} hosts × 1,440 points (median of 5)",
+                f"{ms:.1f} ms, {queries} statement(s)",
+                "≤ 100 ms",
+                "yes" if ms <= 100 else "NO",
+            ),
+            (
+                f"storage of a host's day of minute points ({HOSTS:,} hosts)",
+                _bytes_per_host_day(),
+                "",
+                "",
+            ),
+        ]
+    finally:
+        HostSample.objects.filter(host__cluster__name=CLUSTER).delete()
+        Host.objects.filter(cluster__name=CLUSTER).delete()
+        Cluster.objects.filter(name=CLUSTER).delete()

@@ -1,0 +1,37 @@
+"""A host's figures through the day and the month, for its charts: one point a minute for the
+last day, one an hour (the minutes' average) for thirty days (``hosts.samples``)."""
+
+from django.db import models
+
+
+class _Figures(models.Model):
+    host = models.ForeignKey("hosts.Host", on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(help_text="The start of the minute or hour the point stands for.")
+    # None: no load was measured then (the host gave no CPU counters, or just one report).
+    cpu_percent = models.FloatField(null=True)
+    memory_given_mb = models.PositiveBigIntegerField(
+        help_text="Memory of the VMs holding the host (running, starting, arriving…)."
+    )
+    memory_used_mb = models.PositiveBigIntegerField(help_text="Memory of the VMs running.")
+    vms_running = models.PositiveIntegerField()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.host_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class HostSample(_Figures):
+    """A host's figures in one minute: the first report read in it."""
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "at"], name="host_sample_minute")]
+
+
+class HostHourSample(_Figures):
+    """A host's figures in one hour: the average of its minutes (for VMs running, the
+    most)."""
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "at"], name="host_sample_hour")]
