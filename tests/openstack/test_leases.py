@@ -539,14 +539,14 @@ def test_an_empty_change_answers_the_lease_unchanged(as_alice, created):
 
 def test_an_ended_lease_takes_no_new_dates(as_alice, make_lease, alice, reservable_hosts):
     reservable_hosts(1)
-    lease = make_lease(at(-48), at(-47), instances(1), owner=alice)
+    lease = make_lease(at(-50), at(-49), instances(1), owner=alice)  # ended, whatever the hour
     url = f"{API}/leases/{lease.uuid}"
 
     refused = as_alice.put(url, {"name": "renamed", "end_date": cli_time(at(13))}, format="json")
 
     assert refused.status_code == 400
     assert error(refused) == ("Terminated leases can only be renamed")
-    assert Lease.objects.get(pk=lease.pk).end_date == at(-47)
+    assert Lease.objects.get(pk=lease.pk).end_date == at(-49)
 
 
 def test_a_started_lease_keeps_its_start(as_alice, make_lease, alice, reservable_hosts):
