@@ -34,6 +34,7 @@ from hosts.api.serializers import (
     TrustHostKeySerializer,
     VirtualMachineSerializer,
 )
+from hosts.api.vm_images import VirtualMachineImage
 from hosts.error_codes import HostErrorCode
 from hosts.guests import consoles
 from hosts.models import (
@@ -214,7 +215,9 @@ class VirtualMachineConsole:
         return Response(serializer(data).data, status=status.HTTP_201_CREATED)
 
 
-class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, ScopedModelViewSet):
+class VirtualMachineViewSet(
+    VirtualMachineOperations, VirtualMachineConsole, VirtualMachineImage, ScopedModelViewSet
+):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
     # Whether its keys are on their way into the guest (``guest_keys``), in the same query.
@@ -239,6 +242,7 @@ class VirtualMachineViewSet(VirtualMachineOperations, VirtualMachineConsole, Sco
         "console_log": "hosts.operate_virtualmachine",
         "console": "hosts.view_virtualmachine",
         "serial_console": "hosts.view_virtualmachine",
+        "image": "hosts.view_virtualmachine",
     }
 
     def perform_create(self, serializer):

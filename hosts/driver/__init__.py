@@ -28,6 +28,7 @@ from hosts.driver.base import (
     HostReport,
     HostUnreachable,
     Hypervisor,
+    ImageTooBig,
     NoRoom,
     NoStoragePool,
     NotSupported,
@@ -185,6 +186,24 @@ def sees_same_storage(
     )
 
 
+def export_disk(
+    uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
+) -> int:
+    """Copy the domain's disk (the volume ``volume`` of ``pool``, its overlay) into the local
+    file ``target`` as one standalone qcow2, its backing chain flattened; the file's size.
+
+    A shut-off domain's disk is cloned on the host; a running one's is copied by its QEMU (a
+    block copy), with ``quiesce`` its filesystems frozen through the guest agent for the
+    instant the copy is cut (``GuestAgentUnavailable``, nothing made, when the agent does not
+    answer; without, the copy is as of a crash). The copy goes through the host's pool (a
+    temporary volume, deleted after) and a download stream, never the host's files. A copy
+    over ``limit`` bytes is ``ImageTooBig`` and is not downloaded; ``NoRoom`` when the pool
+    cannot hold it."""
+    return backend_for(uri).export_disk(
+        uri, uuid, pool, volume, target, quiesce=quiesce, limit=limit
+    )
+
+
 # Reaching a guest: its seed, console log, screen, serial console and agent.
 
 
@@ -196,7 +215,8 @@ def write_seed(uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bo
 
 
 def remove_guest_files(uri: str, uuid: str, pool: str = STORAGE_POOL) -> None:
-    """Delete the guest's seed and serial log from ``pool``; missing ones are fine."""
+    """Delete the guest's seed and serial log from ``pool`` (and a copy of its disk that an
+    image job cut short left there); missing ones are fine."""
     backend_for(uri).remove_guest_files(uri, uuid, pool)
 
 
@@ -311,6 +331,7 @@ __all__ = [
     "HostProblem",
     "HostUnreachable",
     "Hypervisor",
+    "ImageTooBig",
     "LifecycleListener",
     "NoRoom",
     "NoStoragePool",
@@ -324,6 +345,7 @@ __all__ = [
     "delete_volume",
     "domain_power_state",
     "ensure_pool",
+    "export_disk",
     "guest_info",
     "has_serial_consoles",
     "has_snapshot",

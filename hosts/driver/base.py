@@ -101,6 +101,12 @@ class NoRoom(DriverError):
     code = "no_room"
 
 
+class ImageTooBig(DriverError):
+    """A copy of a disk is larger than an image may be (``CORRAL_IMAGE_MAX_BYTES``)."""
+
+    code = "image_too_big"
+
+
 class UriRefused(DriverError):
     """The URI is not one Corral opens (``hosts.driver.uris``): no backend was asked."""
 
@@ -289,6 +295,18 @@ class HostDriver(Protocol):
     def sees_same_storage(
         self, source_uri: str, source_pool: str, destination_uri: str, destination_pool: str
     ) -> bool: ...
+
+    def export_disk(
+        self,
+        uri: str,
+        uuid: str,
+        pool: str,
+        volume: str,
+        target: str,
+        *,
+        quiesce: bool,
+        limit: int,
+    ) -> int: ...
 
     # Reaching a guest: its seed, console log, screen, serial console, agent.
 

@@ -19,6 +19,7 @@ class JobKind(models.TextChoices):
     DELETE_IMAGE = "delete_image", "Delete an image's copy on a host"
     FAILOVER = "failover", "Restart a lost host's VMs elsewhere"
     GUEST_KEYS = "guest_keys", "Put its holder's SSH keys in the guest"
+    IMAGE_FROM_VM = "image_from_vm", "Make an image of its disk"
 
 
 class JobState(models.TextChoices):

@@ -7,8 +7,9 @@ reports (``hosts.jobs.settle``): a failed step never leaves a guess behind.
 
 ``power`` starts and stops VMs, ``migrate`` moves them, ``lifecycle`` prepares, reverts and
 deletes them, ``failover`` restarts a host's VMs elsewhere once it is confirmed down,
-``common`` holds what they share. ``OPERATION_BY_KIND`` is the operation of each job kind,
-which the task that runs a job (``hosts.tasks.run_job``) hands to the runner.
+``vm_image`` makes an image of a VM's disk, ``common`` holds what they share.
+``OPERATION_BY_KIND`` is the operation of each job kind, which the task that runs a job
+(``hosts.tasks.run_job``) hands to the runner.
 """
 
 from hosts.guests.keys import put_keys
@@ -19,6 +20,7 @@ from hosts.operations.failover import failover
 from hosts.operations.lifecycle import delete, noop, prepare, revert
 from hosts.operations.migrate import migrate
 from hosts.operations.power import poweroff, resume, shutdown, start, suspend
+from hosts.operations.vm_image import image_from_vm
 
 OPERATION_BY_KIND = {
     JobKind.START: start,
@@ -35,6 +37,7 @@ OPERATION_BY_KIND = {
     JobKind.DELETE_IMAGE: disks.delete_image_copy,
     JobKind.FAILOVER: failover,
     JobKind.GUEST_KEYS: put_keys,
+    JobKind.IMAGE_FROM_VM: image_from_vm,
 }
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "STOPPED",
     "delete",
     "failover",
+    "image_from_vm",
     "migrate",
     "noop",
     "poweroff",

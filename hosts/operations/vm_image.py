@@ -1,0 +1,189 @@
+"""Making an image of a VM's disk (the job ``image_from_vm``, queued by
+``hosts.vm_images.request_image``): a consistent copy, and the VM left as it was.
+
+A running VM whose guest runs the agent is copied live: its QEMU copies the disk and its
+filesystems are frozen through the agent only for the instant the copy is cut. A running VM
+without an agent (or whose agent does not answer) is shut down for the copy and started again
+after, on the same host; the journal says so. A stopped VM is copied as it is. The copy comes
+back through the host driver as one standalone qcow2 (its backing chain flattened), is
+checked as an upload is and becomes the image's file (``vm_images.keep``), with the template
+an admin asked for with it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from hosts import driver, vm_images
+from hosts.error_codes import HostErrorCode, JobErrorCode
+from hosts.guests import keys
+from hosts.jobs import JobContext, JobFailed
+from hosts.models import Host, Image, VirtualMachine, VmStatus
+from hosts.operations import disks
+from hosts.operations.common import (
+    RUNNING,
+    STOPPED,
+    current_state,
+    host_call,
+    run_event_hooks,
+    set_status,
+    wait_for,
+)
+from hosts.operations.power import shut_down_on
+from project.errors import Refused
+
+# Why the image was not kept, as the job says it (any other refusal: a copy that failed the
+# format checks every image passes).
+KEEP_REFUSALS = {
+    HostErrorCode.QUOTA_EXCEEDED: JobErrorCode.QUOTA_EXCEEDED,
+    JobErrorCode.IMAGE_DELETED: JobErrorCode.IMAGE_DELETED,
+}
+
+
+def image_from_vm(ctx: JobContext) -> dict:
+    vm = ctx.refresh_vm()
+    image = vm_images.saving(ctx.job.params.get("image"))
+    if image is None:
+        raise JobFailed(JobErrorCode.IMAGE_DELETED, "The image was deleted before it was made.")
+    host, state = vm.host, current_state(vm)
+    if host is None or state is None:
+        raise JobFailed(
+            JobErrorCode.NO_DISK,
+            f"VM {vm.name} is on no host, so it has no disk to make an image of: start it once.",
+        )
+    if state == "paused":
+        raise JobFailed(
+            JobErrorCode.VM_PAUSED,
+            f"VM {vm.name} is paused; resume it or shut it down, then make the image.",
+        )
+    copy = _Copy(ctx, vm, host, image)
+    try:
+        copy.make(running=state in RUNNING)
+        ctx.step(f"Checking and keeping image {image.name}", 0.8)
+        try:
+            image = vm_images.keep(image.pk, copy.path)
+        except Refused as exc:
+            code = KEEP_REFUSALS.get(exc.code, JobErrorCode.BAD_COPY)
+            raise JobFailed(code, exc.message) from exc
+        ctx.log(f"Image {image.name} is ready ({image.size_bytes} bytes)")
+    except BaseException:
+        copy.start_again(failing=True)
+        raise
+    finally:
+        copy.path.unlink(missing_ok=True)
+    copy.start_again()
+    result = {
+        "image": image.pk,
+        "image_name": image.name,
+        "size_bytes": image.size_bytes,
+        "live": copy.live,
+        "stopped_for_copy": copy.stopped_for_copy,
+    }
+    asked = ctx.job.params.get("template")
+    if asked:
+        result["template"] = _template(ctx, image, vm, asked)
+    return result
+
+
+class _Copy:
+    """The copy of one VM's disk into the image store, and the VM's stop and start around it
+    when it cannot be copied live."""
+
+    def __init__(self, ctx: JobContext, vm: VirtualMachine, host: Host, image: Image):
+        self.ctx, self.vm, self.host = ctx, vm, host
+        self.path = vm_images.staging_path(image)
+        self.live = False
+        self.stopped = False  # for the copy, and not started again yet
+        self.stopped_for_copy = False
+
+    def make(self, *, running: bool) -> None:
+        ctx, vm, host = self.ctx, self.vm, self.host
+        if running and vm.template.guest_agent:
+            ctx.step(
+                f"Copying the running VM's disk on {host.name}, its filesystems frozen through "
+                "the guest agent while the copy is cut",
+                0.2,
+            )
+            try:
+                self._export(quiesce=True)
+                self.live = True
+                return
+            except JobFailed as exc:
+                if exc.code != JobErrorCode.GUEST_AGENT_UNAVAILABLE:
+                    raise
+                ctx.log(
+                    "The guest agent did not answer: the VM is shut down for the copy and "
+                    "started again after",
+                    detail=exc.detail,
+                )
+        elif running:
+            ctx.log(
+                "The guest runs no agent to freeze its filesystems: the VM is shut down for the "
+                "copy and started again after"
+            )
+        if running:
+            self._stop()
+        ctx.step(f"Copying the VM's disk on {host.name}", 0.5)
+        self._export(quiesce=False)
+
+    def _export(self, *, quiesce: bool) -> None:
+        host = self.host
+        host_call(
+            lambda: driver.export_disk(
+                host.uri,
+                str(self.vm.uuid),
+                host.storage_pool,
+                disks.disk_name(self.vm),
+                str(self.path),
+                quiesce=quiesce,
+                limit=settings.CORRAL_IMAGE_MAX_BYTES,
+            )
+        )
+
+    def _stop(self) -> None:
+        run_event_hooks(self.ctx, "vm-pre-stop", 0.25)
+        set_status(self.vm, VmStatus.STOPPING)
+        self.stopped = self.stopped_for_copy = True
+        shut_down_on(self.ctx, self.vm, self.host, 0.3)
+        run_event_hooks(self.ctx, "vm-post-stop", 0.45)
+
+    def start_again(self, *, failing: bool = False) -> None:
+        """Start the VM again on its host if the copy stopped it. While the job fails on
+        something else (``failing``), a start that fails too is only journalled."""
+        if not self.stopped:
+            return
+        self.stopped = False
+        ctx, vm, host = self.ctx, self.vm, self.host
+        try:
+            run_event_hooks(ctx, "vm-pre-start", 0.86)
+            set_status(vm, VmStatus.STARTING)
+            ctx.step(f"Starting the VM again on {host.name}", 0.88)
+            host_call(driver.start, host.uri, str(vm.uuid))
+            wait_for(ctx, host, RUNNING, STOPPED, "starting")
+        except JobFailed as exc:
+            if not failing:
+                raise
+            ctx.log(f"Starting the VM again failed: {exc.message}", detail=exc.detail)
+            return
+        if keys.after_start(vm) is not None:
+            ctx.log("Its holder's SSH keys go into the guest next (a job of its own)")
+        run_event_hooks(ctx, "vm-post-start", 0.95)
+
+
+def _template(ctx: JobContext, image: Image, vm: VirtualMachine, asked: dict) -> str:
+    """The template asked for with the image; the image is kept whatever becomes of it."""
+    ctx.step(f"Making template {asked.get('name')} of image {image.name}", 0.97)
+    try:
+        template = vm_images.make_template(image, vm, asked)
+    except ValidationError as exc:
+        words = "; ".join(
+            f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()
+        )
+        raise JobFailed(
+            JobErrorCode.TEMPLATE_REFUSED,
+            f"Image {image.name} was made, but not template {asked.get('name')}: {words}",
+            {"image": image.pk, "image_name": image.name},
+        ) from exc
+    ctx.log(f"Template {template.name} boots image {image.name}")
+    return template.name
