@@ -18,6 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 from django.db import IntegrityError, transaction
 
@@ -85,10 +86,12 @@ def request_image(
     description: str = "",
     cluster: Cluster | None = None,
     template: TemplateRequest | None = None,
+    uuid: UUID | None = None,
 ) -> tuple[Job, Image]:
     """Queue the job that makes an image of ``vm``'s disk, owned by ``requested_by`` (private
     unless ``visibility`` says otherwise, by ``hosts.image_access``'s rules); with
-    ``template``, the template made from it too. Returns the job and the image, saving.
+    ``template``, the template made from it too; ``uuid`` is its id in Glance's API (a new
+    one unless given). Returns the job and the image, saving.
 
     Refused, with nothing made: a name taken (400 on ``name``, or ``template_name``), a
     visibility the caller may not give (400 on ``visibility``), a VM paused or on its way
@@ -131,6 +134,7 @@ def request_image(
                     uploaded_by=owner,
                     owner=owner,
                     visibility=visibility,
+                    **({"uuid": uuid} if uuid is not None else {}),
                 )
         except IntegrityError as exc:
             raise Refused(
