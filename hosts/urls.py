@@ -1,5 +1,5 @@
-"""Portal pages of the inventory: My VMs, a VM's page, its operations, a job's progress,
-My images."""
+"""Portal pages of the inventory: My VMs, a VM's page, its operations and images, a job's
+progress, My images."""
 
 from django.urls import path, re_path
 
@@ -13,6 +13,7 @@ urlpatterns = [
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
+    path("vms/<int:vm_id>/image/", views.vm_image, name="vm-image"),
     path("vms/<int:vm_id>/console/", console_pages.vm_console, name="vm-console"),
     path("vms/<int:vm_id>/terminal/", console_pages.vm_terminal, name="vm-terminal"),
     path("vms/<int:vm_id>/console-log/", console_pages.vm_console_log, name="vm-console-log"),

@@ -91,7 +91,8 @@ def _agent(vm: VirtualMachine, command: str, **arguments):
 
 def _write(vm: VirtualMachine, path: str, text: str) -> None:
     handle = _agent(vm, "guest-file-open", path=path, mode="w")
-    _agent(vm, "guest-file-write", handle=handle, **{"buf-b64": base64.b64encode(text.encode()).decode()})
+    encoded = base64.b64encode(text.encode()).decode()
+    _agent(vm, "guest-file-write", handle=handle, **{"buf-b64": encoded})
     _agent(vm, "guest-file-close", handle=handle)
 
 
