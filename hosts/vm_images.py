@@ -30,6 +30,7 @@ from hosts.models import (
     ImageFormat,
     ImageKind,
     ImageStatus,
+    ImageVisibility,
     Job,
     JobKind,
     JobState,
@@ -100,7 +101,7 @@ def request_image(
     with transaction.atomic():
         vm = VirtualMachine.objects.select_for_update().select_related("template").get(pk=vm.pk)
         _check_vm(vm)
-        visibility = visibility or image_access.default_visibility(requested_by, cluster)
+        visibility = visibility or ImageVisibility.PRIVATE
         image_access.check_visibility(
             requested_by, Image(cluster=cluster, visibility=""), visibility
         )

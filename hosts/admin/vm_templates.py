@@ -11,7 +11,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 
-from hosts import vm_images
+from hosts import image_access, vm_images
 from hosts.models import Image, Template, VirtualMachine
 from project.access.permissions import holds, restrict
 from project.errors import Refused
@@ -92,6 +92,8 @@ def _queue(request, vm: VirtualMachine, form: MakeTemplateForm):
             vm,
             name=form.cleaned_data["image_name"],
             requested_by=request.user,
+            # Seen by the template's users, as an admin's upload is (public where offered).
+            visibility=image_access.default_visibility(request.user, cluster),
             cluster=cluster,
             template=vm_images.TemplateRequest(
                 name=form.cleaned_data["template_name"], cluster=cluster

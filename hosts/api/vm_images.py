@@ -24,8 +24,7 @@ class ImageFromVmSerializer(serializers.Serializer):
     visibility = serializers.ChoiceField(
         choices=ImageVisibility.choices,
         required=False,
-        help_text="Default: private, or public for an admin where the image is offered (only "
-        "admins make an image public).",
+        help_text="Default: private (only admins make an image public).",
     )
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
 

@@ -12,23 +12,26 @@ an admin asked for with it.
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from hosts import driver, vm_images
 from hosts.error_codes import HostErrorCode, JobErrorCode
 from hosts.guests import keys
-from hosts.jobs import JobContext, JobFailed
+from hosts.hooks import HookFailed, run_hooks
+from hosts.jobs import JobContext, JobFailed, JobLost
 from hosts.models import Host, Image, VirtualMachine, VmStatus
 from hosts.operations import disks
 from hosts.operations.common import (
+    POLL_S,
     RUNNING,
     STOPPED,
     current_state,
     host_call,
     run_event_hooks,
     set_status,
-    wait_for,
 )
 from hosts.operations.power import shut_down_on
 from project.errors import Refused
@@ -67,6 +70,8 @@ def image_from_vm(ctx: JobContext) -> dict:
             code = KEEP_REFUSALS.get(exc.code, JobErrorCode.BAD_COPY)
             raise JobFailed(code, exc.message) from exc
         ctx.log(f"Image {image.name} is ready ({image.size_bytes} bytes)")
+    except JobLost:
+        raise  # no longer this worker's job: the VM is not touched again
     except BaseException:
         copy.start_again(failing=True)
         raise
@@ -149,18 +154,22 @@ class _Copy:
         run_event_hooks(self.ctx, "vm-post-stop", 0.45)
 
     def start_again(self, *, failing: bool = False) -> None:
-        """Start the VM again on its host if the copy stopped it. While the job fails on
-        something else (``failing``), a start that fails too is only journalled."""
+        """Start the VM again on its host if the copy stopped it. While the job fails or is
+        cancelled (``failing``) this still happens, journalled without steps (a step would stop
+        at the cancellation), its hooks' failures and its own only journalled."""
         if not self.stopped:
             return
         self.stopped = False
         ctx, vm, host = self.ctx, self.vm, self.host
         try:
-            run_event_hooks(ctx, "vm-pre-start", 0.86)
+            self._hooks("vm-pre-start", 0.86, failing)
             set_status(vm, VmStatus.STARTING)
-            ctx.step(f"Starting the VM again on {host.name}", 0.88)
+            if failing:
+                ctx.log(f"Starting the VM again on {host.name}")
+            else:
+                ctx.step(f"Starting the VM again on {host.name}", 0.88)
             host_call(driver.start, host.uri, str(vm.uuid))
-            wait_for(ctx, host, RUNNING, STOPPED, "starting")
+            _until_running(host, vm)
         except JobFailed as exc:
             if not failing:
                 raise
@@ -168,7 +177,32 @@ class _Copy:
             return
         if keys.after_start(vm) is not None:
             ctx.log("Its holder's SSH keys go into the guest next (a job of its own)")
-        run_event_hooks(ctx, "vm-post-start", 0.95)
+        self._hooks("vm-post-start", 0.95, failing)
+
+    def _hooks(self, event: str, progress: float, failing: bool) -> None:
+        if not failing:
+            run_event_hooks(self.ctx, event, progress)
+            return
+        vm = self.vm
+        try:
+            run_hooks(
+                event, vm_uuid=str(vm.uuid), vm_id=vm.pk, reason="image_from_vm", log=self.ctx.log
+            )
+        except HookFailed as exc:
+            self.ctx.log(exc.message)
+
+
+def _until_running(host: Host, vm: VirtualMachine) -> None:
+    """Wait for the VM to run again (a start it needs whatever became of the job: not
+    cancellable), up to ``CORRAL_TRANSITION_TIMEOUT``."""
+    deadline = time.monotonic() + settings.CORRAL_TRANSITION_TIMEOUT
+    while (state := host_call(driver.domain_power_state, host.uri, str(vm.uuid))) not in RUNNING:
+        if state in STOPPED or state is None or time.monotonic() > deadline:
+            raise JobFailed(
+                JobErrorCode.UNEXPECTED_STATE,
+                f"The VM is {state or 'gone'} on {host.name} after it was started again.",
+            )
+        time.sleep(POLL_S)
 
 
 def _template(ctx: JobContext, image: Image, vm: VirtualMachine, asked: dict) -> str:
