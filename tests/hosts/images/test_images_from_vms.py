@@ -225,3 +225,19 @@ def test_only_admins_make_it_public_and_a_paused_vm_is_a_409(agent_vm, holder, i
         "shut down."
     }
     assert not Image.objects.exists() and not ImageMember.objects.exists()
+
+
+def test_an_image_deleted_while_it_is_saved_fails_its_job_and_leaves_no_file(
+    agent_vm, holder, image_store
+):
+    _user, client = holder(agent_vm)
+    answer = _ask(client, agent_vm, name="short-lived").json()
+
+    deleted = client.delete(f"/api/images/{answer['image']['id']}/")
+    jobs.run(answer["id"], OPERATION_BY_KIND)
+
+    assert deleted.status_code == 204
+    job = client.get(f"/api/jobs/{answer['id']}/").json()
+    assert (job["state"], job["error"]["code"]) == ("failed", "image_deleted")
+    assert list(image_store.iterdir() if image_store.exists() else []) == []
+    assert client.get(f"/api/vms/{agent_vm.pk}/").json()["status"] == "up"
