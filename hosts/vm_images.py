@@ -14,7 +14,6 @@ still saving, and the job removes its own files.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from uuid import UUID
 
 from django.db import IntegrityError, transaction
 
-from hosts import checks, image_access, images, jobs, quotas
+from hosts import checks, driver, image_access, images, jobs, quotas
 from hosts.error_codes import HostErrorCode, JobErrorCode
 from hosts.models import (
     Cluster,
@@ -183,47 +182,24 @@ def staging_path(image: Image) -> Path:
     return images.image_store() / f".from-vm-{image.pk}.qcow2"
 
 
-@dataclass(frozen=True)
-class Digests:
-    sha256: str
-    md5: str
-    sha512: str
-    head: bytes
-
-
-def digests(path: Path) -> Digests:
-    """The file's digests (Glance's too) and its first bytes, read once."""
-    hashes = [hashlib.sha256(), hashlib.md5(usedforsecurity=False), hashlib.sha512()]
-    head = b""
-    with open(path, "rb") as source:
-        for chunk in iter(lambda: source.read(images.UPLOAD_CHUNK_BYTES), b""):
-            if len(head) < images.HEAD_BYTES:
-                head += chunk[: images.HEAD_BYTES - len(head)]
-            for digest in hashes:
-                digest.update(chunk)
-    sha256, md5, sha512 = (digest.hexdigest() for digest in hashes)
-    return Digests(sha256, md5, sha512, head)
-
-
-def keep(image_id: int, path: Path) -> Image:
-    """Make the copy at ``path`` image ``image_id``'s file, the image ready. The same format
-    checks as an upload's (a qcow2 without a backing file: the copy is standalone), its size
-    counted against its owner's quota in this transaction (``QuotaExceeded``: nothing kept).
-    Refused ``image_deleted`` when the image was deleted meanwhile."""
-    size = path.stat().st_size
-    found = digests(path)
-    image_format, virtual_size = images.inspect(ImageKind.DISK, found.head, size)
+def keep(image_id: int, path: Path, copy: driver.DiskCopy) -> Image:
+    """Make the copy at ``path`` (its size and digests taken as it was written: ``copy``) image
+    ``image_id``'s file, the image ready. The same format checks as an upload's (a qcow2
+    without a backing file: the copy is standalone), its size counted against its owner's
+    quota in this transaction (``QuotaExceeded``: nothing kept). Refused ``image_deleted`` when
+    the image was deleted meanwhile."""
+    image_format, virtual_size = images.inspect(ImageKind.DISK, copy.head, copy.size)
     with transaction.atomic():
         image = Image.objects.select_for_update().filter(pk=image_id).first()
         if image is None or image.status != ImageStatus.SAVING:
             raise Refused(
                 JobErrorCode.IMAGE_DELETED, "The image was deleted while it was being made."
             )
-        quotas.charge(image.owner, quotas.Resources(image_gb=size / quotas.GIB))
+        quotas.charge(image.owner, quotas.Resources(image_gb=copy.size / quotas.GIB))
         image.format = image_format
-        image.size_bytes, image.virtual_size_bytes = size, virtual_size
-        image.sha256, image.md5, image.sha512 = found.sha256, found.md5, found.sha512
-        image.file = f"image-{image.pk}-{found.sha256[:12]}"
+        image.size_bytes, image.virtual_size_bytes = copy.size, virtual_size
+        image.sha256, image.md5, image.sha512 = copy.sha256, copy.md5, copy.sha512
+        image.file = f"image-{image.pk}-{copy.sha256[:12]}"
         image.status = ImageStatus.READY
         image.save()
         os.replace(path, images.image_store() / image.file)

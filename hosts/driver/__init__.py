@@ -16,6 +16,8 @@ from hosts.driver.base import (
     ACTIVE_STATES,
     STORAGE_POOL,
     ConsoleStream,
+    DiskCopy,
+    DiskWriter,
     DomainNotFound,
     DomainReport,
     DomainSpec,
@@ -188,9 +190,10 @@ def sees_same_storage(
 
 def export_disk(
     uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
-) -> int:
+) -> DiskCopy:
     """Copy the domain's disk (the volume ``volume`` of ``pool``, its overlay) into the local
-    file ``target`` as one standalone qcow2, its backing chain flattened; the file's size.
+    file ``target`` as one standalone qcow2, its backing chain flattened; the file's size and
+    digests, hashed as it was written.
 
     A shut-off domain's disk is cloned on the host; a running one's is copied by its QEMU (a
     block copy), with ``quiesce`` its filesystems frozen through the guest agent for the
@@ -319,6 +322,8 @@ __all__ = [
     "ACTIVE_STATES",
     "STORAGE_POOL",
     "ConsoleStream",
+    "DiskCopy",
+    "DiskWriter",
     "DomainNotFound",
     "DomainReport",
     "DomainSpec",

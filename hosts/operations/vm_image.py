@@ -63,9 +63,9 @@ def image_from_vm(ctx: JobContext) -> dict:
     copy = _Copy(ctx, vm, host, image)
     try:
         copy.make(running=state in RUNNING)
-        ctx.step(f"Checking and keeping image {image.name}", 0.8)
+        ctx.step(f"Keeping image {image.name}", 0.8)
         try:
-            image = vm_images.keep(image.pk, copy.path)
+            image = vm_images.keep(image.pk, copy.path, copy.made)
         except Refused as exc:
             code = KEEP_REFUSALS.get(exc.code, JobErrorCode.BAD_COPY)
             raise JobFailed(code, exc.message) from exc
@@ -98,6 +98,7 @@ class _Copy:
     def __init__(self, ctx: JobContext, vm: VirtualMachine, host: Host, image: Image):
         self.ctx, self.vm, self.host = ctx, vm, host
         self.path = vm_images.staging_path(image)
+        self.made: driver.DiskCopy | None = None  # the copy, once made
         self.live = False
         self.stopped = False  # for the copy, and not started again yet
         self.stopped_for_copy = False
@@ -134,7 +135,7 @@ class _Copy:
 
     def _export(self, *, quiesce: bool) -> None:
         host = self.host
-        host_call(
+        self.made = host_call(
             lambda: driver.export_disk(
                 host.uri,
                 str(self.vm.uuid),

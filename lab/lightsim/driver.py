@@ -241,7 +241,7 @@ def sees_same_storage(
 
 def export_disk(
     uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
-) -> int:
+):
     raise NotSupported(
         "The light simulated host keeps no disks to make an image of.", uri=uri, detail=uri
     )

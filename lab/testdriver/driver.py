@@ -11,15 +11,23 @@ made of it is a blank qcow2 the size of the VM's disk.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
+import tempfile
 from dataclasses import replace
 from xml.etree import ElementTree
 
 import libvirt
 
-from hosts.driver.base import ACTIVE_STATES, DomainSpec, DriverError, HostReport, ImageTooBig
+from hosts.driver.base import (
+    ACTIVE_STATES,
+    DiskCopy,
+    DiskWriter,
+    DomainSpec,
+    DriverError,
+    HostReport,
+    ImageTooBig,
+)
 from hosts.driver.libvirt import (
     carry_log,
     create_disk,
@@ -75,7 +83,7 @@ def keeps_disks(uri: str) -> bool:
 
 def export_disk(
     uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
-) -> int:
+) -> DiskCopy:
     """The simulated VM's disk as an image: a blank qcow2 of its disk's size (the ``disk_gb``
     its definition records), written to ``target``; a running domain is quiesced through the
     test driver's own agent calls (``fsFreeze``, ``fsThaw``), which always answer."""
@@ -89,15 +97,20 @@ def export_disk(
         return int(metadata.get("disk_gb", "1")) if metadata is not None else 1
 
     disk_gb = call(uri, "make an image of the VM's disk", read)
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", target, f"{disk_gb}G"], check=True)
-    size = os.path.getsize(target)
-    if size > limit:
-        with contextlib.suppress(OSError):
-            os.unlink(target)
-        raise ImageTooBig(
-            f"The VM's disk makes an image of {size} bytes, over the limit of {limit}."
+    with tempfile.TemporaryDirectory(prefix="corral-blank-") as folder:
+        blank = os.path.join(folder, "disk.qcow2")
+        subprocess.run(
+            ["qemu-img", "create", "-q", "-f", "qcow2", blank, f"{disk_gb}G"], check=True
         )
-    return size
+        size = os.path.getsize(blank)
+        if size > limit:
+            raise ImageTooBig(
+                f"The VM's disk makes an image of {size} bytes, over the limit of {limit}."
+            )
+        with open(blank, "rb") as source, open(target, "wb") as out:
+            writer = DiskWriter(out)
+            writer.write(source.read())
+    return writer.copy()
 
 
 def has_serial_consoles(uri: str) -> bool:

@@ -22,7 +22,14 @@ from xml.sax.saxutils import escape, quoteattr
 
 import libvirt
 
-from hosts.driver.base import DriverError, GuestAgentUnavailable, ImageTooBig, NoRoom
+from hosts.driver.base import (
+    DiskCopy,
+    DiskWriter,
+    DriverError,
+    GuestAgentUnavailable,
+    ImageTooBig,
+    NoRoom,
+)
 from hosts.driver.libvirt import storage
 from hosts.driver.libvirt.connection import call
 from hosts.driver.libvirt.guests import export_volume
@@ -45,11 +52,11 @@ NO_AGENT = (
 
 def export_disk(
     uri: str, uuid: str, pool_name: str, volume_name: str, target: str, *, quiesce: bool, limit: int
-) -> int:
+) -> DiskCopy:
     """Copy the domain's disk (``volume_name`` of ``pool_name``) into the local file ``target``
-    as one standalone qcow2; the file's size. See the module for how."""
+    as one standalone qcow2, hashed as it arrives; see the module for how."""
 
-    def run(conn: libvirt.virConnect) -> int:
+    def run(conn: libvirt.virConnect) -> DiskCopy:
         dom = conn.lookupByUUIDString(uuid)
         pool = running_pool(conn, pool_name)
         storage.refresh(pool)
@@ -76,8 +83,7 @@ def export_disk(
                 raise ImageTooBig(
                     f"The VM's disk makes an image of {size} bytes, over the limit of {limit}."
                 )
-            _download(conn, copy, target)
-            return size
+            return _download(conn, copy, target)
         finally:
             _delete(copy)
 
@@ -230,9 +236,11 @@ def _freeze(dom: libvirt.virDomain) -> bool:
     return True
 
 
-def _download(conn: libvirt.virConnect, volume: libvirt.virStorageVol, target: str) -> None:
+def _download(conn: libvirt.virConnect, volume: libvirt.virStorageVol, target: str) -> DiskCopy:
     with open(target, "wb") as out:
+        writer = DiskWriter(out)
         stream = conn.newStream(0)
         volume.download(stream, 0, 0, 0)
-        stream.recvAll(lambda _stream, data, out: out.write(data), out)
+        stream.recvAll(lambda _stream, data, writer: writer.write(data), writer)
         stream.finish()
+    return writer.copy()
