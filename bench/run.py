@@ -58,6 +58,7 @@ SCENARIOS = [
     openstack_scenarios.nova_server_create,
     qemu_scenarios.real_guests,
     qemu_scenarios.cloud_image_boot,
+    qemu_scenarios.images_from_vms,
     sync_scenarios.sharded_sync,
     fleet_scenarios.remote_hosts,
     web_scenarios.open_pages,
