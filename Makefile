@@ -31,6 +31,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # (OPENSTACK_VENV=var/other in the environment builds and tests another one beside it).
 OPENSTACK_VENV ?= var/openstack-venv
 OPENSTACK_STAMP := $(OPENSTACK_VENV)/.requirements-installed
+# Ansible's openstack.cloud modules (tests only), in one more virtualenv: they need an older
+# openstacksdk than the CLI (requirements-ansible.txt).
+ANSIBLE_VENV ?= var/ansible-venv
+ANSIBLE_STAMP := $(ANSIBLE_VENV)/.requirements-installed
 
 .PHONY: run serve test lint format bench soak system-packages browser-packages soak-packages cloud-image-packages fleet-host-packages openstack-clients deps migrate demo clean help vendor-novnc vendor-xterm
 
@@ -121,7 +125,14 @@ $(OPENSTACK_STAMP): requirements-openstack.txt
 	$(OPENSTACK_VENV)/bin/pip install -q -r requirements-openstack.txt
 	touch $(OPENSTACK_STAMP)
 
-openstack-clients: $(OPENSTACK_STAMP)
+$(ANSIBLE_STAMP): requirements-ansible.txt
+	$(MAKE) system-packages
+	rm -rf $(ANSIBLE_VENV)
+	$(PYTHON) -m venv $(ANSIBLE_VENV)
+	$(ANSIBLE_VENV)/bin/pip install -q -r requirements-ansible.txt
+	touch $(ANSIBLE_STAMP)
+
+openstack-clients: $(OPENSTACK_STAMP) $(ANSIBLE_STAMP)
 
 $(PY):
 	$(MAKE) system-packages
@@ -212,4 +223,4 @@ vendor-xterm:
 		cp var/xterm/$$name/package/package.json $(XTERM_DIR)/$$name-package.json; done
 
 clean:
-	rm -rf $(VENV) $(OPENSTACK_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OPENSTACK_VENV) $(ANSIBLE_VENV) .pytest_cache .ruff_cache

@@ -40,6 +40,7 @@ from bench import (  # noqa: E402
     scenarios,
     scheduling_scenarios,
     serve_scenarios,
+    snapshot_scenarios,
     sync_scenarios,
     web_scenarios,
 )
@@ -59,6 +60,7 @@ SCENARIOS = [
     qemu_scenarios.real_guests,
     qemu_scenarios.cloud_image_boot,
     qemu_scenarios.images_from_vms,
+    snapshot_scenarios.real_snapshots,
     sync_scenarios.sharded_sync,
     fleet_scenarios.remote_hosts,
     web_scenarios.open_pages,

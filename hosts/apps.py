@@ -21,26 +21,30 @@ class HostsConfig(AppConfig):
             dashboard,
             demo,
             driver,
-            image_access,
             jobs,
             metrics,
             roles,
             services,
+            snapshot_pages,
             sshtrust,
             tasks,
+            template_access,
+            user_deletion,
+            views,
             vm_images,
         )
         from hosts.error_codes import HostErrorCode
         from hosts.guests.console_relay import ConsoleRelay
         from hosts.guests.serial_relay import SerialRelay
         from hosts.jobs import retention
-        from hosts.models import Host
+        from hosts.models import Host, Template
         from hosts.signals import guest_keys_stale, host_fenced, job_finished
         from hosts.sync import loop as sync_loop
         from hosts.sync import shared_storage
         from project import error_codes, events, loops, websockets
         from project import metrics as project_metrics
         from project.access import scopes
+        from project.access.permissions import register_view_rule
         from project.admin import users as users_admin
 
         error_codes.register("hosts", HostErrorCode)
@@ -66,9 +70,13 @@ class HostsConfig(AppConfig):
             "prune-jobs", retention.prune_finished, every=lambda: PRUNE_JOBS_EVERY_S, threaded=False
         )
         demo.register()
-        users_admin.register_deletion_note(image_access.user_deletion_notes)
+        register_view_rule(Template, lambda queryset, user: template_access.visible(user, queryset))
+        views.extend_vm_pages(section=snapshot_pages.section)
+        users_admin.register_deletion_note(user_deletion.notes)
         pre_delete.connect(
-            _release_images, sender=settings.AUTH_USER_MODEL, dispatch_uid="corral-user-images"
+            _release_user_things,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="corral-user-images",
         )
         post_spawn.connect(sync_loop.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")
@@ -102,8 +110,9 @@ def _keys_stale(sender, vms, **kwargs) -> None:
     jobs.submit_many(JobKind.GUEST_KEYS, vms)
 
 
-def _release_images(sender, instance, **kwargs) -> None:
-    """Before a user is deleted: their images nothing uses go, those in use pass to the admins."""
-    from hosts import image_access
+def _release_user_things(sender, instance, **kwargs) -> None:
+    """Before a user is deleted: their templates and images nothing uses go, those in use pass
+    to the admins."""
+    from hosts import user_deletion
 
-    image_access.release_images_of(instance)
+    user_deletion.release(instance)

@@ -70,7 +70,22 @@ class HostErrorCode(ErrorCode):
     IMAGE_MEMBER_EXISTS = "image_member_exists", "The image is offered to that member already."
     NO_DISK_YET = (
         "no_disk_yet",
-        "The VM has never run, so it has no disk of its own to make an image of.",
+        "The VM has never been started: it has no disk to snapshot or make an image of yet.",
+    )
+    SNAPSHOT_NAME_TAKEN = "snapshot_name_taken", "The VM has a snapshot of that name already."
+    HAS_SNAPSHOTS = (
+        "has_snapshots",
+        "The VM has snapshots, which stay in its disk on its host: it does not move (delete "
+        "them to migrate it).",
+    )
+    SNAPSHOTS_REFUSED = (
+        "snapshots_refused",
+        "The VM takes no snapshots (a stateless pool's VM goes back to its base on return).",
+    )
+    TEMPLATE_IMAGE_HIDDEN = (
+        "template_image_hidden",
+        "The user's template boots from an image the VM's maker may not see (no longer shared "
+        "with them).",
     )
 
 
@@ -143,6 +158,10 @@ class JobErrorCode(ErrorCode):
     STORAGE_SHARED_UNSET = (
         "storage_shared_unset",
         "The hosts' storage pools are one folder, but they are not set to share storage.",
+    )
+    HAS_SNAPSHOTS = (
+        "has_snapshots",
+        "The VM has snapshots, kept in its disk on its host: it does not move.",
     )
     INTERNAL_ERROR = (
         "internal_error",

@@ -184,21 +184,22 @@ def set_member_status(member: ImageMember, status: str) -> ImageMember:
     return member
 
 
-def in_use(image: Image) -> bool:
-    return (
-        Template.objects.filter(
-            Q(disk_image=image) | Q(kernel_image=image) | Q(initrd_image=image)
-        ).exists()
-        or VirtualMachine.objects.filter(disk_image=image).exists()
-    )
+def in_use(image: Image, *, templates_going=()) -> bool:
+    """Whether a template (but those of ``templates_going``) or a VM boots from ``image``."""
+    templates = Template.objects.filter(
+        Q(disk_image=image) | Q(kernel_image=image) | Q(initrd_image=image)
+    ).exclude(pk__in=[template.pk for template in templates_going])
+    return templates.exists() or VirtualMachine.objects.filter(disk_image=image).exists()
 
 
-def user_deletion_notes(user) -> list[str]:
-    """What deleting ``user`` does to their images, for the admin's confirmation."""
+def user_deletion_notes(user, *, templates_going=()) -> list[str]:
+    """What deleting ``user`` does to their images, for the admin's confirmation
+    (``templates_going``: the templates deleted with them, which no longer count as using
+    an image)."""
     owned = list(Image.objects.filter(owner=user).order_by("name"))
     if not owned:
         return []
-    kept = [image.name for image in owned if in_use(image)]
+    kept = [image.name for image in owned if in_use(image, templates_going=templates_going)]
     dropped = [image.name for image in owned if image.name not in kept]
     notes = []
     if dropped:
@@ -212,7 +213,8 @@ def user_deletion_notes(user) -> list[str]:
 
 
 def release_images_of(user, *, requested_by=None) -> None:
-    """Before ``user`` is deleted: delete their images nothing uses; hand the admins those in use
+    """Before ``user`` is deleted, once their templates are released
+    (``hosts.user_deletion``): delete their images nothing uses; hand the admins those in use
     (no owner, private: their VMs and templates go on booting from them, no one else sees
     them)."""
     for image in Image.objects.filter(owner=user):

@@ -1,5 +1,6 @@
-"""Portal: My images (what the user owns and is offered, with their visibility) and the upload
-page, which sends the file to ``POST /api/images/`` with a progress bar (image_upload.js)."""
+"""Portal: My images (what the user owns and is offered, with their visibility, and the
+templates they made of them) and the upload form, which sends the file to ``POST /api/images/``
+with a progress bar (image_upload.js)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.db.models import Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from hosts import image_access, images
+from hosts import image_access, images, template_access
 from hosts.models import ImageVisibility
 
 
@@ -16,7 +17,7 @@ from hosts.models import ImageVisibility
 @login_required
 def my_images(request):
     """The images the user owns or was offered (shared with them), each with its visibility;
-    the upload form when they may upload."""
+    their own templates; the upload form when they may upload."""
     user = request.user
     own = (
         image_access.visible(user)
@@ -29,6 +30,10 @@ def my_images(request):
         "section": "images",
         "images": list(own),
         "may_upload": image_access.may_upload(user),
+        "templates": list(
+            template_access.owned_by(user).select_related("cluster", "disk_image").order_by("name")
+        ),
+        "may_make_templates": template_access.clusters_to_make_in(user).exists(),
         "visibilities": [
             (value, label)
             for value, label in ImageVisibility.choices

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from hosts import jobs, quotas
 from hosts.error_codes import HostErrorCode
@@ -365,6 +366,17 @@ def ensure_digests(image: Image) -> Image:
     return image
 
 
+def _templates_using(using, requested_by) -> str:
+    """Why an image is not deleted: the templates using it, named when they are the admins'
+    or the requester's own, counted when they are other users' (private to them)."""
+    named = Q(owner__isnull=True) | Q(owner_id=getattr(requested_by, "pk", None))
+    names = list(using.filter(named).values_list("name", flat=True)[:5])
+    others = using.exclude(named).count()
+    if others:
+        names.append(f"{others} template{'s' if others > 1 else ''} of other users")
+    return f"Templates use this image: {', '.join(names)}; change them first."
+
+
 def delete_image(image: Image, *, requested_by=None) -> list:
     """Delete an image no template and no VM uses: its row and file, and a job per host that holds a
     copy (or is copying one) to delete that volume from the host's pool. Returns the jobs."""
@@ -373,12 +385,8 @@ def delete_image(image: Image, *, requested_by=None) -> list:
         | Template.objects.filter(kernel_image=image)
         | Template.objects.filter(initrd_image=image)
     )
-    names = list(using.values_list("name", flat=True)[:5])
-    if names:
-        raise Refused(
-            HostErrorCode.IMAGE_IN_USE,
-            f"Templates use this image: {', '.join(names)}; change them first.",
-        )
+    if using.exists():
+        raise Refused(HostErrorCode.IMAGE_IN_USE, _templates_using(using, requested_by))
     vm_names = list(
         VirtualMachine.objects.filter(disk_image=image).values_list("name", flat=True)[:5]
     )

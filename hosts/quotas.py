@@ -26,7 +26,7 @@ from django.db import connection
 from django.db.models import Count, Sum
 
 from hosts.error_codes import HostErrorCode
-from hosts.models import Image, Quota, VirtualMachine
+from hosts.models import Image, Quota, VirtualMachine, VmSnapshot
 from hosts.models.quotas import (
     LEASE_RESOURCE_NAMES,
     LEASE_RESOURCES,
@@ -43,7 +43,8 @@ GIB = 1024**3
 @dataclass(frozen=True)
 class Resources:
     """An amount of each limited resource: what a request asks for, or what a user uses.
-    ``image_gb`` is in GiB, fractions kept (images are measured in bytes)."""
+    ``image_gb`` is in GiB, fractions kept (images are measured in bytes); ``disk_gb`` counts
+    the VMs' disks and what their snapshots may come to hold."""
 
     vms: int = 0
     vcpus: int = 0
@@ -51,6 +52,7 @@ class Resources:
     disk_gb: int = 0
     images: int = 0
     image_gb: float = 0
+    snapshots: int = 0
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(
@@ -98,6 +100,17 @@ def amount(value: float) -> str:
 def for_vm(vm: VirtualMachine) -> Resources:
     """What holding ``vm`` counts: one VM, its vCPUs, memory and disk."""
     return Resources(vms=1, vcpus=vm.vcpus, memory_mb=vm.memory_mb, disk_gb=vm.disk_gb)
+
+
+def for_snapshot(vm: VirtualMachine, memory: bool) -> Resources:
+    """What a snapshot of ``vm`` counts: one snapshot, and as much disk as it may come to
+    hold: the VM's disk (every block may change after it), and its memory when saved with
+    it."""
+    return Resources(snapshots=1, disk_gb=snapshot_disk_gb(vm, memory))
+
+
+def snapshot_disk_gb(vm: VirtualMachine, memory: bool) -> int:
+    return vm.disk_gb + (math.ceil(vm.memory_mb / 1024) if memory else 0)
 
 
 def for_image(size_bytes: int) -> Resources:
@@ -190,31 +203,39 @@ def lease_limits(user) -> Limits:
 
 
 def usage(user) -> Resources:
-    """What ``user`` holds now: the VMs they own (pool VMs they hold among them) and the
-    images they own."""
+    """What ``user`` holds now: the VMs they own (pool VMs they hold among them), the images
+    they own and the snapshots they took (their disk counted with the VMs')."""
     vms = VirtualMachine.objects.filter(owner=user).aggregate(
         vms=Count("pk"), vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), disk_gb=Sum("disk_gb")
     )
     held = Image.objects.filter(owner=user).aggregate(n=Count("pk"), size=Sum("size_bytes"))
     images = {"images": held["n"], "image_gb": (held["size"] or 0) / GIB}
-    return Resources(**{name: value or 0 for name, value in vms.items()}, **images)
+    taken = VmSnapshot.objects.filter(owner=user).aggregate(n=Count("pk"), disk=Sum("disk_gb"))
+    vms["disk_gb"] = (vms["disk_gb"] or 0) + (taken["disk"] or 0)
+    return Resources(
+        **{name: value or 0 for name, value in vms.items()}, **images, snapshots=taken["n"]
+    )
 
 
 def vm_usage_columns(user) -> tuple[str, list]:
     """The VM part of ``user``'s use as select-list columns ``quota_vms``, ``quota_vcpus``,
     ``quota_memory_mb``, ``quota_disk_gb`` and their parameters: for a statement that runs
     anyway (pool allocation's pick) to read it with no statement of its own."""
-    vms = VirtualMachine._meta.db_table
+    vms, snapshots = VirtualMachine._meta.db_table, VmSnapshot._meta.db_table
     columns = [
         f"(SELECT {aggregate} FROM {vms} o WHERE o.owner_id = %s) AS quota_{name}"
         for name, aggregate in (
             ("vms", "COUNT(*)"),
             ("vcpus", "COALESCE(SUM(o.vcpus), 0)"),
             ("memory_mb", "COALESCE(SUM(o.memory_mb), 0)"),
-            ("disk_gb", "COALESCE(SUM(o.disk_gb), 0)"),
         )
     ]
-    return ", ".join(columns), [user.pk] * len(columns)
+    columns.append(
+        f"(SELECT COALESCE(SUM(o.disk_gb), 0) FROM {vms} o WHERE o.owner_id = %s)"
+        f" + (SELECT COALESCE(SUM(s.disk_gb), 0) FROM {snapshots} s WHERE s.owner_id = %s)"
+        " AS quota_disk_gb"
+    )
+    return ", ".join(columns), [user.pk] * (len(columns) + 1)
 
 
 def vm_usage_of(row) -> Resources:

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from hosts import checks, jobs, quotas
+from hosts import checks, jobs, quotas, template_access
 from hosts.error_codes import HostErrorCode
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
@@ -23,8 +23,13 @@ def create_vm(vm: VirtualMachine, *, created_by) -> VirtualMachine:
     """Save a new (validated) VM owned by its creator, who becomes its UserVmManager unless
     their grants already let them manage it; the creation is said in the event feed.
 
-    Counted against the creator's quota first (``hosts.quotas.charge``): a VM that would take
-    them past a limit is refused (``QuotaExceeded``) and nothing is made."""
+    A VM of a user's template whose images the creator may not see (any more) is refused on
+    its template (``template_access.launch_refusal``). Counted against the creator's quota
+    (``hosts.quotas.charge``): a VM that would take them past a limit is refused
+    (``QuotaExceeded``) and nothing is made."""
+    refusal = template_access.launch_refusal(created_by, vm)
+    if refusal is not None:
+        raise Refused(HostErrorCode.TEMPLATE_IMAGE_HIDDEN, refusal, field="template")
     quotas.charge(created_by, quotas.for_vm(vm))
     vm.owner = created_by
     vm.save()
@@ -90,7 +95,7 @@ ALLOWED_FROM = {
 }
 # Jobs that leave a VM's power as it is: while only these are queued on it, its status alone
 # says what it can do next.
-KEEP_POWER = {JobKind.GUEST_KEYS, JobKind.NOOP}
+KEEP_POWER = {JobKind.GUEST_KEYS, JobKind.NOOP, JobKind.SNAPSHOT, JobKind.SNAPSHOT_DELETE}
 
 
 def operations_allowed_now(status: str, active_kinds) -> list[str]:
@@ -105,18 +110,27 @@ def operations_allowed_now(status: str, active_kinds) -> list[str]:
 
 @transaction.atomic
 def request_operation(
-    vm: VirtualMachine, kind: str, *, requested_by, params: dict | None = None
+    vm: VirtualMachine,
+    kind: str,
+    *,
+    requested_by,
+    params: dict | None = None,
+    allowed: set[str] | None = None,
 ) -> Job:
     """Queue an operation on a VM as a job (coalesced into an identical pending one at the
     tail of the VM's queue).
 
-    Refused (409) when the VM is idle in a state the operation cannot start from; when other
-    jobs are queued on the VM, the queue decides in order. The VM's row is locked and read
-    afresh first, and the rules other apps add (``hosts.checks.operation_rules``) run on it.
+    Refused (409) when the VM is idle in a state the operation cannot start from
+    (``allowed``, else ``ALLOWED_FROM[kind]``); when other jobs are queued on the VM, the
+    queue decides in order. The VM's row is locked and read afresh first, and the rules other
+    apps add (``hosts.checks.operation_rules``) run on it.
     """
     vm = VirtualMachine.objects.select_for_update().get(pk=vm.pk)
     busy = Job.objects.filter(vm=vm, state__in=ACTIVE_JOB_STATES).exists()
-    if not busy and vm.status not in ALLOWED_FROM[kind]:
+    allowed = ALLOWED_FROM[kind] if allowed is None else allowed
+    if kind == JobKind.MIGRATE:
+        refuse_moving_snapshots(vm)
+    if not busy and vm.status not in allowed:
         if vm.status == VmStatus.UNKNOWN:
             raise Refused(
                 HostErrorCode.HOST_UNREACHABLE,
@@ -130,6 +144,18 @@ def request_operation(
     for rule in checks.operation_rules:
         rule(vm, kind, requested_by)
     return jobs.submit(kind, vm=vm, params=params or {}, requested_by=requested_by)
+
+
+def refuse_moving_snapshots(vm: VirtualMachine) -> None:
+    """Refuse to move a VM that has snapshots: they live inside its disk on its host, and
+    libvirt moves no internal snapshots."""
+    count = vm.snapshots.count()
+    if count:
+        raise Refused(
+            HostErrorCode.HAS_SNAPSHOTS,
+            f"VM {vm.name} has {count} snapshot{'s' if count != 1 else ''}, kept in its disk on "
+            f"its host; a VM with snapshots does not move. Delete them to migrate it.",
+        )
 
 
 NOT_HELD_OUTSIDE_POOLS = "VM {vm.name} is in no pool; only a pool's VMs are held for the admins."

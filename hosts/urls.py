@@ -1,9 +1,9 @@
-"""Portal pages of the inventory: My VMs, a VM's page, its operations and images, a job's
-progress, My images."""
+"""Portal pages of the inventory: My VMs, a VM's page, its operations, snapshots and images,
+a job's progress, My images and the user's own templates."""
 
 from django.urls import path, re_path
 
-from hosts import image_pages, views
+from hosts import image_pages, snapshot_pages, template_pages, views
 from hosts.guests import console_pages
 
 urlpatterns = [
@@ -14,6 +14,22 @@ urlpatterns = [
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
     path("vms/<int:vm_id>/image/", views.vm_image, name="vm-image"),
+    path("vms/<int:vm_id>/snapshots/", snapshot_pages.vm_snapshot_list, name="vm-snapshots"),
+    path(
+        "vms/<int:vm_id>/snapshots/take/",
+        snapshot_pages.vm_snapshot_take,
+        name="vm-snapshot-take",
+    ),
+    path(
+        "vms/<int:vm_id>/snapshots/<int:snapshot_id>/revert/",
+        snapshot_pages.vm_snapshot_revert,
+        name="vm-snapshot-revert",
+    ),
+    path(
+        "vms/<int:vm_id>/snapshots/<int:snapshot_id>/delete/",
+        snapshot_pages.vm_snapshot_delete,
+        name="vm-snapshot-delete",
+    ),
     path("vms/<int:vm_id>/console/", console_pages.vm_console, name="vm-console"),
     path("vms/<int:vm_id>/terminal/", console_pages.vm_terminal, name="vm-terminal"),
     path("vms/<int:vm_id>/console-log/", console_pages.vm_console_log, name="vm-console-log"),
@@ -24,5 +40,11 @@ urlpatterns = [
     ),
     path("jobs/<int:job_id>/", views.job_progress, name="job"),
     path("images/", image_pages.my_images, name="images"),
+    path("images/<int:image_id>/template/", template_pages.template_new, name="template-new"),
+    path(
+        "templates/<int:template_id>/delete/",
+        template_pages.template_delete,
+        name="template-delete",
+    ),
     path("console/", console_pages.console_by_ticket, name="console-by-ticket"),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.http import Http404, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -31,12 +31,19 @@ RECENT_JOBS = 8
 # queries), which the templates read (pools set ``can_return``). What follows a stop (a pool's
 # VM going back to its pool) they say through ``hosts.after_stop``.
 decorators: list = []
+# The parts of a VM's page kept in modules of their own, each with its template and views (its
+# snapshots: ``hosts.snapshot_pages``), registered from ``AppConfig.ready()`` too:
+# ``section(user, vm, forms)`` returns what its template reads (nothing for a user it is not
+# for), ``forms`` being the forms in error of a refused POST that the page shows again.
+sections: list = []
 
 
-def extend_vm_pages(*, decorate=None) -> None:
-    """Plug an app into the VM pages (see ``decorators``)."""
+def extend_vm_pages(*, decorate=None, section=None) -> None:
+    """Plug an app, or a part of the page, into the VM pages (see ``decorators``, ``sections``)."""
     if decorate is not None and decorate not in decorators:
         decorators.append(decorate)
+    if section is not None and section not in sections:
+        sections.append(section)
 
 
 # The operations the portal offers, in order (what the VM's state allows of them:
@@ -144,7 +151,7 @@ def _list_context(user) -> dict:
 def _vm_context(user, vm_id: int) -> dict:
     vm = get_object_or_404(_with_details(_visible(user)), pk=vm_id)
     _decorate(user, [vm])
-    jobs = list(Job.objects.filter(vm=vm).order_by("-id")[:RECENT_JOBS])
+    jobs = list(_jobs_shown(user, vm).order_by("-id")[:RECENT_JOBS])
     # Only its holder reads "your keys": others see how to connect, not the holder's keys.
     keys = ssh.keys_state(vm, user.pk) if vm.owner_id == user.pk else None
     # What the hosts said behind a failed job: for those who may see the cluster's hosts.
@@ -158,9 +165,19 @@ def _vm_context(user, vm_id: int) -> dict:
     }
 
 
-def _vm_page(request, vm_id: int, *, settings_form=None, image_form=None, status: int = 200):
-    """A VM's page: its live panel, its settings form for those who may change it and the
-    form making an image of it for those who may."""
+def _jobs_shown(user, vm: VirtualMachine):
+    """The VM's jobs its page lists: a pool's VM shows its holder the jobs since they took it
+    and those still under way, not the earlier holders'; whoever may change it sees them all."""
+    jobs = Job.objects.filter(vm=vm)
+    if vm.owner_id == user.pk and vm.taken_at is not None and not vm.can_change:
+        jobs = jobs.filter(Q(created_at__gte=vm.taken_at) | Q(state__in=ACTIVE_JOB_STATES))
+    return jobs
+
+
+def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200, **forms):
+    """A VM's page: its live panel, its settings form for those who may change it, the form
+    making an image of it for those who may, and its sections (``sections``), showing
+    ``forms`` (theirs, in error) again."""
     context = _vm_context(request.user, vm_id)
     vm = context["vm"]
     if vm.can_change and settings_form is None:
@@ -169,9 +186,17 @@ def _vm_page(request, vm_id: int, *, settings_form=None, image_form=None, status
     context.update(
         section="vms",
         settings_form=settings_form if vm.can_change else None,
-        image_form=(image_form or VmImageForm()) if vm.can_image else None,
+        image_form=(forms.get("image_form") or VmImageForm()) if vm.can_image else None,
     )
+    for part in sections:
+        context.update(part(request.user, vm, forms))
     return render(request, "portal/vm.html", context, status=status)
+
+
+def vm_page_refusing(request, vm_id: int, **forms):
+    """A VM's page answering a section's POST that bad input or a refusal stopped (a 400):
+    ``forms`` (``snapshot_form=form``) shown again with their messages."""
+    return _vm_page(request, vm_id, status=400, **forms)
 
 
 @require_GET
@@ -308,7 +333,7 @@ def vm_image(request, vm_id: int):
                 "My images once the job is done.",
             )
             return redirect("portal:vm", vm_id=vm.pk)
-    return _vm_page(request, vm.pk, image_form=form, status=400)
+    return vm_page_refusing(request, vm.pk, image_form=form)
 
 
 @require_GET

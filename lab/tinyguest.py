@@ -52,6 +52,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import lzma
 import os
 import re
@@ -59,6 +60,8 @@ import shutil
 from pathlib import Path
 
 from lab import debpackages, initramfs
+
+logger = logging.getLogger("corral.lab")
 
 KERNEL_PACKAGE = "linux-image-cloud-amd64"
 BUSYBOX_PACKAGE = "busybox-static"
@@ -145,7 +148,11 @@ def build(directory: Path | None = None) -> TinyGuest:
         KERNEL_PACKAGE, PACKAGES, memo=base / "candidates.json"
     )
     target = base / f"{debpackages.kernel_release(versions)}-{cache_key(versions)}"
-    debpackages.build_once(target, lambda result, work: _build_into(result, work, versions))
+    debpackages.build_once(
+        target,
+        lambda result, work: _build_into(result, work, versions),
+        before=lambda: logger.info("Building the tiny guest in %s (about a minute, once)", target),
+    )
     return TinyGuest(target, versions)
 
 
@@ -167,7 +174,9 @@ def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
         f"{package}={versions[package]}"
         for package in (BUSYBOX_PACKAGE, AGENT_PACKAGE, *SSH_PACKAGES)
     ]
+    logger.info("Tiny guest: downloading %d packages (%s)", len(wanted), ", ".join(wanted))
     debpackages.run(["apt-get", "download", *wanted], cwd=debs)
+    logger.info("Tiny guest: unpacking them")
     for deb in sorted(debs.glob("*.deb")):
         debpackages.run(["dpkg-deb", "-x", str(deb), str(root)])
 
@@ -176,6 +185,7 @@ def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
     modules = _modules(root / "lib" / "modules" / release)
     libraries = _libraries(root, AGENT, SSH_SERVER)
     entries = _initramfs_entries(root, modules, libraries)
+    logger.info("Tiny guest: writing its initramfs and its blank disk")
     (result / "initrd.img").write_bytes(initramfs.gzipped_cpio(entries))
     debpackages.run(
         ["qemu-img", "create", "-q", "-f", "qcow2", str(result / "disk.qcow2"), DISK_SIZE]
@@ -187,6 +197,7 @@ def _build_into(result: Path, work: Path, versions: dict[str, str]) -> None:
         "memory_mib": MEMORY_MIB,
     }
     (result / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    logger.info("Tiny guest: built (kernel %s)", release)
 
 
 def _modules(tree: Path) -> dict[str, bytes]:

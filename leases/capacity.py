@@ -27,6 +27,7 @@ from leases.models import Allocation, ResourceType
 from leases.properties import matches
 from leases.rooms import HostRoom, Slot
 from leases.shortfall import Limit, hosts_short, instances_short
+from leases.sizes import instance_count
 
 # How long a VM outside the leases is counted on its host: for as long as it runs.
 EVER = datetime.min.replace(tzinfo=UTC)
@@ -240,8 +241,8 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
             (host,) = running
             if free[host] < amount:
                 raise DoesNotFit(
-                    f"only {free[host]} of {amount} instances fit on the host running its VMs "
-                    f"between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
+                    f"only {free[host]} of {instance_count(amount)} fit on the host running "
+                    f"its VMs between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
                     **_instances(amount, free[host]),
                     explain=lambda: instances_short(
                         rooms, start, end, request, on=host, running=True
@@ -254,7 +255,8 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
         if best < amount:
             freest = ranked[0][0] if ranked else None
             raise DoesNotFit(
-                f"only {best} of {amount} instances fit on one host between {start:%Y-%m-%d %H:%M}"
+                f"only {best} of {instance_count(amount)} fit on one host between "
+                f"{start:%Y-%m-%d %H:%M}"
                 f" and {end:%Y-%m-%d %H:%M}",
                 **_instances(amount, best),
                 explain=lambda: instances_short(rooms, start, end, request, on=freest),
@@ -264,7 +266,7 @@ def plan_instances(rooms: dict[int, HostRoom], start, end, request: dict) -> lis
         hosts = [host for host, slots in ranked if slots >= 1]
         if len(hosts) < amount:
             raise DoesNotFit(
-                f"only {len(hosts)} of {amount} instances fit on distinct hosts between "
+                f"only {len(hosts)} of {instance_count(amount)} fit on distinct hosts between "
                 f"{start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}",
                 **_instances(amount, len(hosts)),
                 explain=explain,
@@ -289,7 +291,7 @@ def _fill(ranked, needed: int, total: int, start, end, explain) -> list[tuple[in
             left -= take
     if left:
         raise DoesNotFit(
-            f"only {total - left} of {total} instances fit between {start:%Y-%m-%d %H:%M} "
+            f"only {total - left} of {instance_count(total)} fit between {start:%Y-%m-%d %H:%M} "
             f"and {end:%Y-%m-%d %H:%M}",
             **_instances(total, total - left),
             explain=explain,

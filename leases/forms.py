@@ -19,13 +19,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
 
+from hosts import template_access
 from hosts.api.serializers import VirtualMachineSerializer
 from hosts.models import Template, VirtualMachine
 from leases.api.serializers import ReservationRequestSerializer
 from leases.capacity import DoesNotFit, plan_instances, reservable_rooms
 from leases.models import Lease, Reservation, ResourceType
 from project import times
-from project.access.permissions import restrict
 
 # What the datetime-local input sends and shows: the minute, in the current time zone.
 LOCAL_MINUTE = "%Y-%m-%dT%H:%M"
@@ -233,9 +233,7 @@ class LaunchForm(forms.Form):
         # checks it, so a misfit is refused with the API's reason rather than "not a choice".
         self.fitting_templates = fitting
         self.fields["template"].queryset = (
-            restrict(Template.objects.all(), request.user, "hosts.view_template")
-            if self.is_bound
-            else fitting
+            template_access.visible(request.user) if self.is_bound else fitting
         )
         self.fields["template"].label_from_instance = _template_label
         if chosen is not None and not fitting.exists():
@@ -293,7 +291,7 @@ def _templates_for(user, reservation: Reservation):
             "host__cluster_id", flat=True
         )
     )
-    templates = restrict(Template.objects.all(), user, "hosts.view_template").filter(
+    templates = template_access.visible(user).filter(
         Q(cluster__isnull=True) | Q(cluster_id__in=clusters)
     )
     if reservation.resource_type == ResourceType.INSTANCE:

@@ -13,6 +13,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.template.defaultfilters import pluralize
+from django.utils import timezone
+from django.utils.formats import date_format
 
 from leases.properties import validate_host_properties
 
@@ -107,7 +110,9 @@ class LeaseEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.event_type} of {self.lease} at {self.time}"
+        """What the admin console names the event by: "Start of lab-week, 2026-11-29 05:41"."""
+        when = date_format(timezone.localtime(self.time), "DATETIME_FORMAT")
+        return f"{self.get_event_type_display()} of {self.lease}, {when}"
 
 
 class ResourceType(models.TextChoices):
@@ -205,7 +210,7 @@ class Reservation(models.Model):
         ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"{self.resource_type} of {self.lease}"
+        return f"{self.get_resource_type_display()} of {self.lease}"
 
 
 class Allocation(models.Model):
@@ -237,8 +242,8 @@ class Allocation(models.Model):
         ]
 
     def __str__(self) -> str:
-        what = "whole host" if self.whole_host else f"{self.slots} slots"
-        return f"{what} on {self.host or 'no host'} for {self.reservation}"
+        what = "Whole host" if self.whole_host else f"{self.slots} instance{pluralize(self.slots)}"
+        return f"{what} on {self.host or 'no host'} for lease {self.reservation.lease}"
 
 
 class HostProperty(models.Model):

@@ -37,6 +37,7 @@ from leases.reservations import (
     launched_on,
     lease_scope,
 )
+from leases.sizes import instance_count, quantity
 from project import events
 from project.access.grants import grant_role
 from project.errors import Refused
@@ -134,9 +135,19 @@ def _check_quotas(owner, start: datetime, end: datetime, planned, exclude=None) 
     for name, limit in limits.items():
         if limit is not None and held[name] > limit:
             raise LeaseRefused(
-                f"Your leases would hold {held[name]} {name.replace('_', ' ')} at once; "
-                f"your quota is {limit}."
+                f"Your leases would hold {_amount(name, held[name])} at once; "
+                f"your quota is {_amount(name, limit)}."
             )
+
+
+def _amount(resource: str, count: int) -> str:
+    """An amount of what a lease quota counts, in words: "5 instances", "5 vCPUs", "4096 MiB
+    of memory"."""
+    if resource == "instances":
+        return instance_count(count)
+    if resource == "memory_mb":
+        return f"{count} MiB of memory"
+    return quantity(resource, count)
 
 
 def _store(lease: Lease, planned) -> None:

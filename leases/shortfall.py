@@ -12,7 +12,7 @@ from django.template.defaultfilters import pluralize
 from hosts.models import HostStatus
 from leases.properties import matches, terms
 from leases.rooms import HostRoom
-from leases.sizes import RESOURCES, quantity, size_of, slots_in
+from leases.sizes import RESOURCES, instance_count, quantity, size_of, slots_in
 
 # What a limit's numbers count: one instance against the largest host; the instances asked
 # against one host's free capacity (affinity); or against all the usable hosts' together.
@@ -199,8 +199,9 @@ def _resource_short(
 def _distinct_short(usable, start, end, size: dict, amount: int, properties: dict) -> Limit:
     if len(usable) < amount:
         text = (
-            f"{amount} instances on distinct hosts need {amount} reservable "
-            f"hosts{_those(properties)} that are up; {len(usable)} {_is(len(usable))}"
+            f"{instance_count(amount)} on distinct hosts need{pluralize(amount, 's,')} "
+            f"{amount} reservable host{pluralize(amount)}{_those(properties)} that are up; "
+            f"{len(usable)} {_is(len(usable))}"
         )
         return Limit(text, "hosts", amount, len(usable))
     lacking = Counter()
@@ -218,7 +219,8 @@ def _distinct_short(usable, start, end, size: dict, amount: int, properties: dic
     roomy = len(usable) - sum(lacking.values())
     resource = lacking.most_common(1)[0][0]
     text = (
-        f"{amount} instances on distinct hosts need {amount} hosts with room for one each; "
+        f"{instance_count(amount)} on distinct hosts need{pluralize(amount, 's,')} {amount} "
+        f"host{pluralize(amount)} with room for one each; "
         f"{roomy} {'has' if roomy == 1 else 'have'} it, the others lack free {NAMES[resource]}"
     )
     return Limit(text, "hosts", amount, roomy)

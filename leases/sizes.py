@@ -18,6 +18,11 @@ def quantity(resource: str, value: int) -> str:
     return f"{value} GB of disk"
 
 
+def instance_count(count: int) -> str:
+    """A number of instances in words: "1 instance", "5 instances"."""
+    return f"{count} instance{pluralize(count)}"
+
+
 def size_of(request: dict) -> dict[str, int]:
     """An instance reservation's size, resource by resource (0: not asked, as a disk may be)."""
     return {resource: request.get(resource) or 0 for resource in RESOURCES}

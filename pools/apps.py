@@ -33,6 +33,7 @@ class PoolsConfig(AppConfig):
         after_stop.register(views.after_stop)
 
         checks.add_operation_rule(services.hold_when_started_by_another)
+        checks.add_operation_rule(services.no_snapshots_in_stateless_pools)
         vm_stopped.connect(services.on_vm_stopped, dispatch_uid="pools-return-on-stop")
         job_finished.connect(monitor.on_job_finished, dispatch_uid="pools-prestart-failures")
         job_finished.connect(tasks.nudge_when_ready, dispatch_uid="pools-nudge-when-ready")

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Case, Max, When
+from django.utils import timezone
 
-from hosts import images, jobs, quotas
+from hosts import images, jobs, quotas, snapshots
 from hosts.error_codes import HostErrorCode
 from hosts.guests import keys as guest_keys
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
@@ -294,8 +295,8 @@ def _allocate(pool: VmPool, user) -> Allocation:
             raise PoolExhausted(f"Pool {pool.name} has no free VM left; try again later.")
         # A pool's VM counts for its holder while they hold it.
         quotas.check(limits, quotas.vm_usage_of(vm), quotas.for_vm(vm))
-        VirtualMachine.objects.filter(pk=vm.pk).update(owner=user)
-        vm.owner = user
+        vm.owner, vm.taken_at = user, timezone.now()
+        VirtualMachine.objects.filter(pk=vm.pk).update(owner=user, taken_at=vm.taken_at)
         add_user_grant(USER_ROLE, vm, user)
         given = dict(
             kind=EventKind.CHANGED,
@@ -336,8 +337,9 @@ def _allocate(pool: VmPool, user) -> Allocation:
 
 
 def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
-    """Give a VM back to its pool: its user loses it; a stateless pool reverts it to its base
-    snapshot (stopping it first if it runs). Returns the jobs that do that."""
+    """Give a VM back to its pool: its user loses it, and the snapshots they took go; a
+    stateless pool reverts it to its base snapshot (stopping it first if it runs). Returns the
+    jobs that do that."""
     with transaction.atomic():
         # Lock the VM row only: PostgreSQL cannot lock the nullable side of the pool join.
         vm = (
@@ -349,9 +351,11 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
             raise Refused(HostErrorCode.NOT_IN_POOL, f"VM {vm.name} is not in a pool.")
         if vm.owner_id is not None:
             revoke_role(_user_role(), vm, user=vm.owner)
-            VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)
-            vm.owner = None
+            VirtualMachine.objects.filter(pk=vm.pk).update(owner=None, taken_at=None)
+            vm.owner, vm.taken_at = None, None
         queued = []
+        if (dropped := snapshots.drop_all(vm, requested_by=requested_by)) is not None:
+            queued.append(dropped)
         if vm.pool.stateless:
             if vm.status not in (VmStatus.DOWN, VmStatus.UNKNOWN):
                 queued.append(jobs.submit(JobKind.POWEROFF, vm=vm, requested_by=requested_by))
@@ -371,6 +375,20 @@ def return_vm(vm: VirtualMachine, *, requested_by=None) -> list[Job]:
         pool_id = vm.pool_id
         transaction.on_commit(lambda: nudge_monitor(pool_id))
     return queued
+
+
+def no_snapshots_in_stateless_pools(vm: VirtualMachine, kind: str, requested_by) -> None:
+    """A stateless pool's VM takes no snapshots: it goes back to its base when it is given
+    back, and a revert to a user's snapshot would mix with that. An operation rule
+    (``hosts.checks``)."""
+    if kind != JobKind.SNAPSHOT or vm.pool_id is None:
+        return
+    if VmPool.objects.filter(pk=vm.pool_id, stateless=True).exists():
+        raise Refused(
+            HostErrorCode.SNAPSHOTS_REFUSED,
+            f"VM {vm.name} is in a stateless pool: it goes back to its base when it is given "
+            "back, so it takes no snapshots.",
+        )
 
 
 def hold_when_started_by_another(vm: VirtualMachine, kind: str, requested_by) -> None:

@@ -10,7 +10,7 @@ import django_filters.rest_framework
 from rest_framework import filters
 from rest_framework.exceptions import ValidationError
 
-from project.access.permissions import default_action, restrict
+from project.access.permissions import viewable
 
 
 class ScopedFilterSet(django_filters.FilterSet):
@@ -22,7 +22,7 @@ class ScopedFilterSet(django_filters.FilterSet):
             if user is None or related is None or callable(related):
                 continue
             if hasattr(related.model, "grant_scopes"):
-                filter_.queryset = restrict(related, user, default_action(related.model, "view"))
+                filter_.queryset = viewable(related, user)
 
 
 class ScopedFilterBackend(django_filters.rest_framework.DjangoFilterBackend):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 
 # What every LogRecord carries; anything else on a record came from ``extra=``.
@@ -40,3 +41,17 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return json.dumps(line, default=str, ensure_ascii=False)
+
+
+class RoutineTaskLines(logging.Filter):
+    """Leaves out the task queue's (django-q's) line per task queued, taken and done, which
+    come several a minute from the ticker alone while nothing happens: Corral's job runner says
+    what each job does. Its start, stop and warnings stay; with ``LOG_LEVEL=DEBUG``, every
+    line."""
+
+    ROUTINE = re.compile(r"^(Enqueued \[|Processed '|Process-\S+ (processing|created task) )")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO or logging.getLogger().isEnabledFor(logging.DEBUG):
+            return True
+        return not self.ROUTINE.match(record.getMessage())

@@ -47,7 +47,14 @@ class Role(models.Model):
     A grant is stored by django-guardian as the permission ``role_<name>`` on the scope object.
     """
 
-    name = models.CharField(max_length=50, unique=True, validators=[role_name_validator])
+    name = models.CharField(
+        "name in the API",
+        max_length=50,
+        unique=True,
+        validators=[role_name_validator],
+        help_text="One word, as the API names the role (LabManager); the admin console says "
+        "it in words (Lab manager).",
+    )
     description = models.TextField(blank=True)
     builtin = models.BooleanField(default=False, editable=False)
     actions = models.ManyToManyField(Permission, blank=True, related_name="corral_roles")
@@ -57,7 +64,8 @@ class Role(models.Model):
         ordering = ["name"]
 
     def __str__(self) -> str:
-        return self.name
+        """The role as the admin console names it everywhere: "User role", "Lease user"."""
+        return self.human_name
 
     def save(self, *args, **kwargs) -> None:
         self.grant_codename = grant_codename_for(self.name)

@@ -193,6 +193,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# Dates and times as the admin console and the portal show them, alike (project/formats/).
+FORMAT_MODULE_PATH = ["project.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "static"))
@@ -272,10 +274,12 @@ SPECTACULAR_SETTINGS = {
         "AffinityRuleEnum": "scheduling.models.AffinityRule",
         "ImageKindEnum": "hosts.models.images.ImageKind",
         "ImageStatusEnum": "hosts.models.images.ImageStatus",
+        "ImageVisibilityEnum": "hosts.models.images.ImageVisibility",
         "ImageMemberStatusEnum": "hosts.models.images.MemberStatus",
         "JobErrorCodeEnum": "hosts.error_codes.JobErrorCode.choices",
         "JobKindEnum": "hosts.models.jobs.JobKind",
         "JobStateEnum": "hosts.models.jobs.JobState",
+        "TemplateVisibilityEnum": "hosts.models.inventory.TemplateVisibility",
         "TokenKindEnum": "project.models.TokenKind",
     },
     # The registered refusal codes (project/error_codes.py) as the RefusalCode component.
@@ -342,6 +346,7 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "project.logging.JsonFormatter"},
     },
+    "filters": {"routine_tasks": {"()": "project.logging.RoutineTaskLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CORRAL_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -349,6 +354,10 @@ LOGGING = {
         # its records reach the root's handler anyway, so that one would print each twice.
         "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.db.backends": {"level": "INFO"},
+        # A refusal (4xx) is in the access line already; errors (5xx) are logged with their
+        # traceback.
+        "django.request": {"level": "ERROR"},
+        "django-q": {"filters": ["routine_tasks"]},
     },
 }
 
@@ -475,6 +484,7 @@ CORRAL_QUOTA_MEMORY_MB = env_limit("CORRAL_QUOTA_MEMORY_MB", "204800")
 CORRAL_QUOTA_DISK_GB = env_limit("CORRAL_QUOTA_DISK_GB", "5000")
 CORRAL_QUOTA_IMAGES = env_limit("CORRAL_QUOTA_IMAGES", "20")
 CORRAL_QUOTA_IMAGE_GB = env_limit("CORRAL_QUOTA_IMAGE_GB", "500")
+CORRAL_QUOTA_SNAPSHOTS = env_limit("CORRAL_QUOTA_SNAPSHOTS", "50")
 
 # VM pools: the prestart monitor (oVirt's VmPoolMonitor settings).
 VMPOOL_MONITOR_INTERVAL = float(os.environ.get("VMPOOL_MONITOR_INTERVAL", "60"))

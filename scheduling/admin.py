@@ -13,7 +13,7 @@ from scheduling.models import AffinityGroup, Policy, PolicyFilter, PolicyUnit, P
 
 @admin.register(PolicyUnit)
 class PolicyUnitAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind_list", "internal", "enabled", "on_failure", "failing_since"]
+    list_display = ["name", "kind_list", "internal", "enabled", "failure_outcome", "failing_since"]
     list_filter = ["internal", "enabled", "is_filter", "is_weight", "is_balance"]
     search_fields = ["name", "description"]
     readonly_fields = [
@@ -28,11 +28,37 @@ class PolicyUnitAdmin(admin.ModelAdmin):
         "error",
         "failing_since",
         "failure",
+        "failure_outcome",
     ]
 
     @admin.display(description="kinds")
     def kind_list(self, obj):
         return ", ".join(obj.kinds)
+
+    @admin.display(ordering="on_failure", description="on failure")
+    def failure_outcome(self, obj):
+        """What a failure of the unit does to a decision, for each of its kinds: a filter
+        keeps or drops every host as ``on_failure`` says; a weight or a balancer has no say."""
+        said = {
+            "filter": obj.get_on_failure_display(),
+            "weight": "Its scores count for nothing (neutral)",
+            "balance": "It moves nothing",
+        }
+        kinds = obj.kinds
+        if len(kinds) == 1:
+            return said[kinds[0]]
+        names = {"filter": "filter", "weight": "weight", "balance": "balancer"}
+        return "; ".join(
+            f"as a {names[kind]}: {said[kind][:1].lower()}{said[kind][1:]}" for kind in kinds
+        )
+
+    def get_fields(self, request, obj=None):
+        """A filter's page offers the choice of what its failure does; any other unit's says
+        what it does, as there is no choice to make."""
+        fields = [name for name in super().get_fields(request, obj) if name != "failure_outcome"]
+        if obj is not None and not obj.is_filter and "on_failure" in fields:
+            fields[fields.index("on_failure")] = "failure_outcome"
+        return fields
 
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_staff

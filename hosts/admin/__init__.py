@@ -1,8 +1,8 @@
 """Admin console screens for the inventory, jobs and external domains.
 
-``clusters`` holds clusters, hosts and templates, ``vms`` the VMs, ``jobs`` jobs and external
-domains, ``quotas`` the quotas. Importing this package registers them all (admin
-autodiscovery imports it); the apps above extend some of them
+``clusters`` holds clusters, hosts and templates, ``vms`` the VMs, ``snapshots`` their
+snapshots, ``jobs`` jobs and external domains, ``quotas`` the quotas. Importing this package
+registers them all (admin autodiscovery imports it); the apps above extend some of them
 (``project.admin.base.extend_admin``) when they are imported.
 """
 
@@ -16,8 +16,9 @@ from hosts.admin.clusters import (
     load_bar,
 )
 from hosts.admin.images import ImageAdmin, ImageCopyInline
-from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin, JobJournalInline
+from hosts.admin.jobs import ExternalDomainAdmin, JobAdmin
 from hosts.admin.quotas import QuotaAdmin
+from hosts.admin.snapshots import VmSnapshotAdmin
 from hosts.admin.vms import ADMIN_VM_ACTIONS, VirtualMachineAdmin
 
 __all__ = [
@@ -31,9 +32,9 @@ __all__ = [
     "ImageAdmin",
     "ImageCopyInline",
     "JobAdmin",
-    "JobJournalInline",
     "QuotaAdmin",
     "TemplateAdmin",
     "VirtualMachineAdmin",
+    "VmSnapshotAdmin",
     "load_bar",
 ]

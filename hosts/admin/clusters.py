@@ -16,9 +16,11 @@ from project.access.permissions import holds, restrict
 from project.admin.base import LabelledTabularInline, ScopedAdmin
 from project.db import count_of
 from project.errors import Refused
+from project.sizes import in_binary_units, mib_in_binary_units
 
 ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter  # a filter never names what the user cannot see
 HOST_PAGE_ROWS = 50  # VMs and external domains listed on a host's page
+NOT_REPORTED = "not reported yet"
 
 
 class HostInline(LabelledTabularInline):
@@ -129,10 +131,10 @@ class HostAdmin(ScopedAdmin):
         "status_detail",
         "memory_load",
         "cpu_load",
-        "cpus",
-        "memory_mb",
-        "cpu_usage_percent",
-        "memory_used_mb",
+        "cpu_count",
+        "memory_size",
+        "cpu_in_use",
+        "memory_in_use",
         "last_seen_at",
         "non_responsive_since",
         "confirmed_down_at",
@@ -140,8 +142,8 @@ class HostAdmin(ScopedAdmin):
         "fence_tried_at",
         "created_at",
         "updated_at",
-        "storage_capacity_bytes",
-        "storage_free_bytes",
+        "storage_capacity",
+        "storage_free",
         "storage_problem",
         "storage_checked_at",
         "domain_type",
@@ -184,8 +186,8 @@ class HostAdmin(ScopedAdmin):
                         *storage,
                         "storage_problem",
                         "storage_checked_at",
-                        "storage_capacity_bytes",
-                        "storage_free_bytes",
+                        "storage_capacity",
+                        "storage_free",
                         "domain_type",
                         "machine",
                         "emulator",
@@ -218,10 +220,10 @@ class HostAdmin(ScopedAdmin):
                     "fields": [
                         "memory_load",
                         "cpu_load",
-                        "cpus",
-                        "memory_mb",
-                        "cpu_usage_percent",
-                        "memory_used_mb",
+                        "cpu_count",
+                        "memory_size",
+                        "cpu_in_use",
+                        "memory_in_use",
                     ]
                 },
             ),
@@ -243,6 +245,38 @@ class HostAdmin(ScopedAdmin):
         if obj.cpu_usage_percent is not None:
             notes.append(f"host CPU {obj.cpu_usage_percent:.0f}%")
         return load_bar(vcpus, "vcpus", "; ".join(notes))
+
+    # The host's own figures, as it last reported them, in the units people read them in.
+
+    @admin.display(description="CPUs")
+    def cpu_count(self, obj):
+        return NOT_REPORTED if obj.cpus is None else obj.cpus
+
+    @admin.display(description="memory")
+    def memory_size(self, obj):
+        return NOT_REPORTED if obj.memory_mb is None else mib_in_binary_units(obj.memory_mb)
+
+    @admin.display(description="CPU in use")
+    def cpu_in_use(self, obj):
+        return NOT_REPORTED if obj.cpu_usage_percent is None else f"{obj.cpu_usage_percent:.0f} %"
+
+    @admin.display(description="memory in use")
+    def memory_in_use(self, obj):
+        if obj.memory_used_mb is None:
+            return NOT_REPORTED
+        return mib_in_binary_units(obj.memory_used_mb)
+
+    @admin.display(description="storage capacity")
+    def storage_capacity(self, obj):
+        if obj.storage_capacity_bytes is None:
+            return NOT_REPORTED
+        return in_binary_units(obj.storage_capacity_bytes)
+
+    @admin.display(description="free storage")
+    def storage_free(self, obj):
+        if obj.storage_free_bytes is None:
+            return NOT_REPORTED
+        return in_binary_units(obj.storage_free_bytes)
 
     @admin.display(description="Corral's SSH public key")
     def corral_ssh_key(self, obj):
@@ -375,10 +409,24 @@ class HostAdmin(ScopedAdmin):
 
 @admin.register(Template)
 class TemplateAdmin(ScopedAdmin):
-    list_display = ["name", "cluster", "vcpus", "memory_mb", "disk_gb", "os_type", "disk_image"]
-    list_filter = [("cluster", ONLY_VISIBLE), "os_type"]
-    search_fields = ["name", "description"]
-    list_select_related = ["cluster"]
+    """The admins' templates, and users' own (``owner``; private) for the admins of their
+    cluster (``hosts.template_access``): made here, a template is the admins'."""
+
+    list_display = [
+        "name",
+        "cluster",
+        "owner",
+        "visibility",
+        "vcpus",
+        "memory_mb",
+        "disk_gb",
+        "os_type",
+        "disk_image",
+    ]
+    list_filter = [("cluster", ONLY_VISIBLE), "os_type", "visibility"]
+    search_fields = ["name", "description", "owner__username"]
+    list_select_related = ["cluster", "owner", "disk_image"]
+    readonly_fields = ["owner"]
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)

@@ -2,24 +2,23 @@
 hosts that Corral does not manage (listed, never touched)."""
 
 from django.contrib import admin, messages
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 
 from hosts import jobs
 from hosts.admin.clusters import ONLY_VISIBLE
+from hosts.admin.job_result import result_html
 from hosts.models import ExternalDomain, Job, JobJournal, JobState
 from project.access.permissions import holds
-from project.admin.base import LabelledTabularInline, ScopedAdmin, recent_filter
+from project.admin.base import ScopedAdmin, recent_filter
+
+# A job's times, and its journal's, are told apart by the second.
+TO_THE_SECOND = "Y-m-d H:i:s"
 
 
-class JobJournalInline(LabelledTabularInline):
-    model = JobJournal
-    fields = ["at", "message", "detail"]
-    readonly_fields = ["at", "message", "detail"]
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
+def to_the_second(moment) -> str:
+    return date_format(timezone.localtime(moment), TO_THE_SECOND) if moment else "—"
 
 
 @admin.register(Job)
@@ -46,8 +45,53 @@ class JobAdmin(ScopedAdmin):
     ]
     search_fields = ["target_name", "error_message", "error_detail", "requested_by__username"]
     list_select_related = ["requested_by", "vm", "host"]  # a job's name is its VM's or host's
-    readonly_fields = [f.name for f in Job._meta.fields]
-    inlines = [JobJournalInline]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "kind",
+                    "vm",
+                    "host",
+                    "target_name",
+                    "state",
+                    "progress_shown",
+                    "step",
+                    "requested_by",
+                    "coalesced",
+                    "parameters",
+                ]
+            },
+        ),
+        ("Outcome", {"fields": ["outcome", "error_code", "error_message", "error_detail"]}),
+        (
+            "Times",
+            {
+                "fields": [
+                    "queued",
+                    "dispatched",
+                    "started",
+                    "finished",
+                    "took",
+                    "heartbeat",
+                    "task_worker",
+                ]
+            },
+        ),
+    ]
+    readonly_fields = [
+        *(f.name for f in Job._meta.fields),
+        "progress_shown",
+        "parameters",
+        "outcome",
+        "queued",
+        "dispatched",
+        "started",
+        "finished",
+        "took",
+        "heartbeat",
+        "task_worker",
+    ]
     actions = ["cancel_jobs"]
 
     @admin.display(description="progress")
@@ -57,6 +101,57 @@ class JobAdmin(ScopedAdmin):
             int(obj.progress * 100),
             int(obj.progress * 100),
         )
+
+    @admin.display(description="progress")
+    def progress_shown(self, obj):
+        return f"{round(obj.progress * 100)} %"
+
+    @admin.display(description="parameters")
+    def parameters(self, obj):
+        return result_html(obj.params)
+
+    @admin.display(description="result")
+    def outcome(self, obj):
+        return result_html(obj.result)
+
+    @admin.display(description="queued")
+    def queued(self, obj):
+        return to_the_second(obj.created_at)
+
+    @admin.display(description="handed to a worker")
+    def dispatched(self, obj):
+        return to_the_second(obj.dispatched_at)
+
+    @admin.display(description="started")
+    def started(self, obj):
+        return to_the_second(obj.started_at)
+
+    @admin.display(description="finished")
+    def finished(self, obj):
+        return to_the_second(obj.finished_at)
+
+    @admin.display(description="took")
+    def took(self, obj):
+        return obj.took or "—"
+
+    @admin.display(description="last heartbeat")
+    def heartbeat(self, obj):
+        return to_the_second(obj.heartbeat_at)
+
+    @admin.display(description="task worker")
+    def task_worker(self, obj):
+        """The task worker that ran the job, in words ("process 15415 on vm"): its machine
+        and process, as ``project.workers.worker_name`` records them."""
+        if not obj.worker:
+            return "none yet"
+        machine, _, pid = obj.worker.rpartition(":")
+        return f"process {pid} on {machine}" if machine and pid.isdigit() else obj.worker
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The job's page, with its journal: one line per row, timed to the second."""
+        journal = JobJournal.objects.filter(job_id=object_id if object_id.isdigit() else None)
+        extra_context = {**(extra_context or {}), "journal": journal.order_by("id")}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_add_permission(self, request):
         return False

@@ -1,6 +1,6 @@
-"""Admin screen for VMs: their state, power operations queued as jobs, deletion through the VM
-service (a VM defined on a host is removed from it first), and a template made from a VM
-(``vm_templates``)."""
+"""Admin screen for VMs: their state, power operations queued as jobs, their snapshots
+(``hosts.admin.snapshots``), deletion through the VM service (a VM defined on a host is removed
+from it first), and a template made from a VM (``hosts.admin.vm_templates``)."""
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_deletion
@@ -8,9 +8,10 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import services
+from hosts import services, template_access
 from hosts.admin import vm_templates
 from hosts.admin.clusters import ONLY_VISIBLE
+from hosts.admin.snapshots import snapshots_on_vm_page
 from hosts.guests import ssh
 from hosts.models import Job, JobKind, JobState, VirtualMachine
 from project.access.permissions import holds
@@ -52,6 +53,23 @@ def _vm_operation(name: str, description: str, permission: str):
 
     run.__name__ = name
     return admin.action(description=description, permissions=[permission])(run)
+
+
+def launch_checked(form_class: type, user) -> type:
+    """``form_class`` refusing, on the template field, a new VM of a user's template whose
+    images ``user`` may not see (``template_access.launch_refusal``), as the API refuses it."""
+
+    class LaunchCheckedForm(form_class):
+        def _post_clean(self):
+            super()._post_clean()
+            if self._errors or self.instance.template_id is None:
+                return
+            refusal = template_access.launch_refusal(user, self.instance)
+            if refusal is not None:
+                self.add_error("template", refusal)
+
+    LaunchCheckedForm.__name__ = form_class.__name__
+    return LaunchCheckedForm
 
 
 @admin.register(VirtualMachine)
@@ -155,17 +173,23 @@ class VirtualMachineAdmin(ScopedAdmin):
     def make_template_view(self, request, vm_id: int):
         return vm_templates.make_template_view(self, request, vm_id)
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        vm = self.get_object(request, object_id)
-        may = vm is not None and vm_templates.may_make_template(request.user, vm)
-        extra_context = {**(extra_context or {}), "may_make_template": may}
-        return super().change_view(request, object_id, form_url, extra_context)
-
     def has_operate_permission(self, request):
         return holds(request.user, "hosts.operate_virtualmachine")
 
     def has_migrate_permission(self, request):
         return holds(request.user, "hosts.migrate_virtualmachine")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The VM's page lists its snapshots too, for those who may operate it, and links to
+        making a template from it for those who may."""
+        vm = self.get_object(request, object_id)
+        may = vm is not None and vm_templates.may_make_template(request.user, vm)
+        extra_context = {
+            **(extra_context or {}),
+            **snapshots_on_vm_page(request, object_id),
+            "may_make_template": may,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
@@ -212,6 +236,10 @@ class VirtualMachineAdmin(ScopedAdmin):
             messages.SUCCESS,
         )
         return "queued"
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return form if obj is not None else launch_checked(form, request.user)
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -39,6 +39,8 @@ class TemplateFilterSet(ScopedFilterSet):
             "name": ["exact", "icontains"],
             "cluster": ["exact", "isnull"],
             "os_type": ["exact"],
+            "owner": ["exact", "isnull"],
+            "visibility": ["exact"],
         }
 
 

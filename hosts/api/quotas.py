@@ -32,7 +32,8 @@ class LeaseLimitsSerializer(serializers.Serializer):
 
 
 class MyQuotaSerializer(serializers.Serializer):
-    """Each resource's limit and use (memory in MB, disk and image storage in GB), and what
+    """Each resource's limit and use (memory in MB, disk and image storage in GB; disk counts
+    the VMs' disks and what their snapshots may come to hold), and what
     the caller's leases may reserve at once (counted over a lease's window)."""
 
     vms = QuotaLineSerializer()
@@ -41,6 +42,7 @@ class MyQuotaSerializer(serializers.Serializer):
     disk_gb = QuotaLineSerializer()
     images = QuotaLineSerializer()
     image_gb = QuotaLineSerializer()
+    snapshots = QuotaLineSerializer()
     leases = LeaseLimitsSerializer()
 
 

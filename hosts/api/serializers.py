@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from hosts import checks, image_access, sshtrust
+from hosts import checks, image_access, sshtrust, template_access
 from hosts.capacity import schedulable
 from hosts.error_codes import JobErrorCode
 from hosts.guests import ssh
@@ -18,6 +18,7 @@ from hosts.models import (
     Image,
     Job,
     Template,
+    TemplateVisibility,
     VirtualMachine,
     VmStatus,
 )
@@ -188,9 +189,28 @@ def _image_field(kind: str) -> ScopedRelatedField:
 
 
 class TemplateSerializer(ModelCleanSerializer):
+    """A template. Made by an admin where they may add templates, it is the admins' (no owner,
+    public unless asked); made by anyone else who may create VMs in its cluster, it is theirs
+    (``owner``: the caller, private, in that cluster only). With ``own`` in the context, an
+    admin makes one of their own too (the portal's My templates)."""
+
     disk_image = _image_field("disk")
     kernel_image = _image_field("kernel")
     initrd_image = _image_field("initrd")
+    owner = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        help_text="Set to the caller when they make the template as a user (not an admin where "
+        "it is offered): theirs to change and delete, seen only by them and the cluster's "
+        "admins. null: the admins'.",
+    )
+    owner_name = serializers.CharField(source="owner.username", read_only=True, allow_null=True)
+    visibility = serializers.ChoiceField(
+        choices=TemplateVisibility.choices,
+        required=False,
+        help_text="public: everyone who may use templates where it is offered; private: its "
+        "owner and the cluster's admins. A user's template is private; admins choose for "
+        "theirs (default public).",
+    )
 
     class Meta:
         model = Template
@@ -213,9 +233,23 @@ class TemplateSerializer(ModelCleanSerializer):
             "login_user",
             "bridge",
             "user_data",
+            "owner",
+            "owner_name",
+            "visibility",
             "created_at",
             "updated_at",
         ]
+
+    def prepare(self, attrs):
+        if self.instance is not None:
+            return
+        request = self.context.get("request")
+        owner = template_access.owner_of_new(
+            getattr(request, "user", None), attrs.get("cluster"), own=self.context.get("own", False)
+        )
+        if owner is not None:
+            attrs["owner"] = owner
+            attrs.setdefault("visibility", TemplateVisibility.PRIVATE)
 
 
 class ConsoleTicketSerializer(serializers.Serializer):

@@ -7,10 +7,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from hosts import jobs, services, sshtrust
+from hosts import jobs, services, sshtrust, template_access
 from hosts.after_stop import after_stop
 from hosts.api.filtersets import (
     ClusterFilterSet,
@@ -34,6 +34,7 @@ from hosts.api.serializers import (
     TrustHostKeySerializer,
     VirtualMachineSerializer,
 )
+from hosts.api.snapshots import VirtualMachineSnapshots
 from hosts.api.vm_images import VirtualMachineImage
 from hosts.error_codes import HostErrorCode
 from hosts.guests import consoles
@@ -119,13 +120,46 @@ class HostViewSet(ScopedModelViewSet):
 
 
 class TemplateViewSet(ScopedModelViewSet):
-    """VM templates: CPUs, memory, disk, networks and OS."""
+    """VM templates: CPUs, memory, disk, networks and OS.
 
-    queryset = Template.objects.all()
+    The admins' templates, and users' own: whoever may create VMs in a cluster makes templates
+    there from images they may see (``owner``: them; private to them and the cluster's admins,
+    a 404 for everyone else) and changes and deletes them. A template in use is not deleted
+    (409)."""
+
+    queryset = Template.objects.select_related("owner")
     serializer_class = TemplateSerializer
     filterset_class = TemplateFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "id", "vcpus", "memory_mb", "disk_gb"]
+
+    def check_object_permissions(self, request, obj) -> None:
+        verb = {"update": "change", "partial_update": "change", "destroy": "delete"}.get(
+            self.action
+        )
+        if verb is not None and not template_access.manages(request.user, obj, verb):
+            raise PermissionDenied(f"You may not {verb} this template.")
+
+    def perform_create(self, serializer) -> None:
+        template = serializer.unsaved_instance()
+        if template.owner_id is None:
+            super().perform_create(serializer)
+            return
+        # A template of the caller's own: they may create VMs in its cluster (owner_of_new).
+        with transaction.atomic():
+            serializer.save()
+        self.reload(serializer)
+
+    def check_placement(self, serializer) -> None:
+        stored = serializer.instance
+        if stored.owner_id is None or stored.owner_id != self.request.user.pk:
+            super().check_placement(serializer)
+            return
+        refusal = template_access.move_refusal(
+            self.request.user, stored, serializer.unsaved_instance()
+        )
+        if refusal is not None:
+            raise PermissionDenied(refusal)
 
 
 def _operation(kind: str, description: str, *, stops: bool = False):
@@ -216,7 +250,11 @@ class VirtualMachineConsole:
 
 
 class VirtualMachineViewSet(
-    VirtualMachineOperations, VirtualMachineConsole, VirtualMachineImage, ScopedModelViewSet
+    VirtualMachineOperations,
+    VirtualMachineConsole,
+    VirtualMachineSnapshots,
+    VirtualMachineImage,
+    ScopedModelViewSet,
 ):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 

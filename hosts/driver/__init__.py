@@ -120,6 +120,23 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
     backend_for(uri).snapshot_revert(uri, uuid, name)
 
 
+def take_snapshot(uri: str, uuid: str, name: str) -> int | None:
+    """Take a user's snapshot ``name`` inside the VM's disk (with its memory and running state
+    when it runs); what it added to the disk on the host, in bytes (None: not said)."""
+    return backend_for(uri).take_snapshot(uri, uuid, name)
+
+
+def revert_to_snapshot(uri: str, uuid: str, name: str, *, with_memory: bool) -> None:
+    """Bring the VM back to snapshot ``name``: its disk, and with ``with_memory`` its memory and
+    running state; without, it ends shut off with the snapshot's disk."""
+    backend_for(uri).revert_to_snapshot(uri, uuid, name, with_memory=with_memory)
+
+
+def delete_snapshot(uri: str, uuid: str, name: str) -> bool:
+    """Delete snapshot ``name`` (False: the host had no such snapshot or VM)."""
+    return backend_for(uri).delete_snapshot(uri, uuid, name)
+
+
 def _backend_of_both(source_uri: str, destination_uri: str):
     """The backend serving both hosts; ``NotSupported`` when they are of two kinds."""
     backend = backend_for(source_uri)
@@ -353,6 +370,7 @@ __all__ = [
     "export_disk",
     "guest_info",
     "has_serial_consoles",
+    "delete_snapshot",
     "has_snapshot",
     "host_report",
     "keeps_disks",
@@ -372,8 +390,10 @@ __all__ = [
     "set_screen_password",
     "set_authorized_keys",
     "shutdown",
+    "revert_to_snapshot",
     "snapshot_create",
     "snapshot_revert",
+    "take_snapshot",
     "start",
     "suspend",
     "undefine",

@@ -19,6 +19,7 @@ VM whose guest holds other keys than it should, and with no job queued, gets a j
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.utils import timezone
@@ -81,12 +82,52 @@ def _note(vm: VirtualMachine, note: str, **fields) -> None:
     vm_changed(vm, f"VM {vm.name}: {note}" if note else f"VM {vm.name}: SSH keys in the guest")
 
 
+@dataclass(frozen=True)
+class _Words:
+    """What a ``guest_keys`` job says: of its holder's keys (``holder``, a username), or, when
+    nobody holds the VM, of the last holder's being taken out (the template's own stay)."""
+
+    holder: str | None
+
+    def step(self, account: str) -> str:
+        if self.holder is None:
+            return f"Taking the last holder's SSH keys out of the guest's account {account}"
+        return f"Putting {self.holder}'s SSH keys in the guest's account {account}"
+
+    @property
+    def at_boot(self) -> str:
+        if self.holder is None:
+            return "the last holder's SSH keys may still be in the guest"
+        return f"{self.holder}'s SSH keys reach the guest at its next boot"
+
+    @property
+    def unreached(self) -> str:
+        if self.holder is None:
+            return (
+                "the last holder's SSH keys may still be in the guest; they are taken out "
+                "once it answers"
+            )
+        return (
+            f"{self.holder}'s SSH keys may not be in the guest; they are put there once it answers"
+        )
+
+    def refused(self, account: str) -> str:
+        if self.holder is None:
+            return f"The guest refused to have the last holder's SSH keys taken out of {account}."
+        return f"The guest refused {self.holder}'s SSH keys: they are not in its account {account}."
+
+    def done(self, count: int, account: str) -> str:
+        if self.holder is None:
+            return f"Only the template's SSH keys ({count}) left in {account}'s authorized_keys"
+        return f"{count} SSH key(s) of {self.holder} in {account}'s authorized_keys"
+
+
 def put_keys(ctx: JobContext) -> dict:
     """The ``guest_keys`` operation: the seed rewritten for the next boot, then the keys put in
     the running guest through its agent."""
     vm = ctx.refresh_vm()
     template = vm.template
-    who = vm.owner.username if vm.owner_id else "nobody"
+    words = _Words(vm.owner.username if vm.owner_id else None)
     if vm.host is not None:
         ctx.step("Writing the cloud-init seed for the next boot", 0.1)
         try:
@@ -107,7 +148,7 @@ def put_keys(ctx: JobContext) -> dict:
         return {"in_guest": False}
     keys = wanted_keys(vm)
     account = template.login_user
-    ctx.step(f"Putting {who}'s SSH keys in the guest's account {account}", 0.4)
+    ctx.step(words.step(account), 0.4)
     deadline = time.monotonic() + settings.CORRAL_GUEST_KEYS_WAIT
     while True:
         try:
@@ -119,30 +160,21 @@ def put_keys(ctx: JobContext) -> dict:
                 time.sleep(POLL_S)
                 continue
             failure, wait = exc, settings.CORRAL_GUEST_KEYS_WAIT
-            note = (
-                f"The guest agent did not answer within {wait:.0f} s: {who}'s SSH keys reach "
-                "the guest at its next boot."
-            )
+            note = f"The guest agent did not answer within {wait:.0f} s: {words.at_boot}."
         except driver.NotSupported as exc:
             failure = exc
-            note = (
-                f"Host {vm.host.name} cannot put SSH keys into running guests: {who}'s SSH keys "
-                "reach the guest at its next boot."
-            )
+            note = f"Host {vm.host.name} cannot put SSH keys into running guests: {words.at_boot}."
         except driver.HostUnreachable as exc:
-            note = (
-                f"Host {vm.host.name} did not answer: {who}'s SSH keys may not be in the guest; "
-                "they are put there once it answers."
-            )
+            note = f"Host {vm.host.name} did not answer: {words.unreached}."
             # No digest: the guest-info loop queues the keys again once the host answers.
             _note(vm, note, guest_keys_digest="", guest_keys_of=vm.owner_id)
             raise JobFailed(JobErrorCode.HOST_UNREACHABLE, note) from exc
         except driver.DriverError as exc:
             failure = exc
-            note = f"The guest refused {who}'s SSH keys: they are not in its account {account}."
+            note = words.refused(account)
         _note(vm, note, guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
         # Failed, as the VM's keys say (the same note): they are not in the guest.
         raise JobFailed(failure.code, note, {"in_guest": False, "account": account}) from failure
     _note(vm, "", guest_keys_digest=digest(account, keys), guest_keys_of=vm.owner_id)
-    ctx.log(f"{len(keys)} SSH key(s) of {who} in {account}'s authorized_keys")
+    ctx.log(words.done(len(keys), account))
     return {"in_guest": True, "account": account, "keys": len(keys)}

@@ -22,15 +22,18 @@ from hosts.models.inventory import (
     OsType,
     PowerState,
     Template,
+    TemplateVisibility,
     VirtualMachine,
     VmStatus,
 )
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
 from hosts.models.quotas import Quota
+from hosts.models.snapshots import SnapshotStatus, VmSnapshot
 
 __all__ = [
     "HOLDING_STATUSES",
     "STATIONARY_STATUSES",
+    "SnapshotStatus",
     "Cluster",
     "CopyState",
     "ConsoleLog",
@@ -56,6 +59,8 @@ __all__ = [
     "PowerState",
     "Quota",
     "Template",
+    "TemplateVisibility",
     "VirtualMachine",
+    "VmSnapshot",
     "VmStatus",
 ]

@@ -81,12 +81,12 @@ class HostStatus(models.TextChoices):
     CONNECTING = "connecting", "Connecting"
     UP = "up", "Up"
     MAINTENANCE = "maintenance", "Maintenance"
-    NON_RESPONSIVE = "non_responsive", "NonResponsive"
+    NON_RESPONSIVE = "non_responsive", "Not responding"
     ERROR = "error", "Error"
 
 
 class HostStatusReason(models.TextChoices):
-    """Why a host is NonResponsive or Error, in a word (empty while it is Up): nothing
+    """Why a host is Not responding or Error, in a word (empty while it is Up): nothing
     answers, or it answered and would not let Corral in, or Corral never opens its URI."""
 
     NONE = "", "—"
@@ -116,7 +116,7 @@ class Host(models.Model):
         choices=HostStatusReason.choices,
         blank=True,
         editable=False,
-        help_text="Why the host is NonResponsive or Error: unreachable, authentication "
+        help_text="Why the host is Not responding or Error: unreachable, authentication "
         "refused, host key changed or unknown, libvirt refused, URI refused (empty when Up).",
     )
     reservable = models.BooleanField(
@@ -129,10 +129,14 @@ class Host(models.Model):
         help_text="Networks the host offers, by name.",
     )
     # Capacity and usage, as the host last reported them (null until it has).
-    cpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    memory_mb = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
-    cpu_usage_percent = models.FloatField(null=True, blank=True, editable=False)
-    memory_used_mb = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    cpus = models.PositiveIntegerField("CPUs", null=True, blank=True, editable=False)
+    memory_mb = models.PositiveBigIntegerField(
+        "memory (MiB)", null=True, blank=True, editable=False
+    )
+    cpu_usage_percent = models.FloatField("CPU in use (%)", null=True, blank=True, editable=False)
+    memory_used_mb = models.PositiveBigIntegerField(
+        "memory in use (MiB)", null=True, blank=True, editable=False
+    )
     capabilities = models.JSONField(
         default=dict,
         blank=True,
@@ -158,8 +162,12 @@ class Host(models.Model):
         validators=[validate_storage_path],
         help_text="Where Corral makes the pool (a directory pool) when the host has none.",
     )
-    storage_capacity_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
-    storage_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    storage_capacity_bytes = models.PositiveBigIntegerField(
+        "storage capacity (bytes)", null=True, blank=True, editable=False
+    )
+    storage_free_bytes = models.PositiveBigIntegerField(
+        "free storage (bytes)", null=True, blank=True, editable=False
+    )
     shared_storage = models.CharField(
         max_length=64,
         blank=True,
@@ -228,7 +236,11 @@ class Host(models.Model):
     sync_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
     sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     non_responsive_since = models.DateTimeField(
-        null=True, blank=True, editable=False, help_text="Since when it has not answered."
+        "not responding since",
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Since when it has not answered.",
     )
     confirmed_down_at = models.DateTimeField(
         null=True,
@@ -310,9 +322,17 @@ class OsType(models.TextChoices):
     OTHER = "other", "Other"
 
 
+class TemplateVisibility(models.TextChoices):
+    """Who may use a template besides the admins of its cluster (``hosts.template_access``)."""
+
+    PUBLIC = "public", "Public (everyone who may use templates where it is offered)"
+    PRIVATE = "private", "Private (its owner and the admins)"
+
+
 class Template(models.Model):
     """What a VM is made of: CPUs, memory, disk, networks and OS. Shared by all clusters
-    unless it names one."""
+    unless it names one. The admins' templates have no owner; a user who may create VMs in a
+    cluster makes templates of their own there, private to them and the cluster's admins."""
 
     name = models.CharField(max_length=64, unique=True, validators=[validate_object_name])
     description = models.TextField(blank=True, max_length=2000)
@@ -396,6 +416,23 @@ class Template(models.Model):
         help_text="cloud-init user-data (#cloud-config) every VM of the template gets, beside "
         "its user's SSH keys.",
     )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="templates",
+        help_text="The user who made it for themselves; none: the admins' (and those a deleted "
+        "user left in use).",
+    )
+    visibility = models.CharField(
+        max_length=8,
+        choices=TemplateVisibility.choices,
+        default=TemplateVisibility.PUBLIC,
+        help_text="Public: everyone who may use templates where it is offered; private: its "
+        "owner and the admins of its cluster. A user's template is private.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -434,6 +471,8 @@ class Template(models.Model):
                 f"The disk image holds {self.disk_image.virtual_size_bytes / GIB:.1f} GiB; "
                 "the disk must be at least that big."
             )
+        if self.owner_id is not None:
+            errors = {**self._owned_errors(), **errors}
         if errors:
             raise ValidationError(errors)
         # Binding a template to one cluster must not strand the VMs and pools of other
@@ -451,6 +490,39 @@ class Template(models.Model):
                     f"{', '.join(elsewhere)}."
                 }
             )
+
+    def _owned_errors(self) -> dict[str, str]:
+        """What a user's template may not be: offered in every cluster, public, on a host
+        bridge, or on networks its cluster's hosts do not offer (those are the admins' to
+        choose)."""
+        errors = {}
+        if self.cluster_id is None:
+            errors["cluster"] = (
+                "A template of a user's own is offered in one cluster: choose it (templates "
+                "for every cluster are the admins')."
+            )
+        if self.visibility != TemplateVisibility.PRIVATE:
+            errors["visibility"] = "A user's template is private: only admins offer templates."
+        if self.bridge:
+            errors["bridge"] = "Only the admins' templates put VMs on a host bridge."
+        if self.cluster_id is not None and self.networks:
+            offered = offered_networks(self.cluster_id)
+            missing = [name for name in self.networks if name not in offered]
+            if missing:
+                errors["networks"] = (
+                    f"The hosts of cluster {self.cluster.name} offer no network "
+                    f"{', '.join(missing)}; they offer {', '.join(sorted(offered)) or 'none'}."
+                )
+        return errors
+
+
+def offered_networks(cluster_id: int) -> set[str]:
+    """The networks the hosts of a cluster offer VMs (``Host.networks``, as the admins set
+    them): those a user's template may name."""
+    offered = set()
+    for names in Host.objects.filter(cluster_id=cluster_id).values_list("networks", flat=True):
+        offered.update(names or [])
+    return offered
 
 
 class VmStatus(models.TextChoices):
@@ -494,7 +566,7 @@ class PowerState(models.TextChoices):
     CRASHED = "crashed", "Crashed"
     PMSUSPENDED = "pmsuspended", "Suspended by guest"
     NOSTATE = "nostate", "No state"
-    REPORT_MISSING = "report_missing", "PowerReportMissing"
+    REPORT_MISSING = "report_missing", "Power report missing"
     UNKNOWN = "unknown", "Unknown"
 
 
@@ -540,6 +612,13 @@ class VirtualMachine(models.Model):
     admin_hold = models.BooleanField(
         default=False,
         help_text="Held by an admin: a pool neither hands it out nor prestarts it.",
+    )
+    taken_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When its holder took it from its pool (empty while nobody holds it): its "
+        "holder's page lists the jobs since, not those of the holders before.",
     )
     highly_available = models.BooleanField(
         default=False,

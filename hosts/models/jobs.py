@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from hosts.models.inventory import PowerState
+
 
 class JobKind(models.TextChoices):
     START = "start", "Start"
@@ -19,6 +21,9 @@ class JobKind(models.TextChoices):
     DELETE_IMAGE = "delete_image", "Delete an image's copy on a host"
     FAILOVER = "failover", "Restart a lost host's VMs elsewhere"
     GUEST_KEYS = "guest_keys", "Put its holder's SSH keys in the guest"
+    SNAPSHOT = "snapshot", "Take a snapshot"
+    SNAPSHOT_REVERT = "snapshot_revert", "Revert to a snapshot"
+    SNAPSHOT_DELETE = "snapshot_delete", "Delete a snapshot"
     IMAGE_FROM_VM = "image_from_vm", "Make an image of its disk"
 
 
@@ -46,6 +51,7 @@ class Job(models.Model):
     kind = models.CharField(max_length=16, choices=JobKind.choices)
     vm = models.ForeignKey(
         "hosts.VirtualMachine",
+        verbose_name="VM",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
@@ -149,7 +155,7 @@ class ExternalDomain(models.Model):
     )
     uuid = models.UUIDField()
     name = models.CharField(max_length=255)
-    power_state = models.CharField(max_length=16, blank=True)
+    power_state = models.CharField(max_length=16, choices=PowerState.choices, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, help_text="When its state last changed.")
 

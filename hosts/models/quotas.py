@@ -1,4 +1,5 @@
-"""Quotas: how much one user may hold (VMs, vCPUs, memory, disk, images and their size) and
+"""Quotas: how much one user may hold (VMs, vCPUs, memory, disk, images and their size,
+snapshots) and
 how much their leases may reserve at once, set per user, per group and for everyone;
 ``hosts.quotas`` reads and enforces them."""
 
@@ -20,6 +21,7 @@ RESOURCES = (
     ("disk_gb", "disk", " GB"),
     ("images", "images", ""),
     ("image_gb", "image storage", " GB"),
+    ("snapshots", "snapshots", ""),
 )
 RESOURCE_NAMES = tuple(field for field, _, _ in RESOURCES)
 
@@ -69,6 +71,7 @@ class Quota(models.Model):
     disk_gb = _limit("disk (GB)")
     images = _limit("images")
     image_gb = _limit("image storage (GB)")
+    snapshots = _limit("snapshots")
     lease_instances = _limit("instances in leases at once")
     lease_vcpus = _limit("vCPUs in leases at once")
     lease_memory_mb = _limit("memory in leases at once (MB)")

@@ -144,16 +144,19 @@ def wait_for(
         time.sleep(POLL_S)
 
 
-def place_vm(ctx: JobContext, vm: VirtualMachine, record, exclude=()):
+def place_vm(ctx: JobContext, vm: VirtualMachine, record, exclude=(), only: Host | None = None):
     """Choose a host by the cluster's policy (any but the ``exclude``d ones, which failed this
-    job) and ``record(host)`` the choice, both under the cluster's scheduling lock. When none
-    fits while the cluster is still settling (VMs starting, hosts just added), wait for it
-    once and try again."""
+    job; ``only`` that one, when given, if the policy lets it) and ``record(host)`` the
+    choice, both under the cluster's scheduling lock. When none fits while the cluster is
+    still settling (VMs starting, hosts just added), wait for it once and try again."""
     for attempt in (1, 2):
         started = time.monotonic()
+        hosts = hosts_but(vm, exclude)
+        if only is not None:
+            hosts = [host for host in (hosts or [only]) if host.pk == only.pk]
         try:
             with decision(vm.cluster_id):
-                chosen = place(vm, hosts=hosts_but(vm, exclude))
+                chosen = place(vm, hosts=hosts)
                 record(chosen.host)
             decided(ctx, chosen.explanation, started, "placed")
             return chosen

@@ -33,6 +33,15 @@ from hosts.operations.common import (
 def migrate(ctx: JobContext) -> dict:
     vm = ctx.refresh_vm()
     source = vm.host
+    count = vm.snapshots.count()
+    if count:
+        # The balancer and maintenance queue migrations without asking: say why it stays.
+        raise JobFailed(
+            JobErrorCode.HAS_SNAPSHOTS,
+            f"VM {vm.name} has {count} snapshot{'s' if count != 1 else ''}, kept in its disk on "
+            f"{source.name if source else 'its host'}; a VM with snapshots does not move. "
+            "Delete them to migrate it.",
+        )
     state = current_state(vm)
     if state not in RUNNING | {"paused"}:
         raise JobFailed(

@@ -47,6 +47,10 @@ def start(ctx: JobContext) -> dict:
     ctx.step("Choosing a host", 0.15)
     attempts = Attempts(ctx, "Starting")
     defined_on = vm.host  # where the stopped VM's definition (and snapshots) is
+    # A VM's snapshots are in its disk on that host: it starts there or not at all.
+    pinned = defined_on if defined_on is not None and vm.snapshots.exists() else None
+    if pinned is not None:
+        ctx.log(f"Its snapshots are on {pinned.name}: it starts there")
     while True:
         chosen = attempts.placing(
             lambda: place_vm(
@@ -54,6 +58,7 @@ def start(ctx: JobContext) -> dict:
                 vm,
                 lambda target: set_status(vm, VmStatus.STARTING, host=target),
                 exclude=attempts.failed,
+                only=pinned,
             )
         )
         host, explanation = chosen.host, chosen.explanation

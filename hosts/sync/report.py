@@ -39,6 +39,11 @@ from project.models import EventKind
 
 REPEAT_WRITE_CAP = 3
 
+# libvirt's test driver (simulated hosts' URIs: test:///default, test+unix://…) starts with this
+# domain of its own (its default configuration's).
+TEST_DRIVER = "test"
+TEST_DRIVERS_OWN_DOMAIN = ("6695eb01-f6a4-8304-79aa-97f2502e193f", "test")
+
 ACTIVE_POWER_STATES = {
     PowerState.RUNNING,
     PowerState.BLOCKED,
@@ -242,7 +247,9 @@ def _plan(
         or vm.migrating_to_id == host.pk
     )
     plan.guests = sum(vm.host_id == host.pk for vm in vms)
-    unmanaged = [d for u, d in reported.items() if u not in managed]
+    unmanaged = [
+        d for u, d in reported.items() if u not in managed and not _test_drivers_own(host, d)
+    ]
     plan.external = _external_changes(host, unmanaged)
     plan.came_back, plan.host_values = _host_changes(
         host, report, used_memory, cpu.host_percent, now
@@ -375,6 +382,17 @@ class _ExternalChanges:
             ExternalDomain.objects.filter(pk=pk).update(
                 name=domain.name, power_state=domain.power_state, updated_at=timezone.now()
             )
+
+
+def _test_drivers_own(host: Host, domain: driver.DomainReport) -> bool:
+    """Whether ``domain`` is the one libvirt's test driver makes at its start (``test``, of a
+    fixed UUID) on a host served by that driver (a simulated host): part of the simulation,
+    not a domain anyone put on the host, so not listed as one Corral does not manage. Only
+    that exact domain, only on test-driver URIs."""
+    return (
+        host.uri.split(":", 1)[0].partition("+")[0] == TEST_DRIVER
+        and (domain.uuid, domain.name) == TEST_DRIVERS_OWN_DOMAIN
+    )
 
 
 def _external_changes(host: Host, domains: list[driver.DomainReport]) -> _ExternalChanges:

@@ -193,6 +193,18 @@ def snapshot_revert(uri: str, uuid: str, name: str) -> None:
     raise _no_snapshots(uri)
 
 
+def take_snapshot(uri: str, uuid: str, name: str) -> int | None:
+    raise _no_snapshots(uri)
+
+
+def revert_to_snapshot(uri: str, uuid: str, name: str, *, with_memory: bool) -> None:
+    raise _no_snapshots(uri)
+
+
+def delete_snapshot(uri: str, uuid: str, name: str) -> bool:
+    raise _no_snapshots(uri)
+
+
 def migrate(source_uri: str, destination_uri: str, uuid: str, address: str = "") -> None:
     raise NotSupported(
         "The light simulated host cannot migrate.", uri=source_uri, detail=source_uri

@@ -10,6 +10,7 @@ import hashlib
 from datetime import UTC
 
 from hosts.driver.uris import host_name, is_local
+from hosts.guests.ssh import reachable_address
 from hosts.models import Host, HostStatus, JobState, VirtualMachine, VmStatus
 from openstack.compute.base import NovaView
 from openstack.compute.queries import Flavor, ServerGroup, StartHistory, template_flavor_id
@@ -85,11 +86,13 @@ def status_of(vm: VirtualMachine, record: Server | None, history: StartHistory):
 
 
 def addresses_of(vm: VirtualMachine) -> dict:
+    """Nova's ``addresses``: the VM's network with the addresses its guest shows, none until it
+    shows one (as Nova names a server's network before its port has an address). An ACTIVE
+    server without a network is one openstacksdk's ``create_server(wait=True)`` deletes."""
     template = vm.template
     network = (template.networks or [None])[0] or template.bridge or "default"
     found = []
-    for text in vm.ip_addresses or []:
-        address = str(text).split("/")[0]
+    for address in guest_addresses(vm):
         found.append(
             {
                 "version": 6 if ":" in address else 4,
@@ -98,7 +101,24 @@ def addresses_of(vm: VirtualMachine) -> dict:
                 "OS-EXT-IPS-MAC:mac_addr": "",
             }
         )
-    return {str(network): found} if found else {}
+    return {str(network): found}
+
+
+def guest_addresses(vm: VirtualMachine) -> list[str]:
+    return [str(text).split("/")[0] for text in vm.ip_addresses or []]
+
+
+def access_addresses(vm: VirtualMachine) -> tuple[str, str]:
+    """Nova's ``accessIPv4`` and ``accessIPv6``, which a provider may set: where a guest on a
+    libvirt network or a bridge is reached, its first such address of each version ("" for a
+    user-mode NIC, whose address leads nowhere). openstacksdk takes ``accessIPv4`` for the
+    server's public address, so it asks for no floating IP, which Corral does not have."""
+    if not (vm.template.networks or vm.template.bridge):
+        return "", ""
+    addresses = guest_addresses(vm)
+    v4 = reachable_address([address for address in addresses if ":" not in address])
+    v6 = reachable_address([address for address in addresses if ":" in address])
+    return v4 or "", v6 or ""
 
 
 def host_id(vm, owner_id) -> str:
@@ -137,6 +157,7 @@ def server_body(
         created, updated = vm.created_at, vm.updated_at
         zone = vm.cluster.name
         addresses = addresses_of(vm)
+        access_v4, access_v6 = access_addresses(vm)
     else:
         status_, vm_state_, task_state, power = ERROR
         fault = {
@@ -151,6 +172,7 @@ def server_body(
             record.availability_zone,
             {},
         )
+        access_v4, access_v6 = "", ""
     body = {
         **summary,
         "status": status_,
@@ -163,8 +185,8 @@ def server_body(
         "created": nova_time(created),
         "updated": nova_time(updated),
         "addresses": addresses,
-        "accessIPv4": "",
-        "accessIPv6": "",
+        "accessIPv4": access_v4,
+        "accessIPv6": access_v6,
         "OS-DCF:diskConfig": "MANUAL",
         "progress": 100 if status_ == "ACTIVE" else 0,
         "OS-EXT-AZ:availability_zone": zone,

@@ -4,8 +4,11 @@ a VM, the server groups they see or name (affinity groups, and the groups of ins
 reservations), the availability zones they may use, and the hosts an admin sees as hypervisors.
 
 Flavors are Corral's templates and the flavors Blazar makes for instance reservations. Each
-template a user may use is a public flavor of its size, its id the template's name (a name of
-digits only would read as a reservation's id: such a template's id is ``template:<name>``).
+template a user may use (``hosts.template_access.visible``) is a flavor of its size, its id the
+template's name (a name of digits only would read as a reservation's id: such a template's id is
+``template:<name>``): public for a public template, private for a private one (a user's own
+template, listed for them and the admins of its cluster, as Nova lists a private flavor for the
+projects given access to it).
 Each instance reservation of an active lease is the private flavor Blazar makes for it, seen by
 the lease's project (its owner) only while the lease is active: id the reservation's id, name
 ``reservation:<id>``, extra specs ``aggregate_instance_extra_specs:reservation`` and, with an
@@ -20,6 +23,7 @@ from urllib.parse import urlsplit
 
 from django.db.models import Exists, OuterRef, Q
 
+from hosts import template_access
 from hosts.models import (
     Cluster,
     Host,
@@ -28,6 +32,7 @@ from hosts.models import (
     JobKind,
     JobState,
     Template,
+    TemplateVisibility,
     VirtualMachine,
 )
 from hosts.models.jobs import ACTIVE_JOB_STATES
@@ -66,7 +71,7 @@ def template_flavor(template: Template) -> Flavor:
         vcpus=template.vcpus,
         ram=template.memory_mb,
         disk=template.disk_gb,
-        is_public=True,
+        is_public=template.visibility == TemplateVisibility.PUBLIC,
         template=template,
     )
 
@@ -98,9 +103,9 @@ def pool_templates(user):
 
 def usable_templates(user):
     """The templates ``user`` may launch: those they may see, and their pools'."""
-    seen = restrict(Template.objects.all(), user, "hosts.view_template")
+    seen = template_access.visible(user)
     pooled = Template.objects.filter(pk__in=pool_templates(user).values("pk"))
-    return (seen | pooled).select_related("disk_image", "cluster")
+    return (seen | pooled).select_related("disk_image", "cluster", "owner")
 
 
 def active_instance_reservations():

@@ -14,6 +14,7 @@ Every model is inside the System. ``restrict()`` turns this into one SQL query f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, Permission
@@ -106,6 +107,27 @@ def restrict(queryset: QuerySet, user, action: str) -> QuerySet:
     if user.is_superuser:
         return queryset
     return queryset.filter(grant_condition(queryset.model, user, action))
+
+
+# Models whose rows a rule of their own shows, beyond grants alone (a user's own template is
+# seen by them and the admins of its cluster only): model -> rule(queryset, user).
+_view_rules: dict[type[Model], Callable[[QuerySet, Any], QuerySet]] = {}
+
+
+def register_view_rule(model: type[Model], rule: Callable[[QuerySet, Any], QuerySet]) -> None:
+    """Let ``rule(queryset, user)`` say which rows of ``model`` a user sees wherever the shared
+    machinery restricts by the view action: the API's lists, related fields and filters, the
+    admin console's lists and choices (``viewable``). An app registers it from ``ready()``."""
+    _view_rules[model] = rule
+
+
+def viewable(queryset: QuerySet, user) -> QuerySet:
+    """The rows of ``queryset`` that ``user`` may see: by the model's own rule when it has one
+    (``register_view_rule``), else by ``restrict()`` with its view action."""
+    rule = _view_rules.get(queryset.model)
+    if rule is not None:
+        return rule(queryset, user)
+    return restrict(queryset, user, default_action(queryset.model, "view"))
 
 
 def grant_condition(model: type[Model], user, action: str) -> Q:

@@ -19,9 +19,9 @@ from project.access.permissions import (
     default_action,
     holds,
     placement_refusal,
-    restrict,
     scope_keys,
     scope_paths,
+    viewable,
 )
 from project.json_input import JSONFormField
 
@@ -111,8 +111,7 @@ class ScopedAdmin(admin.ModelAdmin):
     formfield_overrides = JSON_FORM_FIELDS
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        return restrict(queryset, request.user, default_action(self.model, "view"))
+        return viewable(super().get_queryset(request), request.user)
 
     def _allowed(self, request, verb: str, obj=None) -> bool:
         action = default_action(self.model, verb)
@@ -171,9 +170,7 @@ class ScopedAdmin(admin.ModelAdmin):
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         related = db_field.remote_field.model
         if hasattr(related, "grant_scopes"):
-            kwargs["queryset"] = restrict(
-                related._default_manager.all(), request.user, default_action(related, "view")
-            )
+            kwargs["queryset"] = viewable(related._default_manager.all(), request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 

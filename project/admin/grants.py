@@ -223,6 +223,9 @@ class GrantAdmin(admin.ModelAdmin):
         return super().get_form(request, obj, **kwargs)
 
     def get_fields(self, request, obj=None):
+        """The form's fields to add a grant; a grant's own page shows what it holds."""
+        if obj is not None:
+            return [self.principal, "role_name", "granted_on"]
         return [self.principal, "role", "object"]
 
     def get_queryset(self, request):
@@ -243,11 +246,18 @@ class GrantAdmin(admin.ModelAdmin):
 
     @admin.display(description="object type")
     def object_type(self, obj):
-        return scopes.of_model(obj.content_type.model_class())
+        return kind_name(scopes.of_model(obj.content_type.model_class()))
 
     @admin.display(description="object")
     def scope_name(self, obj):
         return str(obj.content_object)
+
+    @admin.display(description="on")
+    def granted_on(self, obj):
+        target = obj.content_object
+        if target is None:
+            return "—"
+        return object_label(scopes.of_model(obj.content_type.model_class()), target)
 
     def has_module_permission(self, request):
         return holds(request.user, MANAGE_GRANTS)

@@ -10,7 +10,7 @@ from project.models import Role
 
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
-    list_display = ["name", "builtin", "description", "action_count"]
+    list_display = ["role", "builtin", "description", "action_count"]
     list_filter = ["builtin"]
     search_fields = ["name", "description"]
     filter_horizontal = ["actions"]
@@ -18,6 +18,10 @@ class RoleAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("actions")
+
+    @admin.display(ordering="name", description="role")
+    def role(self, obj):
+        return obj.human_name
 
     @admin.display(description="actions")
     def action_count(self, obj):

@@ -12,7 +12,7 @@ from django.db import models
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from project.access.permissions import default_action, restrict
+from project.access.permissions import viewable
 
 
 class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
@@ -23,7 +23,7 @@ class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
         request = self.context.get("request")
         if request is None:
             return queryset.none()
-        return restrict(queryset, request.user, default_action(queryset.model, "view"))
+        return viewable(queryset, request.user)
 
 
 class NameRelatedField(serializers.SlugRelatedField):

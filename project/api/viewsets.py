@@ -15,9 +15,9 @@ from project.access.permissions import (
     default_action,
     holds,
     placement_refusal,
-    restrict,
     scope_keys,
     scope_paths,
+    viewable,
 )
 from project.api.serializers import ModelCleanSerializer
 
@@ -45,9 +45,7 @@ class ScopedViewSetMixin:
         return default_action(self.queryset.model, DEFAULT_VERBS.get(action, "view"))
 
     def get_queryset(self):
-        queryset = super().get_queryset()
-        view = default_action(queryset.model, "view")
-        return restrict(queryset, self.request.user, view)
+        return viewable(super().get_queryset(), self.request.user)
 
     def check_object_permissions(self, request, obj) -> None:
         super().check_object_permissions(request, obj)

@@ -15,6 +15,14 @@ class LockoutFormMixin:
 
     locked_out: LockedOut | None = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Sent back with the username filled in (a wrong password, say): the cursor waits in
+        # the password field, where the person types next.
+        if self.is_bound and self.data.get("username"):
+            self.fields["username"].widget.attrs.pop("autofocus", None)
+            self.fields["password"].widget.attrs["autofocus"] = True
+
     def clean(self):
         username = self.cleaned_data.get("username")
         password = self.cleaned_data.get("password")

@@ -20,11 +20,13 @@ import time
 from urllib.parse import parse_qsl, quote, urlencode
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
 from django.utils.functional import SimpleLazyObject, empty
 
 from project.web.client_address import client_address
 
 logger = logging.getLogger("corral.access")
+STATIC_PREFIX = "/" + settings.STATIC_URL.lstrip("/")
 
 # Query parameters whose value is a secret, by name (case-insensitive, anywhere in the name).
 SECRET_PARAMETER = re.compile(r"token|ticket|password|passwd|secret|key|signature|session", re.I)
@@ -44,10 +46,16 @@ def logged_path(path: str, query: str) -> str:
 def write_line(
     request, user, method: str, path: str, status: int, started: float, streaming: bool
 ) -> None:
-    """The access line of one request (``request``: what has its address in ``META``)."""
+    """The access line of one request (``request``: what has its address in ``META``): at
+    INFO, but a static file served or not modified at DEBUG (a page of the admin console asks
+    for twenty)."""
     milliseconds = (time.perf_counter() - started) * 1000
     username = _username(user)
-    logger.info(
+    level = logging.INFO
+    if status in (200, 304) and request.path.startswith(STATIC_PREFIX):
+        level = logging.DEBUG
+    logger.log(
+        level,
         "%s %s %s %s %d %.0fms%s",
         client_address(request) or "-",
         username,

@@ -13,7 +13,9 @@ until a worker stops.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import signal
 import socket
 import sys
 
@@ -66,13 +68,30 @@ class DrainingServer(Server):
 
 
 class UvicornWorker(BaseWorker):
+    # Django's ASGI application has no lifespan events: uvicorn need not ask (and say at each
+    # start that the protocol "appears unsupported").
+    CONFIG_KWARGS = {**BaseWorker.CONFIG_KWARGS, "lifespan": "off"}
+
     async def _serve(self) -> None:
         # As the base class's, with the server above.
         self.config.app = self.wsgi
         warm()
         tune()
         server = DrainingServer(config=self.config)
-        self._install_sigquit_handler()
+        self._quit_at_once(server)
         await server.serve(sockets=self.sockets)
         if not server.started:
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
+
+    @staticmethod
+    def _quit_at_once(server: Server) -> None:
+        """gunicorn's quick shutdown (its master's SIGINT or SIGQUIT: Ctrl-C) sends its workers
+        SIGQUIT: the worker stops at once, open requests cut off. (The base class's handler
+        marks the worker dead without stopping its server, which then waits out the graceful
+        timeout to be killed, logged as "Perhaps out of memory?".) SIGTERM stays graceful."""
+
+        def quit_now() -> None:
+            server.should_exit = True
+            server.force_exit = True
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGQUIT, quit_now)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from hosts import services as host_services
-from hosts.models import JobKind, VirtualMachine, VmStatus
+from hosts.models import Image, JobKind, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools import services as pool_services
 from tests.browser.accessibility import (
@@ -34,11 +34,13 @@ pytestmark = pytest.mark.slow
 
 @dataclass(frozen=True)
 class Portal:
-    """What the pages show: a user holding a pool's VM (with a job) and a lease."""
+    """What the pages show: a user holding a pool's VM (with a job), a lease, and a disk image
+    of theirs with a template of it."""
 
     user: object
     vm: VirtualMachine
     lease: Lease
+    image: Image
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,12 @@ class PortalPage:
 def _submit_empty_lease(page: Page) -> None:
     page.locator("form#lease-form").get_by_label("Name").fill("")
     page.locator("#lease-submit").click()
+    expect(page.locator("#field-name .errorlist")).to_be_visible()
+
+
+def _submit_empty_template(page: Page) -> None:
+    page.locator("form#template-form").get_by_label("Name").fill("")
+    page.locator("#template-submit").click()
     expect(page.locator("#field-name .errorlist")).to_be_visible()
 
 
@@ -69,6 +77,12 @@ PAGES = [
     PortalPage("a lease", lambda p: f"/leases/{p.lease.pk}/"),
     PortalPage("new lease with errors", lambda p: "/leases/new/", then=_submit_empty_lease),
     PortalPage("delete a lease", lambda p: f"/leases/{p.lease.pk}/delete/"),
+    PortalPage("my images and templates", lambda p: "/images/"),
+    PortalPage(
+        "make a template with errors",
+        lambda p: f"/images/{p.image.pk}/template/",
+        then=_submit_empty_template,
+    ),
     PortalPage("SSH keys", lambda p: "/keys/"),
     PortalPage("API tokens with a new one", lambda p: "/tokens/", then=_make_token),
     PortalPage("not found", lambda p: "/vms/999999999/"),
@@ -76,8 +90,18 @@ PAGES = [
 
 
 @pytest.fixture
-def portal(make_pool, make_cluster, make_template, pool_user, grant, reservable_hosts, make_lease):
-    pool = make_pool(cluster=make_cluster(), template=make_template(), size=2, stateless=True)
+def portal(
+    make_pool,
+    make_cluster,
+    make_template,
+    pool_user,
+    grant,
+    reservable_hosts,
+    make_lease,
+    make_image,
+):
+    cluster = make_cluster()
+    pool = make_pool(cluster=cluster, template=make_template(), size=2, stateless=True)
     add_pool_vms(pool, [VmStatus.UP, VmStatus.UP])
     user = pool_user(pool)
     grant(user, "LeaseUser")
@@ -86,7 +110,12 @@ def portal(make_pool, make_cluster, make_template, pool_user, grant, reservable_
     reservable_hosts(1)
     lease = make_lease(at(9, day=1), at(17, day=1), instances(1), owner=user, name="nightly")
     make_lease(timezone.now(), at(12, day=2), instances(1), owner=user, name="build-farm")
-    return Portal(user=user, vm=vm, lease=lease)
+    grant(user, "PowerUser", cluster)
+    image = make_image(owner=user, visibility="private", name="my-disk")
+    make_template(
+        "my-template", cluster=cluster, owner=user, visibility="private", disk_image=image
+    )
+    return Portal(user=user, vm=vm, lease=lease, image=image)
 
 
 def _visit(page: Page, entry: PortalPage, portal: Portal) -> None:

@@ -42,7 +42,7 @@ def test_an_admin_grants_a_role_on_a_pool_found_by_name_and_the_user_sees_the_po
 
     console.goto("/admin/project/usergrant/add/")
     console.locator("#id_user").select_option(label=student.username)
-    console.locator("#id_role").select_option(label="UserRole")
+    console.locator("#id_role").select_option(label="User role")
     options = search_picker(console, "classroom")
     expect(options).to_have_text([f"VM pool: {pool.name}"])
     options.first.click()
@@ -91,7 +91,7 @@ def test_the_confirmation_of_a_grant_names_the_role_as_people_say_it(page, make_
 
     page.goto("/admin/project/usergrant/add/")
     page.locator("#id_user").select_option(label=student.username)
-    page.locator("#id_role").select_option(label="LeaseUser")
+    page.locator("#id_role").select_option(label="Lease user")
     search_picker(page, "system").first.click()
     page.locator('input[name="_save"]').click()
 

@@ -49,7 +49,7 @@ def test_an_admin_creates_a_pool_and_grants_a_user_who_then_takes_a_running_vm(
         "VM pool: classroom"
     )
     console.locator("#id_user").select_option(label=student.username)
-    console.locator("#id_role").select_option(label="UserRole")
+    console.locator("#id_role").select_option(label="User role")
     console.locator('input[name="_save"]').click()
     expect(console.locator("ul.messagelist")).to_contain_text("was added successfully")
     assert holds(student, "pools.allocate_vmpool", pool)

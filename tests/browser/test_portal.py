@@ -106,6 +106,21 @@ def test_a_vm_that_must_start_shows_its_progress_live_until_it_is_up(
     assert page.evaluate("window.marker") == 1, "the page was reloaded"
 
 
+def test_a_pool_cards_name_sits_at_the_top_of_the_card(
+    page, make_pool, make_cluster, make_template, pool_user
+):
+    pool = make_pool(cluster=make_cluster(), template=make_template(), size=1)
+    add_pool_vms(pool, [VmStatus.UP])
+    log_in(page, pool_user(pool))
+
+    card = pool_card(page, pool)
+    name = card.get_by_role("heading", name=pool.name)
+    padding = float(card.evaluate("card => getComputedStyle(card).paddingTop").removesuffix("px"))
+
+    gap = name.bounding_box()["y"] - card.bounding_box()["y"]
+    assert gap <= padding + 2, f"{gap - padding:.0f} px of empty space above the pool's name"
+
+
 def test_at_the_users_limit_take_a_vm_is_disabled_and_the_card_says_why_live(
     page, make_pool, make_cluster, make_template, pool_user
 ):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -186,7 +187,8 @@ def test_devstack_serves_the_demo_and_a_real_guest_and_ctrl_c_stops_everything(d
     devstack.wait(STOP_S)
 
     assert devstack.returncode == 0, devstack.log()[-3000:]
-    assert "Stopped." in devstack.log()
+    assert "Stopping: the web server and the task cluster (up to 5 s" in devstack.log()
+    assert re.search(r"Stopped in \d+\.\d s\.", devstack.log())
     left = [pid for pid in [*started, *daemon_pids, *guest_pids] if _alive(pid)]
     assert left == [], f"still running after Ctrl-C: {left}"
     assert not _answers(f"{devstack.url}/login/")

@@ -262,7 +262,7 @@ def test_whole_hosts_and_instances_in_one_lease_never_share_a_host(reservable_ho
 def test_hosts_that_are_not_reservable_never_count(reservable_hosts):
     reservable_hosts(2, reservable=False)
 
-    assert shortage(at(9), at(10), instances(1)).startswith("only 0 of 1 instances fit")
+    assert shortage(at(9), at(10), instances(1)).startswith("only 0 of 1 instance fit")
     assert shortage(at(9), at(10), whole_hosts(1)).startswith("only 0 of 1 hosts")
 
 
@@ -270,7 +270,7 @@ def test_hosts_that_are_not_reservable_never_count(reservable_hosts):
 def test_reservable_hosts_that_are_not_up_never_count(reservable_hosts, status):
     reservable_hosts(1, status=status)
 
-    assert shortage(at(9), at(10), instances(1)).startswith("only 0 of 1 instances fit")
+    assert shortage(at(9), at(10), instances(1)).startswith("only 0 of 1 instance fit")
     assert shortage(at(9), at(10), whole_hosts(1)).startswith("only 0 of 1 hosts")
 
 

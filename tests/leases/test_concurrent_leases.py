@@ -165,6 +165,6 @@ def test_two_requests_of_one_user_at_once_cannot_both_pass_the_quota(
 
     assert [status for status, _ in outcomes] == [201, 409], outcomes
     assert outcomes[1][1] == {
-        "detail": "Your leases would hold 6 instances at once; your quota is 4."
+        "detail": "Your leases would hold 6 instances at once; your quota is 4 instances."
     }
     assert Lease.objects.filter(owner=owner).count() == 1

@@ -42,7 +42,7 @@ def test_the_default_row_sets_everyones_lease_limit_over_the_setting(
 
     assert response.status_code == 409
     assert response.json() == {
-        "detail": "Your leases would hold 3 instances at once; your quota is 2."
+        "detail": "Your leases would hold 3 instances at once; your quota is 2 instances."
     }
     assert Lease.objects.count() == 1
 
@@ -61,7 +61,9 @@ def test_a_groups_row_gives_its_users_more_than_the_setting(
 
     assert three["status"] == "PENDING"
     assert response.status_code == 409
-    assert response.json() == {"detail": "Your leases would hold 4 vcpus at once; your quota is 3."}
+    assert response.json() == {
+        "detail": "Your leases would hold 4 vCPUs at once; your quota is 3 vCPUs."
+    }
 
 
 def test_a_users_row_of_unlimited_lifts_the_setting(client, owner, reservable_hosts, settings):
@@ -86,7 +88,7 @@ def test_a_setting_of_zero_is_no_limit_but_a_row_of_zero_is_none_at_all(
 
     assert response.status_code == 409
     assert response.json() == {
-        "detail": "Your leases would hold 1 instances at once; your quota is 0."
+        "detail": "Your leases would hold 1 instance at once; your quota is 0 instances."
     }
 
 

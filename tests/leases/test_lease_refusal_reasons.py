@@ -113,7 +113,7 @@ def test_a_lease_that_fits_nowhere_within_30_days_says_so(client, reservable_hos
 
     assert response.status_code == 409
     assert response.json() == {
-        "detail": f"The lease does not fit: only 0 of 1 instances fit between {when(at(9))} and "
+        "detail": f"The lease does not fit: only 0 of 1 instance fit between {when(at(9))} and "
         f"{when(at(12))} (1 instance of 1024 MiB needs 1024 MiB free; 0 are free). No 3-hour "
         f"window that starts in the 30 days after {when(at(9))} (UTC) fits.",
         "short": {

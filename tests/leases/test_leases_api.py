@@ -658,9 +658,9 @@ def test_a_lease_cannot_be_extended_past_the_longest_allowed(client, full_lease,
 
 
 QUOTAS = {
-    "instances": ("LEASE_QUOTA_INSTANCES", 4, "5 instances", "4"),
-    "vcpus": ("LEASE_QUOTA_VCPUS", 4, "5 vcpus", "4"),
-    "memory": ("LEASE_QUOTA_MEMORY_MB", 4096, "5120 memory mb", "4096"),
+    "instances": ("LEASE_QUOTA_INSTANCES", 4, "5 instances", "4 instances"),
+    "vcpus": ("LEASE_QUOTA_VCPUS", 4, "5 vCPUs", "4 vCPUs"),
+    "memory": ("LEASE_QUOTA_MEMORY_MB", 4096, "5120 MiB of memory", "4096 MiB of memory"),
 }
 
 
@@ -704,9 +704,9 @@ def test_a_quota_is_per_user(client, reservable_hosts, settings, make_lease):
 
 
 WHOLE_HOST_QUOTAS = {
-    "instances": ("LEASE_QUOTA_INSTANCES", 2, "3 instances", "2"),
-    "vcpus": ("LEASE_QUOTA_VCPUS", 17, "18 vcpus", "17"),
-    "memory": ("LEASE_QUOTA_MEMORY_MB", 4096, "5120 memory mb", "4096"),
+    "instances": ("LEASE_QUOTA_INSTANCES", 2, "3 instances", "2 instances"),
+    "vcpus": ("LEASE_QUOTA_VCPUS", 17, "18 vCPUs", "17 vCPUs"),
+    "memory": ("LEASE_QUOTA_MEMORY_MB", 4096, "5120 MiB of memory", "4096 MiB of memory"),
 }
 
 

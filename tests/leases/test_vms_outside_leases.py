@@ -52,7 +52,7 @@ def test_a_host_made_reservable_through_the_api_keeps_its_running_vms_room(
     assert response.status_code == 200
     assert make_lease(at(9), at(10), instances(1)).reservations.get().amount == 1
     assert shortage(at(9), at(10), instances(1)) == (
-        f"The lease does not fit: only 0 of 1 instances fit between {at(9):%Y-%m-%d} 09:00 and "
+        f"The lease does not fit: only 0 of 1 instance fit between {at(9):%Y-%m-%d} 09:00 and "
         f"{at(10):%Y-%m-%d} 10:00 (1 instance of 1024 MiB needs 1024 MiB free; 0 are free). The "
         "earliest 1-hour window that fits starts "
         f"{at(10):%Y-%m-%d} 10:00 (UTC)."

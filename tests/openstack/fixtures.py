@@ -1,5 +1,6 @@
 """The real OpenStack clients against a running Corral, for any test of the suite (loaded by
-tests/conftest.py): their virtualenv, and ``cloud``, the ``openstack`` CLI as a user runs it."""
+tests/conftest.py): their virtualenvs (the CLI's, Ansible's), and ``cloud``, the ``openstack``
+CLI as a user runs it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ PASSWORD = "pw-Corral-1"  # what tests.conftest.make_user gives every user
 REPO = Path(__file__).resolve().parents[2]
 # The Makefile's OPENSTACK_VENV: another virtualenv (a client pair being tried) when set.
 CLIENTS = REPO / os.environ.get("OPENSTACK_VENV", "var/openstack-venv") / "bin"
+# The Makefile's ANSIBLE_VENV: Ansible with its openstack.cloud collection.
+ANSIBLE = REPO / os.environ.get("ANSIBLE_VENV", "var/ansible-venv") / "bin"
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +23,12 @@ def openstack_clients():
     """The clients' virtualenv, made (or brought up to date) by the Makefile's target."""
     subprocess.run(["make", "-s", "openstack-clients"], cwd=REPO, check=True, timeout=900)
     return CLIENTS
+
+
+@pytest.fixture(scope="session")
+def ansible_clients(openstack_clients):
+    """Ansible's virtualenv, made by the same target as the clients'."""
+    return ANSIBLE
 
 
 @pytest.fixture
@@ -40,7 +49,8 @@ def shared_image_store(tmp_path, settings) -> dict:
 @pytest.fixture
 def cloud(openstack_clients, asgi_server, server_env, tmp_path):
     """cloud(username) -> run(*args, ok=True): `openstack --os-cloud <username> ...` against a
-    running Corral, through a clouds.yaml such as a user would write."""
+    running Corral, through a clouds.yaml such as a user would write (``cloud.clouds_yaml``,
+    with a cloud named after each user asked for so far)."""
     server = asgi_server(**server_env)
     clouds_yaml = tmp_path / "clouds.yaml"
     env = {
@@ -90,4 +100,5 @@ def cloud(openstack_clients, asgi_server, server_env, tmp_path):
         return run
 
     for_user.url = server.url
+    for_user.clouds_yaml = clouds_yaml
     return for_user

@@ -141,3 +141,29 @@ def test_an_active_instance_reservation_is_its_owners_private_flavor_while_activ
     assert [flavor["id"] for flavor in private] == [flavor_id]
     assert flavor_id not in [flavor["id"] for flavor in others]
     assert after.status_code == 404
+
+
+def test_a_users_own_template_is_their_private_flavor_and_no_one_elses(
+    nova_for, make_user, make_template, make_cluster, grant, admin_user
+):
+    cluster = make_cluster()
+    alice, bob = make_user("alice"), make_user("bob")
+    for user in (alice, bob):
+        grant(user, "PowerUser", cluster)
+    make_template("small", cluster=cluster)
+    make_template("alices", cluster=cluster, owner=alice, visibility="private", vcpus=2)
+
+    listed = nova_get(nova_for(alice), f"{V}/flavors/detail")["flavors"]
+    private = nova_get(nova_for(alice), f"{V}/flavors?is_public=false")["flavors"]
+    others = nova_get(nova_for(bob), f"{V}/flavors")["flavors"]
+    hidden = nova_for(bob).get(f"{V}/flavors/alices")
+    access = nova_get(nova_for(admin_user), f"{V}/flavors/alices/os-flavor-access")
+
+    assert [(f["name"], f["os-flavor-access:is_public"]) for f in listed] == [
+        ("alices", False),
+        ("small", True),
+    ]
+    assert [flavor["name"] for flavor in private] == ["alices"]
+    assert [flavor["name"] for flavor in others] == ["small"]
+    assert hidden.status_code == 404
+    assert access == {"flavor_access": [{"flavor_id": "alices", "tenant_id": str(alice.pk)}]}

@@ -17,6 +17,7 @@ from hosts.models import (
     ConsoleLog,
     ConsoleTicket,
     Host,
+    ImageMember,
     Job,
     JobState,
     VirtualMachine,
@@ -552,6 +553,51 @@ def test_metadata_of_a_vm_made_in_corral_and_its_addresses(
     assert (shown["name"], shown["metadata"]) == (vm.name, {"a": "b"})
 
 
+def test_a_server_names_its_network_before_its_guest_shows_an_address(launcher, nova_for):
+    user, _ = launcher
+    nova = nova_for(user)
+    server_id = create(nova).json()["server"]["id"]
+    run_jobs()
+
+    active = nova_get(nova, f"{V}/servers/{server_id}")["server"]
+    ips = nova_get(nova, f"{V}/servers/{server_id}/ips")["addresses"]
+
+    # openstacksdk's create_server(wait=True), Ansible's server module among its users, deletes
+    # an ACTIVE server without a network as a failed boot.
+    assert active["status"] == "ACTIVE"
+    assert active["addresses"] == ips == {"default": []}
+    assert (active["accessIPv4"], active["accessIPv6"]) == ("", "")
+
+
+def test_a_guest_on_a_network_is_accessed_at_its_addresses_and_a_user_mode_one_is_not(
+    sim_cluster, make_vm, make_template, sim_vm, nova_for, make_user, grant
+):
+    on_network = make_vm(
+        cluster=sim_cluster,
+        template=make_template(networks=["lab"], memory_mb=128),
+        status="up",
+        ip_addresses=["fe80::5054:ff:fe00:1", "192.168.122.5/24", "2001:db8::5"],
+    )
+    user_mode = sim_vm(status="up", ip_addresses=["10.0.2.15"])
+    user = make_user()
+    for vm in (on_network, user_mode):
+        grant(user, "UserVmManager", vm)
+
+    reached = nova_get(nova_for(user), f"{V}/servers/{on_network.uuid}")["server"]
+    unreached = nova_get(nova_for(user), f"{V}/servers/{user_mode.uuid}")["server"]
+
+    # openstacksdk takes accessIPv4 for the server's public address: with none, it would ask
+    # for a floating IP (Corral has none) for a server that shows a private one.
+    assert (reached["accessIPv4"], reached["accessIPv6"]) == ("192.168.122.5", "2001:db8::5")
+    assert [address["addr"] for address in reached["addresses"]["lab"]] == [
+        "fe80::5054:ff:fe00:1",
+        "192.168.122.5",
+        "2001:db8::5",
+    ]
+    assert (unreached["accessIPv4"], unreached["accessIPv6"]) == ("", "")
+    assert [address["addr"] for address in unreached["addresses"]["default"]] == ["10.0.2.15"]
+
+
 @pytest.mark.parametrize(
     ("name", "found"),
     [
@@ -589,4 +635,30 @@ def test_a_server_boots_its_owners_private_image_and_another_user_cannot_name_it
     assert vm.disk_image_id == image.pk
     assert refused.status_code == 400
     assert f"Image {image.uuid} could not be found." in refused.json()["badRequest"]["message"]
+    assert VirtualMachine.objects.count() == 1
+
+
+def test_a_users_template_is_a_flavor_they_boot_while_they_see_its_image(
+    launcher, nova_for, make_user, grant, sim_cluster, make_image, make_template
+):
+    user, _ = launcher
+    other = make_user()
+    grant(other, "PowerUser", sim_cluster)
+    shared = make_image(name="carols-disk", owner=make_user(), visibility="shared")
+    membership = ImageMember.objects.create(image=shared, user=user, status="accepted")
+    make_template("mine", cluster=sim_cluster, owner=user, visibility="private", disk_image=shared)
+
+    made = create(nova_for(user), flavorRef="mine")
+    not_theirs = create(nova_for(other), flavorRef="mine", name="theirs")
+    membership.delete()
+    unshared = create(nova_for(user), flavorRef="mine", name="again")
+
+    assert made.status_code == 202, made.content
+    assert not_theirs.status_code == 400
+    assert "Flavor mine could not be found." in not_theirs.json()["badRequest"]["message"]
+    assert unshared.status_code == 400
+    assert (
+        "Template mine boots from an image you may not see (its owner no longer shares it with "
+        "you)" in unshared.json()["badRequest"]["message"]
+    )
     assert VirtualMachine.objects.count() == 1

@@ -241,7 +241,7 @@ def test_a_user_reads_their_image_quota_and_its_use_goes_up_with_an_upload(
     grant(user, "PowerUser", make_cluster())
     Quota.objects.create(images=3, image_gb=2)  # the default for everyone
     client = glance_for(user)
-    with django_assert_max_num_queries(4):  # the token, the limits, the VMs, the images
+    with django_assert_max_num_queries(5):  # the token, the limits, the VMs, images, snapshots
         before = client.get(f"{API}/info/usage")
     queued = create(client, name="three-mib", disk_format="raw").json()
     while_queued = client.get(f"{API}/info/usage").json()["usage"]

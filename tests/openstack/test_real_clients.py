@@ -124,7 +124,7 @@ def test_the_openstack_cli_creates_lists_shows_changes_and_deletes_leases(
         ok=False,
     )
     assert oversized.stderr.startswith(
-        f"ERROR: The lease does not fit: only 0 of 1 instances fit between {at(9):%Y-%m-%d %H:%M}"
+        f"ERROR: The lease does not fit: only 0 of 1 instance fit between {at(9):%Y-%m-%d %H:%M}"
         f" and {at(12):%Y-%m-%d %H:%M} (each instance asks 128 vCPUs; the largest reservable "
         "host has 64). "
     )

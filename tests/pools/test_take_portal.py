@@ -4,9 +4,11 @@ on the real DB. The pages of the VM taken: tests/hosts/portal/test_vms_portal.py
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from hosts.models import Job, JobKind, JobState, VirtualMachine
 from tests.pools.fixtures import pool_vms
@@ -137,3 +139,32 @@ def test_take_is_disabled_when_every_vm_is_taken_held_or_busy_and_taking_is_refu
     ) in page
     assert messages_of(taken) == [f"Pool {pool.name} has no free VM left; try again later."]
     assert not VirtualMachine.objects.filter(owner=user).exists()
+
+
+def _jobs_listed(client, vm) -> set[int]:
+    page = client.get(f"/vms/{vm.pk}/").content.decode()
+    jobs = page[page.index('id="vm-jobs"') :]
+    return {int(pk) for pk in re.findall(r'data-job="(\d+)"', jobs)}
+
+
+def test_a_pool_vm_lists_its_holder_the_jobs_since_they_took_it_and_its_admins_all(
+    pool_of, pool_user, make_user, grant
+):
+    pool = pool_of(up=1)
+    (vm,) = pool_vms(pool)
+    earlier = [
+        Job.objects.create(kind=JobKind.GUEST_KEYS, vm=vm, state=JobState.SUCCEEDED)
+        for _ in range(3)
+    ]
+    Job.objects.filter(vm=vm).update(created_at=timezone.now() - timedelta(hours=1))
+    user = pool_user(pool)
+    holder = signed_in(user)
+    holder.post(f"/pools/{pool.pk}/take/")
+    own = Job.objects.create(
+        kind=JobKind.SHUTDOWN, vm=vm, requested_by=user, state=JobState.SUCCEEDED
+    )
+    cluster_admin = make_user()
+    grant(cluster_admin, "ClusterAdmin", pool.cluster)
+
+    assert _jobs_listed(holder, vm) == {own.pk}
+    assert _jobs_listed(signed_in(cluster_admin), vm) == {own.pk, *(job.pk for job in earlier)}

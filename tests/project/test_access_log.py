@@ -89,3 +89,19 @@ def test_logging_a_request_never_looks_its_user_up(
     assert icon.status_code == 302
     (line,) = access_lines()
     assert re.fullmatch(r"127\.0\.0\.1 - GET /favicon\.ico 302 \d+ms", line), line
+
+
+def test_a_static_file_served_is_not_an_info_line_but_one_missing_is(client, db, caplog, settings):
+    settings.WHITENOISE_USE_FINDERS = True  # as under DEBUG: the apps' files, uncollected
+    caplog.set_level(logging.DEBUG, logger="corral.access")
+
+    served = client.get("/static/corral/portal.css")
+    missing = client.get("/static/corral/no-such.css")
+
+    levels = {
+        record.getMessage().split()[3]: record.levelname
+        for record in caplog.records
+        if record.name == "corral.access"
+    }
+    assert (served.status_code, missing.status_code) == (200, 404)
+    assert levels == {"/static/corral/portal.css": "DEBUG", "/static/corral/no-such.css": "INFO"}

@@ -106,7 +106,7 @@ Client(HTTP_HOST="127.0.0.1").get("/no-such-page/")
 """
 
 
-def test_a_request_warning_is_logged_once_under_debug():
+def test_a_refused_request_is_logged_once_by_its_access_line_under_debug():
     environment = {k: v for k, v in os.environ.items() if k != "CORRAL_LOG_FORMAT"}
     environment.update(DJANGO_SETTINGS_MODULE="project.test_settings", DEBUG="1")
     result = subprocess.run(
@@ -119,5 +119,53 @@ def test_a_request_warning_is_logged_once_under_debug():
     )
 
     assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if "Not Found: /no-such-page/" in line]
-    assert len(warnings) == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "/no-such-page/" in line]
+    assert len(lines) == 1, result.stderr
+    assert " INFO corral.access " in lines[0] and lines[0].endswith(
+        tuple(f"{n}ms" for n in "0123456789")
+    )
+    assert "GET /no-such-page/ 404" in lines[0]
+
+
+TASK_QUEUE_PROBE = """
+import logging, django
+django.setup()
+queue = logging.getLogger("django-q")
+queue.info("Q Cluster ten-alpha starting.")
+queue.info("Enqueued [corral] 7")
+queue.info("Process-abc processing corral-ticker 'project.ticker.tick'")
+queue.info("Process-abc created task bravo from schedule [corral-ticker]")
+queue.info("Processed 'project.ticker.tick' (corral-ticker)")
+queue.warning("reincarnated worker Process-abc after timeout")
+queue.info("Q Cluster ten-alpha has stopped.")
+"""
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_the_task_queue_says_its_start_stop_and_warnings_not_each_routine_task(level):
+    environment = {k: v for k, v in os.environ.items() if k != "CORRAL_LOG_FORMAT"}
+    environment.update(DJANGO_SETTINGS_MODULE="project.test_settings", LOG_LEVEL=level)
+    result = subprocess.run(
+        [sys.executable, "-c", TASK_QUEUE_PROBE],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stderr
+    said = [
+        line.split(" django-q ", 1)[1]
+        for line in result.stderr.splitlines()
+        if " django-q " in line
+    ]
+    lifecycle = [
+        "Q Cluster ten-alpha starting.",
+        "reincarnated worker Process-abc after timeout",
+        "Q Cluster ten-alpha has stopped.",
+    ]
+    if level == "INFO":
+        assert said == lifecycle
+    else:
+        assert len(said) == 7

@@ -120,3 +120,13 @@ def test_the_portal_adds_lists_and_deletes_keys_with_errors_on_the_form(make_use
     client.force_login(user)
     client.post(f"/keys/{key.pk}/delete/")
     assert not SshKey.objects.exists()
+
+
+def test_the_keys_page_says_both_ways_keys_reach_a_guest(make_user, client):
+    client.force_login(make_user())
+
+    page = client.get("/keys/").content.decode()
+
+    said = page.split('id="ssh-keys-how">', 1)[1].split("</p>", 1)[0]
+    assert "reads them through cloud-init when it boots" in said
+    assert "gets them at once through that agent" in said

@@ -26,6 +26,7 @@ from hosts.models import (
     Job,
     Template,
     VirtualMachine,
+    VmSnapshot,
 )
 from leases import services as lease_services
 from leases.models import Lease
@@ -66,6 +67,7 @@ class World:
     group: Group
     other_user: User
     image_member: ImageMember
+    snapshot: VmSnapshot
     ssh_key: SshKey
     user_grant_id: str
     group_grant_id: str
@@ -145,6 +147,7 @@ def build_world() -> World:
     user_grant = grant_role(role, cluster, user=other_user)[0]
     ssh_key = sshkeys.add_key(other_user, "laptop", ED25519)
     image_member = ImageMember.objects.create(image=image, user=other_user)
+    snapshot = VmSnapshot.objects.create(vm=vm, name=unique("sec-snapshot"), status="ready")
     group_grant = grant_role(role, cluster, group=group)[0]
     external_domain = ExternalDomain.objects.create(
         host=host, uuid=uuid.uuid4(), name=unique("outsider")
@@ -169,6 +172,7 @@ def build_world() -> World:
         group=group,
         other_user=other_user,
         image_member=image_member,
+        snapshot=snapshot,
         ssh_key=ssh_key,
         user_grant_id=user_grant.id,
         group_grant_id=group_grant.id,

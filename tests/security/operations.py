@@ -70,4 +70,5 @@ def concrete(path: str, world: World) -> str:
     if "{id}" not in path:  # the API root, or a collection
         return path
     path = path.replace("{member_id}", str(world.image_member.pk))
+    path = path.replace("{sid}", str(world.snapshot.pk))
     return path.replace("{id}", str(object_ids(world).get(segments[1], "")))

@@ -299,7 +299,7 @@ def test_only_the_token_endpoint_is_open_without_credentials():
 def test_a_caller_without_credentials_gets_the_documented_401(operation, db):
     # Credentials are checked before anything is looked up: any well-formed id will do.
     ids = {"id": "u1" if operation.path.startswith("/api/permissions/") else 1}
-    ids |= {"policy_pk": 1, "member_id": 1}
+    ids |= {"policy_pk": 1, "member_id": 1, "sid": 1}
     path_parameters = {name: ids[name] for name in ids if f"{{{name}}}" in operation.path}
     case = operation.Case(path_parameters=path_parameters)
 

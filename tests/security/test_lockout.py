@@ -6,6 +6,8 @@ client address behind proxies, are in test_login_addresses.py."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from project.models import LoginFailure
@@ -168,3 +170,17 @@ def test_failures_for_unknown_usernames_are_counted_and_expire(db):
     api("someone-else", "guess")  # recording a failure clears the expired ones
 
     assert not LoginFailure.objects.filter(username="nobody-here").exists()
+
+
+def _autofocused(page: str) -> list[str]:
+    """The names of the page's inputs that take the cursor when it opens."""
+    inputs = re.findall(r"<input [^>]*>", page)
+    return [re.search(r'name="(\w+)"', tag).group(1) for tag in inputs if " autofocus" in tag]
+
+
+@pytest.mark.parametrize("entry", [portal, admin], ids=["portal", "admin"])
+def test_after_a_wrong_password_the_cursor_waits_in_the_password_field(account, entry):
+    page = entry(account.username, "not-the-password").content.decode()
+
+    assert _autofocused(page) == ["password"]
+    assert f'value="{account.username}"' in page

@@ -6,6 +6,9 @@ Simulated hosts serve libvirt's test driver; with ``--qemu`` they are real QEMU 
 without libvirt (lab/lightsim/server.py), each with M running domains, for scale tests.
 """
 
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -48,6 +51,26 @@ class Command(BaseCommand):
         sub.add_parser("stop", help="stop every daemon this command started")
         sub.add_parser("status", help="list simulated hosts and whether they run")
 
+    def stop_all(self, hosts: list) -> None:
+        """Stop the hosts side by side (a QEMU host saves its running guests first), saying of
+        each when it has stopped and how long it took."""
+
+        def stop(host) -> tuple[str, bool, float]:
+            started = time.monotonic()
+            if isinstance(host, qemuhosts.QemuHost):
+                stopped = qemuhosts.stop(host)
+            else:
+                stopped = simhosts.stop(host)
+            return host.name, stopped, time.monotonic() - started
+
+        if not hosts:
+            return
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            for future in as_completed([pool.submit(stop, host) for host in hosts]):
+                name, stopped, seconds = future.result()
+                said = f"stopped ({seconds:.1f} s)" if stopped else "was not running"
+                self.stdout.write(f"{name}: {said}")
+
     def handle(self, *args, action: str, **options):
         base = settings.CORRAL_SIMHOSTS_DIR
         if action == "start" and options["light"]:
@@ -65,10 +88,7 @@ class Command(BaseCommand):
             if light.pid() is not None:
                 simhosts.stop_light(light)
                 self.stdout.write("light hosts: stopped")
-            for host in simhosts.discover(base) + qemuhosts.discover(base):
-                stop = qemuhosts.stop if isinstance(host, qemuhosts.QemuHost) else simhosts.stop
-                stopped = stop(host)
-                self.stdout.write(f"{host.name}: {'stopped' if stopped else 'was not running'}")
+            self.stop_all(simhosts.discover(base) + qemuhosts.discover(base))
         else:
             light = simhosts.light_server(base)
             if light.pid() is not None:

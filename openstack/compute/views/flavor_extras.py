@@ -4,7 +4,8 @@ A template's flavor has no extra specs; a reservation's has those Blazar gives i
 (``aggregate_instance_extra_specs:reservation`` and, with an affinity rule, ``affinity_id``).
 Both come from Corral's objects, so they cannot be set here: admins get a 409 saying so,
 others Nova's policy 403 first. The access list is admins' (Nova's policy): a reservation's
-flavor is its lease owner's project's; a public flavor has none.
+flavor is its lease owner's project's, a user's template's its owner's (a private admins'
+template's: nobody's, but the admins'); a public flavor has none.
 """
 
 from __future__ import annotations
@@ -66,5 +67,9 @@ class FlavorAccessView(NovaView):
         flavor = admins_flavor(request.user, flavor_id)
         if flavor.is_public:
             raise missing("Access list not available for public flavors.")
-        owner = str(flavor.reservation.lease.owner_id)
-        return Response({"flavor_access": [{"flavor_id": flavor.id, "tenant_id": owner}]})
+        if flavor.reservation is not None:
+            owner = flavor.reservation.lease.owner_id
+        else:
+            owner = flavor.template.owner_id
+        access = [] if owner is None else [{"flavor_id": flavor.id, "tenant_id": str(owner)}]
+        return Response({"flavor_access": access})

@@ -12,9 +12,17 @@ from hosts import driver, jobs, sync
 from hosts.models import ExternalDomain, Host, Job, JobKind, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from project.models import Event
-from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
+from tests.project.admin.fixtures import (
+    admin_url,
+    logged_in,
+    run_action,
+    shown_fields,
+    shown_messages,
+)
 
 pytestmark = pytest.mark.django_db
+
+FIGURES = ["CPUs", "Memory", "CPU in use", "Memory in use", "Storage capacity", "Free storage"]
 
 
 @pytest.fixture
@@ -73,6 +81,51 @@ def test_a_host_that_never_reported_says_so_instead_of_a_bar(superuser_console, 
     assert "not reported yet" in response.content.decode()
 
 
+def test_the_host_page_shows_the_hosts_figures_by_name_in_units_people_read(
+    superuser_console, reported_host
+):
+    Host.objects.filter(pk=reported_host.pk).update(
+        memory_used_mb=1536, storage_capacity_bytes=270553174016, storage_free_bytes=2**36
+    )
+
+    response = superuser_console.get(admin_url("hosts.Host", "change", reported_host.pk))
+
+    shown = shown_fields(response)
+    assert {name: shown[name] for name in FIGURES} == {
+        "CPUs": "16",
+        "Memory": "3 GiB",
+        "CPU in use": "12 %",
+        "Memory in use": "1.5 GiB",
+        "Storage capacity": "252 GiB",
+        "Free storage": "64 GiB",
+    }
+
+
+def test_a_host_that_never_reported_says_so_for_each_figure(superuser_console, make_host):
+    host = make_host(name="new-host")
+
+    response = superuser_console.get(admin_url("hosts.Host", "change", host.pk))
+
+    shown = shown_fields(response)
+    assert {shown[name] for name in FIGURES} == {"not reported yet"}
+
+
+def test_status_names_are_words_in_the_console_and_codes_in_the_api(
+    superuser_console, make_host, make_vm, cluster_a, client_for, admin_user
+):
+    lost = make_host(cluster_a, name="lost-1", status="non_responsive")
+    make_vm(cluster_a, host=lost, name="web-1", status="unknown", power_state="report_missing")
+
+    hosts = superuser_console.get(admin_url("hosts.Host", "changelist")).content.decode()
+    vms = superuser_console.get(admin_url("hosts.VirtualMachine", "changelist")).content.decode()
+    api = client_for(admin_user).get(f"/api/hosts/{lost.pk}/").json()
+
+    assert '<td class="field-status">Not responding</td>' in hosts
+    assert '<td class="field-power_state">Power report missing</td>' in vms
+    assert "NonResponsive" not in hosts and "PowerReportMissing" not in vms
+    assert api["status"] == "non_responsive"
+
+
 def test_the_host_page_lists_its_vms_and_the_domains_corral_does_not_manage(
     superuser_console, reported_host, make_vm, cluster_a
 ):
@@ -86,6 +139,8 @@ def test_the_host_page_lists_its_vms_and_the_domains_corral_does_not_manage(
     html = response.content.decode()
     assert 'data-vm="web-1"' in html
     assert "&lt;b&gt;stray&lt;/b&gt;" in html and "<b>stray</b>" not in html
+    domain_row = html[html.index('data-domain="&lt;b&gt;stray&lt;/b&gt;"') :].split("</tr>")[0]
+    assert "<td>Running</td>" in domain_row
 
 
 def test_the_host_page_lists_only_the_vms_the_admin_may_see(

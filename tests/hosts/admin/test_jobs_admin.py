@@ -3,7 +3,9 @@ django-q2's schedules with the ticker."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
+from html import unescape
 
 import pytest
 from django.urls import reverse
@@ -11,7 +13,14 @@ from django.utils import timezone
 
 from hosts import jobs
 from hosts.models import Job, JobJournal, JobKind
-from tests.project.admin.fixtures import admin_url, logged_in, run_action, shown_messages
+from hosts.operations import OPERATION_BY_KIND
+from tests.project.admin.fixtures import (
+    admin_url,
+    logged_in,
+    run_action,
+    shown_fields,
+    shown_messages,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +44,74 @@ def test_the_job_page_shows_its_journal(superuser_console, noop_job):
 
     html = response.content.decode()
     assert "Step 1 &lt;done&gt;" in html
+
+
+def test_the_job_page_shows_each_journal_line_once_timed_to_the_second(superuser_console, noop_job):
+    line = JobJournal.objects.get(job=noop_job)
+    JobJournal.objects.filter(pk=line.pk).update(at=datetime(2026, 11, 29, 5, 41, 11, tzinfo=UTC))
+
+    response = superuser_console.get(admin_url("hosts.Job", "change", noop_job.pk))
+
+    html = response.content.decode()
+    assert html.count("Step 1 &lt;done&gt;") == 1
+    row = html[html.index(f'<tr data-line="{line.pk}">') :].split("</tr>")[0]
+    assert ">2026-11-29 05:41:11</time>" in row
+
+
+def test_the_job_page_says_its_progress_and_worker_in_words(superuser_console, noop_job):
+    Job.objects.filter(pk=noop_job.pk).update(progress=1.0, worker="vm:15415")
+
+    response = superuser_console.get(admin_url("hosts.Job", "change", noop_job.pk))
+
+    shown = shown_fields(response)
+    assert (shown["Progress"], shown["Task worker"]) == ("100 %", "process 15415 on vm")
+
+
+def placement_rows(response) -> list[tuple[str, str, str]]:
+    """(host, verdict, reason) of each row of the job page's placement table."""
+    html = response.content.decode()
+    table = html[html.index('class="job-placement"') :].split("</table>")[0]
+    return [
+        tuple(unescape(cell) for cell in cells)
+        for cells in re.findall(
+            r"<tr data-host=[^>]*><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", table
+        )
+    ]
+
+
+def test_a_start_jobs_page_says_why_this_host_host_by_host(
+    superuser_console, running_vm, sim_hosts
+):
+    job = Job.objects.get(vm=running_vm(), kind=JobKind.START)
+
+    response = superuser_console.get(admin_url("hosts.Job", "change", job.pk))
+
+    weighed = "Total 0: VmAffinityGroups rank 0 × 1, OptimalForEvenMemoryDistribution rank 0 × 1."
+    assert placement_rows(response) == [
+        ("sim-1", "Chosen", weighed),
+        ("sim-2", "Fits (ranked 2)", weighed),
+        ("sim-3", "Fits (ranked 3)", weighed),
+    ]
+    assert '"placement"' not in response.content.decode()  # no JSON blob
+
+
+def test_a_start_no_host_could_take_says_why_each_host_was_ruled_out(
+    superuser_console, sim_vm, sim_hosts
+):
+    vm = sim_vm(memory_mb=4096)
+    job = jobs.submit(JobKind.START, vm=vm)
+    assert jobs.run(job.pk, OPERATION_BY_KIND) == "failed"
+
+    response = superuser_console.get(admin_url("hosts.Job", "change", job.pk))
+
+    rows = placement_rows(response)
+    assert [(host, verdict) for host, verdict, _ in rows] == [
+        ("sim-1", "Ruled out"),
+        ("sim-2", "Ruled out"),
+        ("sim-3", "Ruled out"),
+    ]
+    assert all(reason.endswith("(Memory)") for _, _, reason in rows), rows
+    assert "No host could take the VM under policy none" in response.content.decode()
 
 
 def test_cancelling_a_pending_job_cancels_it_at_once(superuser_console, noop_job):

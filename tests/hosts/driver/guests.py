@@ -267,6 +267,7 @@ _PLAIN = {
     **dict(zip("asdfghjkl", range(30, 39), strict=True)),
     **dict(zip("zxcvbnm", range(44, 51), strict=True)),
     "-": 12,
+    "=": 13,
     ".": 52,
     "/": 53,
     " ": 57,

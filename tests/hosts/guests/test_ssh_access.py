@@ -302,6 +302,23 @@ def test_a_host_without_guest_agents_fails_the_keys_job_with_the_words_the_vm_sh
     assert html.count(shown["message"].replace("'", "&#x27;")) == 2  # the keys, the job
 
 
+def test_a_keys_job_for_a_vm_nobody_holds_says_it_takes_the_last_holders_keys_out(held_on_sim):
+    _, vm = held_on_sim(login_user="debian", guest_agent=True)
+    VirtualMachine.objects.filter(pk=vm.pk).update(owner=None)  # given back
+    job = jobs.submit(JobKind.GUEST_KEYS, vm=vm)
+
+    jobs.run(job.pk, OPERATION_BY_KIND)
+
+    job.refresh_from_db()
+    journal = list(job.journal.values_list("message", flat=True))
+    assert "Taking the last holder's SSH keys out of the guest's account debian" in journal
+    assert job.error_message == (
+        f"Host {vm.host.name} cannot put SSH keys into running guests: the last holder's SSH "
+        "keys may still be in the guest."
+    )
+    assert not any("nobody" in line for line in [*journal, job.error_message])
+
+
 def _recorded_in_guest(vm) -> None:
     """As after a job that put its holder's keys in the guest."""
     VirtualMachine.objects.filter(pk=vm.pk).update(

@@ -19,6 +19,7 @@ def settings_defaults(settings):
     settings.CORRAL_QUOTA_DISK_GB = 100
     settings.CORRAL_QUOTA_IMAGES = None
     settings.CORRAL_QUOTA_IMAGE_GB = 50
+    settings.CORRAL_QUOTA_SNAPSHOTS = 7
 
 
 def _group_of(user, name: str) -> Group:
@@ -37,6 +38,7 @@ def test_with_no_quota_rows_the_settings_are_everyones_limits(make_user):
         "disk_gb": 100,
         "images": None,
         "image_gb": 50,
+        "snapshots": 7,
     }
 
 

@@ -29,6 +29,7 @@ def test_my_quota_shows_each_limit_and_what_i_use(make_user, make_vm, client_for
         "disk_gb": {"limit": 50, "used": 10},
         "images": {"limit": None, "used": 0},
         "image_gb": {"limit": 10, "used": 0},
+        "snapshots": {"limit": 50, "used": 0},
         "leases": {"instances": None, "vcpus": None, "memory_mb": None},
     }
 

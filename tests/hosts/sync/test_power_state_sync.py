@@ -346,6 +346,42 @@ def test_an_external_domain_that_goes_away_leaves_the_list(external_domain):
     assert not ExternalDomain.objects.filter(uuid=spec.uuid).exists()
 
 
+TEST_DRIVERS_OWN = ("6695eb01-f6a4-8304-79aa-97f2502e193f", "test")
+
+
+def test_the_test_drivers_own_domain_is_not_listed_for_a_simulated_host(sim_hosts):
+    host = sim_hosts[0]
+    reported = {(d.uuid, d.name) for d in driver.host_report(host.uri).domains}
+
+    sync.sync_host(host.pk)
+
+    assert TEST_DRIVERS_OWN in reported  # libvirt's test driver made it
+    listed = ExternalDomain.objects.filter(host=host).values_list("uuid", "name")
+    assert TEST_DRIVERS_OWN not in {(str(uuid), name) for uuid, name in listed}
+
+
+@pytest.mark.parametrize(
+    "uri, uuid_, name",
+    [
+        ("qemu+ssh://root@kvm-9.example.org/system", *TEST_DRIVERS_OWN),  # a real host's
+        ("test+unix:///default?socket=/tmp/x/libvirt-sock", str(uuid.uuid4()), "test"),
+        ("test+unix:///default?socket=/tmp/x/libvirt-sock", TEST_DRIVERS_OWN[0], "test-2"),
+    ],
+)
+def test_any_other_domain_named_test_is_listed(make_host, uri, uuid_, name):
+    host = make_host(uri=uri, status="up")
+    report = driver.HostReport(
+        cpus=4,
+        memory_mb=1024,
+        cpu_model="x86_64",
+        domains=[driver.DomainReport(uuid_, name, "running")],
+    )
+
+    sync.apply_report(host.pk, report)
+
+    assert ExternalDomain.objects.get(host=host).name == name
+
+
 # -- many VMs ---------------------------------------------------------------------------------
 
 

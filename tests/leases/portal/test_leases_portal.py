@@ -123,6 +123,18 @@ def test_a_degraded_leases_page_says_what_each_reservation_misses_and_from_when(
     )
 
 
+def test_a_leases_page_says_in_words_that_a_reserved_host_does_not_respond(
+    hosts, alice, make_lease
+):
+    [host] = hosts(1)
+    lease = make_lease(at(9), at(12), instances(2), owner=alice, name="lost")
+    Host.objects.filter(pk=host.pk).update(status="non_responsive")
+
+    page = signed_in(alice).get(f"/leases/{lease.pk}/panel/").content.decode()
+
+    assert f'data-host="{host.name}">{host.name} (2 instances, host Not responding)</span>' in page
+
+
 def test_the_timeline_draws_a_bar_per_lease_from_the_earliest_start_to_the_latest_end(
     hosts, alice, make_lease
 ):
@@ -702,6 +714,27 @@ def test_the_launch_form_offers_only_templates_that_fit_the_reservation(
     page = signed_in(alice).get(f"/leases/{active_lease.pk}/").content.decode()
 
     assert _offered_templates(page) == ["here", "small"]
+
+
+def test_the_launch_form_offers_the_users_own_template_and_not_another_users(
+    active_lease, small, alice, make_user, make_template, grant
+):
+    cluster = active_lease.reservations.get().allocations.get().host.cluster
+    grant(alice, "PowerUser", cluster)
+    size = {"vcpus": 1, "memory_mb": 512, "disk_gb": 10, "visibility": "private"}
+    make_template(name="alices", cluster=cluster, owner=alice, **size)
+    bobs = make_template(name="bobs", cluster=cluster, owner=make_user("bob"), **size)
+    client = signed_in(alice)
+
+    page = client.get(f"/leases/{active_lease.pk}/").content.decode()
+    refused = client.post(
+        f"/leases/{active_lease.pk}/launch/",
+        {"reservation": active_lease.reservations.get().pk, "template": bobs.pk, "name": "x-1"},
+    )
+
+    assert _offered_templates(page) == ["alices", "small"]
+    assert _field_error(refused.content.decode(), "template")
+    assert not VirtualMachine.objects.exists()
 
 
 def test_a_reservation_no_template_fits_says_so_at_the_template(active_lease, alice, make_template):

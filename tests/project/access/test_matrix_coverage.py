@@ -37,6 +37,17 @@ NOT_IN_THE_MATRIX = {
         "gets 403, a caller who cannot see the VM 404, operate does not allow migrate"
         for operation in ("start", "shutdown", "poweroff", "suspend", "resume", "migrate")
     },
+    **{
+        route: "tests/hosts/snapshots/test_snapshots_api.py: whoever may operate the VM (its "
+        "holder among them); anyone else 404"
+        for route in (
+            "GET /api/vms/{id}/snapshots/",
+            "POST /api/vms/{id}/snapshots/",
+            "GET /api/vms/{id}/snapshots/{sid}/",
+            "DELETE /api/vms/{id}/snapshots/{sid}/",
+            "POST /api/vms/{id}/snapshots/{sid}/revert/",
+        )
+    },
     "POST /api/images/": "tests/hosts/images/test_images_access.py: ClusterAdmin of the "
     "cluster uploads, whoever may create VMs uploads private images, a user who may not gets "
     "403, a hidden cluster is a 400 on the field",

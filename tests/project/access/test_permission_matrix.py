@@ -275,8 +275,14 @@ ROWS = [
         viewers=(Route("PowerUser", "cluster"), AUDITOR),
         new=lambda place: {"name": unique("new-tmpl"), "cluster": place.cluster.pk},
         parent="cluster",
-        creators=(Route("ClusterAdmin", "cluster"), Route("SuperUser", "system")),
-        refused_creators=(Route("PowerUser", "cluster"), AUDITOR),
+        # Who may create VMs in the cluster makes templates of their own there
+        # (tests/hosts/test_user_templates.py says what they may do with them).
+        creators=(
+            Route("ClusterAdmin", "cluster"),
+            Route("PowerUser", "cluster"),
+            Route("SuperUser", "system"),
+        ),
+        refused_creators=(AUDITOR,),
     ),
     Row(
         endpoint="images",

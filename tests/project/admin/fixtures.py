@@ -8,6 +8,8 @@ that app's other tests."""
 from __future__ import annotations
 
 import itertools
+import re
+from html import unescape
 
 import pytest
 from django.contrib.messages import get_messages
@@ -109,3 +111,18 @@ def _bound_values(form) -> dict:
 def form_errors(response) -> str:
     assert response.status_code == 200, response.get("Location")
     return str(response.context["adminform"].form.errors)
+
+
+_READONLY = re.compile(
+    r'<label[^>]*>([^<]*?):?</label>\s*<div class="readonly">(.*?)</div>', re.DOTALL
+)
+
+
+def shown_fields(response) -> dict[str, str]:
+    """What an admin page shows of each read-only field: its label, without the colon, and its
+    text with the tags taken out and the spaces joined ("Progress": "100 %")."""
+    html = response.content.decode()
+    return {
+        unescape(label.strip()): " ".join(unescape(re.sub(r"<[^>]+>", " ", value)).split())
+        for label, value in _READONLY.findall(html)
+    }

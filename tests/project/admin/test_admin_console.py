@@ -124,7 +124,13 @@ def make_admin_object(
 
         return Quota.objects.create(user=make_user(), vms=3)
 
+    def vm_snapshot():
+        from hosts.models import VmSnapshot
+
+        return VmSnapshot.objects.create(vm=make_vm(), name="nightly", owner=make_user())
+
     factories = {
+        "hosts.VmSnapshot": vm_snapshot,
         "hosts.Quota": quota,
         "project.ApplicationCredential": application_credential,
         "project.APIToken": api_token,
@@ -179,6 +185,7 @@ SCREENS = [
     "project.ApplicationCredential",
     "project.APIToken",
     "hosts.Quota",
+    "hosts.VmSnapshot",
 ]
 # Records Corral writes itself: listed and opened, never added by hand.
 READ_ONLY = {
@@ -191,6 +198,7 @@ READ_ONLY = {
     "scheduling.PolicyUnit",
     "leases.Lease",
     "leases.Reservation",
+    "hosts.VmSnapshot",  # taken from the portal or the API; reverted to and deleted as jobs
 }
 
 

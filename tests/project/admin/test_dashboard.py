@@ -132,6 +132,21 @@ def test_alert_messages_are_shown_escaped(superuser_console, two_clusters):
     assert "<b>overheats" not in page
 
 
+def test_alerts_say_how_long_ago_they_came_and_just_now_within_the_minute(
+    superuser_console, cluster_a
+):
+    fresh = alert("host", 1, "Host a-1 is back", cluster_id=cluster_a.pk)
+    older = alert("host", 2, "Host a-2 was slow", cluster_id=cluster_a.pk)
+    Event.objects.filter(pk=older.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+
+    page = superuser_console.get(reverse("admin:index")).content.decode()
+
+    said = dict(
+        re.findall(r'<li data-event="(\d+)">.*?<span class="mini quiet">(.*?)</span>', page)
+    )
+    assert said == {str(fresh.pk): "just now", str(older.pk): "5\xa0minutes ago"}
+
+
 def test_the_index_follows_the_event_feed_and_refetches_the_dashboard_fragment(
     superuser_console,
 ):

@@ -27,6 +27,7 @@ _MADE_UP_IDS = (
     {"policy_pk": 1},
     {"policy_pk": 1, "pk": 1},
     {"pk": 1, "member_id": 1},
+    {"pk": 1, "sid": 1},
 )
 # The same, with values that stand out, to write the route as the OpenAPI schema does.
 _MARKED_IDS = (
@@ -36,6 +37,7 @@ _MARKED_IDS = (
     ({"policy_pk": 990002}, {"990002": "{policy_pk}"}),
     ({"policy_pk": 990002, "pk": 990001}, {"990002": "{policy_pk}", "990001": "{id}"}),
     ({"pk": 990001, "member_id": 990003}, {"990001": "{id}", "990003": "{member_id}"}),
+    ({"pk": 990001, "sid": 990004}, {"990001": "{id}", "990004": "{sid}"}),
 )
 
 

@@ -16,6 +16,7 @@ PLAIN_LISTS = [
     ("/api/schedulingpolicies/{policy_pk}/balances/", "get"),
     ("/api/vms/{id}/return/", "post"),
     ("/api/images/{id}/members/", "get"),
+    ("/api/vms/{id}/snapshots/", "get"),
 ]
 # Actions answering one object that is not a page of rows.
 SINGLE_OBJECTS = [
