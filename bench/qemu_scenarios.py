@@ -17,7 +17,10 @@ how fast images reach a host. Skipped, with a row saying so, where QEMU cannot r
   again only on a once-a-second timer, so that figure falls anywhere up to about 1 s.
   Medians of a few terminals opened one after the other;
 - image distribution: the tiny guest's kernel, initrd and disk copied to a host by the copy
-  job (``hosts/operations/disks.py``: libvirt upload streams, checksum verified), in MB/s.
+  job (``hosts/operations/disks.py``: libvirt upload streams, checksum verified), in MB/s;
+- images from VMs (``images_from_vms``): an image of a running VM (copied live) and of a
+  stopped one, from asking to the job done, beside the same libvirt calls alone (and
+  ``qemu-img convert`` run directly); the tiny guest, and the Debian cloud image where built.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+import libvirt
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
@@ -38,8 +42,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from hosts import driver, jobs, sync
-from hosts.driver.libvirt import guests, volumes
+from hosts import driver, images, jobs, sync, vm_images
+from hosts.driver.libvirt import exports, guests, volumes
 from hosts.guests import guestinfo
 from hosts.models import (
     Cluster,
@@ -70,6 +74,7 @@ COLD_STARTS = 3
 COPIES = 3
 TERMINALS = 5
 TIMEOUT_S = 120
+IMAGES = 3
 
 
 def _run_pending(pool: VmPool) -> None:
@@ -90,9 +95,10 @@ def _wait(check, what: str):
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-def _template(guest, name: str = "bench-tiny", **fields) -> Template:
+def _template(guest, name: str = "bench-tiny", images: str = "bench", **fields) -> Template:
     """A template booting ``guest``'s kernel, initrd and disk (a tiny guest or cloud image),
-    its images registered once as ``bench-kernel``, ``bench-initrd``, ``bench-disk``."""
+    its images registered once as ``bench-kernel``, ``bench-initrd``, ``bench-disk`` (another
+    prefix than ``bench`` with ``images``)."""
     fields = {
         "vcpus": 1,
         "memory_mb": 128,
@@ -104,9 +110,9 @@ def _template(guest, name: str = "bench-tiny", **fields) -> Template:
     }
     return Template.objects.create(
         name=name,
-        kernel_image=labdemo.register_image(guest.kernel, "bench-kernel", "kernel"),
-        initrd_image=labdemo.register_image(guest.initrd, "bench-initrd", "initrd"),
-        disk_image=labdemo.register_image(guest.disk, "bench-disk", "disk"),
+        kernel_image=labdemo.register_image(guest.kernel, f"{images}-kernel", "kernel"),
+        initrd_image=labdemo.register_image(guest.initrd, f"{images}-initrd", "initrd"),
+        disk_image=labdemo.register_image(guest.disk, f"{images}-disk", "disk"),
         **fields,
     )
 
@@ -413,8 +419,8 @@ def _remove_rows() -> None:
     VmPool.objects.filter(cluster__name="bench-qemu").delete()
     Host.objects.filter(cluster__name="bench-qemu").delete()
     Cluster.objects.filter(name="bench-qemu").delete()
-    Template.objects.filter(name__in=("bench-tiny", "bench-tiny-ssh")).delete()
-    Image.objects.filter(name__in=("bench-kernel", "bench-initrd", "bench-disk")).delete()
+    Template.objects.filter(name__startswith="bench-").delete()
+    Image.objects.filter(name__startswith="bench-").delete()
 
 
 def cloud_image_boot(measure):
@@ -495,3 +501,226 @@ def cloud_image_boot(measure):
         Job.objects.filter(host__cluster__name="bench-qemu").delete()
         Job.objects.filter(vm__cluster__name="bench-qemu").delete()
         _remove_rows()
+
+
+def _boots(host: Host, vm: VirtualMachine) -> int:
+    """How many times the tiny guest booted up to its shell (its log is appended to)."""
+    return _serial_log(host, vm).count(b"corral-guest: booted")
+
+
+def _booted(host: Host, vm: VirtualMachine) -> bool:
+    return _boots(host, vm) > 0
+
+
+def _agent_answers(host: Host, vm: VirtualMachine) -> bool:
+    conn = libvirt.open(host.uri)
+    try:
+        conn.lookupByUUIDString(str(vm.uuid)).getTime()
+    except libvirt.libvirtError:
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+def _vm_up(template: Template, host: Host, owner, name: str, up=_agent_answers) -> VirtualMachine:
+    """A VM of ``template`` started on ``host`` (its images copied ahead, as a pool does), once
+    the guest is ``up`` (its agent answers, unless told otherwise)."""
+    for image in (template.kernel_image, template.initrd_image, template.disk_image):
+        job = jobs.submit(JobKind.COPY_IMAGE, host=host, params={"image": image.pk})
+        jobs.run(job.pk, OPERATION_BY_KIND)
+    vm = VirtualMachine.objects.create(
+        name=name,
+        cluster=host.cluster,
+        template=template,
+        owner=owner,
+        vcpus=template.vcpus,
+        memory_mb=template.memory_mb,
+        disk_gb=template.disk_gb,
+        pinned_host=host,
+    )
+    jobs.run(jobs.submit(JobKind.START, vm=vm).pk, OPERATION_BY_KIND)
+    vm.refresh_from_db()
+    deadline = time.monotonic() + 600
+    while not up(host, vm):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name}'s guest never came up")
+        time.sleep(0.5)
+    return vm
+
+
+def _image_job(vm: VirtualMachine, owner) -> tuple[float, int, dict]:
+    """Seconds from asking for an image of ``vm`` to its job done (run here, as a task worker
+    runs it), the image's size and the job's result; the image is deleted after."""
+    start = time.perf_counter()
+    job, image = vm_images.request_image(
+        vm, name=f"bench-image-{time.monotonic_ns()}", requested_by=owner
+    )
+    jobs.run(job.pk, OPERATION_BY_KIND)
+    seconds = time.perf_counter() - start
+    job.refresh_from_db()
+    if job.state != JobState.SUCCEEDED:
+        raise RuntimeError(f"the image job ended {job.state}: {job.error_message}")
+    image.refresh_from_db()
+    images.delete_image(image)
+    return seconds, image.size_bytes, job.result
+
+
+def _export_floor(host: Host, vm: VirtualMachine, *, quiesce: bool) -> float:
+    """Seconds of the driver's call alone (libvirt's copy on the host and its download, hashed
+    as it arrives, the temporary volume deleted), into a file deleted after."""
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
+        start = time.perf_counter()
+        exports.export_disk(
+            host.uri,
+            str(vm.uuid),
+            host.storage_pool,
+            f"{vm.uuid}.qcow2",
+            f"{folder}/disk.qcow2",
+            quiesce=quiesce,
+            limit=settings.CORRAL_IMAGE_MAX_BYTES,
+        )
+        return time.perf_counter() - start
+
+
+def _convert_floor(host: Host, vm: VirtualMachine) -> float:
+    """Seconds of ``qemu-img convert`` flattening the stopped VM's disk, run on the host's
+    file directly (a lab host is on this machine): what libvirt's clone runs."""
+    source = driver.volume_path(host.uri, host.storage_pool, f"{vm.uuid}.qcow2")
+    with tempfile.TemporaryDirectory(prefix="bench-convert-") as folder:
+        start = time.perf_counter()
+        subprocess.run(
+            ["qemu-img", "convert", "-f", "qcow2", "-O", "qcow2", source, f"{folder}/disk.qcow2"],
+            check=True,
+        )
+        return time.perf_counter() - start
+
+
+def _median(figures) -> str:
+    return f"{statistics.median(figures):.2f} s"
+
+
+def _image_rows(label: str, vm: VirtualMachine, owner, host: Host) -> list[tuple]:
+    """An image of ``vm`` running (a live copy: its agent freezes the guest), then stopped,
+    each beside its floor."""
+    # Each job beside its floor in turn: the host's page cache and the machine's load then
+    # favour neither.
+    live, live_floor = [], []
+    for _ in range(IMAGES):
+        live.append(_image_job(vm, owner))
+        live_floor.append(_export_floor(host, vm, quiesce=True))
+    if not all(result["live"] for _, _, result in live):
+        raise RuntimeError("the running VM was not copied live")
+    jobs.run(jobs.submit(JobKind.POWEROFF, vm=vm).pk, OPERATION_BY_KIND)
+    cold, cold_floor, convert = [], [], []
+    for _ in range(IMAGES):
+        cold.append(_image_job(vm, owner))
+        cold_floor.append(_export_floor(host, vm, quiesce=False))
+        convert.append(_convert_floor(host, vm))
+    live_mb, cold_mb = live[0][1] / 1e6, cold[0][1] / 1e6
+    live_s = [seconds for seconds, _, _ in live]
+    cold_s = [seconds for seconds, _, _ in cold]
+    return [
+        (
+            f"{label}, running: image job, asked to ready ({live_mb:.0f} MB, median of {IMAGES})",
+            f"{_median(live_s)} (floor, the driver's call alone: {_median(live_floor)}; "
+            f"{_added(live_s, live_floor)})",
+            "Corral adds ≤ 1 s",
+            _met(live_s, live_floor),
+        ),
+        (
+            f"{label}, stopped: image job, asked to ready ({cold_mb:.0f} MB, median of {IMAGES})",
+            f"{_median(cold_s)} (floor, the driver's call alone: {_median(cold_floor)}; "
+            f"{_added(cold_s, cold_floor)}; qemu-img convert alone: {_median(convert)})",
+            "Corral adds ≤ 1 s",
+            _met(cold_s, cold_floor),
+        ),
+    ]
+
+
+def _overhead(jobs_s: list[float], floors: list[float]) -> float:
+    """What the job adds to its floor: the median over the pairs run one after the other (the
+    copy's own time varies more from one minute to the next on a busy machine)."""
+    return statistics.median(job - floor for job, floor in zip(jobs_s, floors, strict=True))
+
+
+def _added(jobs_s: list[float], floors: list[float]) -> str:
+    return f"Corral adds {_overhead(jobs_s, floors):.2f} s"
+
+
+def _met(jobs_s: list[float], floors: list[float]) -> str:
+    return "yes" if _overhead(jobs_s, floors) <= 1 else "NO"
+
+
+def images_from_vms(measure):
+    """Images made from VMs (``hosts/operations/vm_image.py``): the tiny guest running (a live
+    copy: a block copy cut while its agent freezes its filesystems) and stopped (its volume
+    cloned, the backing chain flattened), each from asking for the image to the job done,
+    beside its floor (the driver's call alone: libvirt's copy and download, hashed as it
+    arrives; for a stopped VM also ``qemu-img convert`` run on the host's file); the tiny guest
+    without an agent (shut down, copied, started again); the Debian cloud image the same where
+    it is built."""
+    if shutil.which("qemu-system-x86_64") is None:
+        return [("images from VMs", "skipped: no qemu-system-x86_64 here", "", "")]
+    store = Path(tempfile.mkdtemp(prefix="bench-images-"))
+    settings.CORRAL_IMAGE_STORE = store
+    daemon = qemuhosts.QemuHost(name="bench-image", directory=qemuhosts.new_directory())
+    try:
+        qemuhosts.start(daemon)
+        host = _lab_host(daemon, Cluster.objects.create(name="bench-qemu"))
+        owner, _ = User.objects.get_or_create(username="bench-images")
+        tiny = tinyguest.build()
+        vm = _vm_up(_template(tiny, "bench-tiny"), host, owner, "bench-tiny-image")
+        rows = _image_rows("tiny guest", vm, owner, host)
+        plain = _template(tiny, "bench-tiny-no-agent", guest_agent=False)
+        vm = _vm_up(plain, host, owner, "bench-no-agent", up=_booted)
+        stop_start = []
+        for _ in range(IMAGES):
+            boots = _boots(host, vm)
+            stop_start.append(_image_job(vm, owner))
+            # Up again before the next: a guest still booting ignores the power button.
+            _wait(lambda before=boots: _boots(host, vm) > before, "the guest's boot")
+        rows.append(
+            (
+                f"tiny guest running without an agent: shut down, copied, started again "
+                f"(median of {IMAGES})",
+                _median([seconds for seconds, _, _ in stop_start]),
+                "(reference)",
+                "",
+            )
+        )
+        return rows + _cloud_image_rows(host, owner)
+    finally:
+        for vm in VirtualMachine.objects.filter(cluster__name="bench-qemu"):
+            with contextlib.suppress(Exception):
+                driver.undefine(daemon.uri, str(vm.uuid))
+        qemuhosts.stop(daemon)
+        qemuhosts.kill_leftovers(daemon)
+        shutil.rmtree(daemon.directory, ignore_errors=True)
+        shutil.rmtree(store, ignore_errors=True)
+        Job.objects.filter(host__cluster__name="bench-qemu").delete()
+        Job.objects.filter(vm__cluster__name="bench-qemu").delete()
+        _remove_rows()
+
+
+def _cloud_image_rows(host: Host, owner) -> list[tuple]:
+    from lab import cloudimage
+
+    label = "cloud image (Debian 12)"
+    if shutil.which("mmdebstrap") is None:
+        return [(label, "skipped: no mmdebstrap here", "", "")]
+    try:
+        built = cloudimage.build()
+    except cloudimage.CloudImageError as exc:
+        return [(label, f"skipped: not built ({exc})", "", "")]
+    template = _template(
+        built,
+        "bench-cloud-image",
+        images="bench-cloud",
+        vcpus=2,
+        memory_mb=cloudimage.MEMORY_MIB,
+        disk_gb=2,
+        kernel_cmdline=cloudimage.KERNEL_CMDLINE,
+    )  # no login account: no keys job queued on the VM ahead of the image jobs
+    vm = _vm_up(template, host, owner, "bench-cloud-image")
+    return _image_rows(label, vm, owner, host)

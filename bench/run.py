@@ -60,6 +60,7 @@ SCENARIOS = [
     openstack_scenarios.nova_server_create,
     qemu_scenarios.real_guests,
     qemu_scenarios.cloud_image_boot,
+    qemu_scenarios.images_from_vms,
     snapshot_scenarios.real_snapshots,
     sync_scenarios.sharded_sync,
     fleet_scenarios.remote_hosts,

@@ -32,13 +32,14 @@ class HostsConfig(AppConfig):
             template_access,
             user_deletion,
             views,
+            vm_images,
         )
         from hosts.error_codes import HostErrorCode
         from hosts.guests.console_relay import ConsoleRelay
         from hosts.guests.serial_relay import SerialRelay
         from hosts.jobs import retention
         from hosts.models import Host, Template
-        from hosts.signals import guest_keys_stale, host_fenced
+        from hosts.signals import guest_keys_stale, host_fenced, job_finished
         from hosts.sync import loop as sync_loop
         from hosts.sync import shared_storage
         from project import error_codes, events, loops, websockets
@@ -83,6 +84,7 @@ class HostsConfig(AppConfig):
         )
         post_spawn.connect(sync_loop.start_in_worker, dispatch_uid="corral-syncer")
         host_fenced.connect(services.confirm_fenced, dispatch_uid="corral-confirm-fenced")
+        job_finished.connect(vm_images.discard_unsaved, dispatch_uid="corral-unsaved-images")
         guest_keys_stale.connect(_keys_stale, dispatch_uid="corral-keys-stale")
         post_save.connect(_keys_changed, sender="project.SshKey", dispatch_uid="corral-key-added")
         post_delete.connect(

@@ -68,7 +68,10 @@ class HostErrorCode(ErrorCode):
     IMAGE_NOT_SHARED = "image_not_shared", "Only a shared image has members."
     IMAGE_MEMBER_UNKNOWN = "image_member_unknown", "No user or group of that id."
     IMAGE_MEMBER_EXISTS = "image_member_exists", "The image is offered to that member already."
-    NO_DISK_YET = "no_disk_yet", "The VM has never been started: it has no disk to snapshot yet."
+    NO_DISK_YET = (
+        "no_disk_yet",
+        "The VM has never been started: it has no disk to snapshot or make an image of yet.",
+    )
     SNAPSHOT_NAME_TAKEN = "snapshot_name_taken", "The VM has a snapshot of that name already."
     HAS_SNAPSHOTS = (
         "has_snapshots",
@@ -121,7 +124,31 @@ class JobErrorCode(ErrorCode):
     )
     GONE = "gone", "The image or the host the job works on was deleted."
     BAD_VOLUME = "bad_volume", "The volume named is not an image's volume."
-    IMAGE_DELETED = "image_deleted", "The image was deleted while the job copied it."
+    IMAGE_DELETED = (
+        "image_deleted",
+        "The image was deleted while the job copied it (or made it from a VM).",
+    )
+    NO_DISK = (
+        "no_disk",
+        "The VM has no disk on a host to make an image of (it never ran, or its host lost it).",
+    )
+    VM_PAUSED = (
+        "vm_paused",
+        "The VM is paused: its guest can neither be frozen nor shut down for a copy of its disk.",
+    )
+    QUOTA_EXCEEDED = (
+        "quota_exceeded",
+        "The image made from the VM would take its owner past their image storage quota.",
+    )
+    BAD_COPY = (
+        "bad_copy",
+        "The copy of the VM's disk failed the checks every image passes (not kept).",
+    )
+    TEMPLATE_REFUSED = (
+        "template_refused",
+        "The image was made, but the template asked for with it was refused (its name taken "
+        "since, say).",
+    )
     IMAGE_MISSING = "image_missing", "The image's file is missing from the image store."
     COPY_FAILED = "copy_failed", "Copying the image to the host failed."
     STORAGE_NOT_SHARED = (
@@ -159,6 +186,10 @@ class JobErrorCode(ErrorCode):
     URI_REFUSED = "uri_refused", "Corral does not open the host's URI."
     NO_STORAGE_POOL = "no_storage_pool", "The host has no storage pool Corral can use."
     NO_ROOM = "no_room", "The host's storage pool has no room for the volume."
+    IMAGE_TOO_BIG = (
+        "image_too_big",
+        "The VM's disk makes an image over the size limit (CORRAL_IMAGE_MAX_BYTES).",
+    )
 
 
 # Job failures that trying the same job again cannot fix: an admin must change something first

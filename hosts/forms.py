@@ -1,6 +1,9 @@
-"""Portal forms of the inventory: a VM's settings."""
+"""Portal forms of the inventory: a VM's settings, an image of a VM."""
 
 from django import forms
+
+from hosts.models import ImageVisibility
+from project.names import validate_object_name
 
 HIGHLY_AVAILABLE_CHOICES = [
     ("on", "On: restart it on another host once its host is confirmed down"),
@@ -18,3 +21,22 @@ class VmSettingsForm(forms.Form):
         widget=forms.RadioSelect,
         error_messages={"required": "Say whether the VM is highly available."},
     )
+
+
+class VmImageForm(forms.Form):
+    """An image of a VM's disk, asked for on its page by its holder or who may operate it."""
+
+    name = forms.CharField(
+        max_length=64,
+        validators=[validate_object_name],
+        error_messages={"required": "Name the image."},
+    )
+    visibility = forms.ChoiceField(
+        choices=[
+            (value, label)
+            for value, label in ImageVisibility.choices
+            if value != ImageVisibility.PUBLIC  # the admins' (hosts.image_access)
+        ],
+        initial=ImageVisibility.PRIVATE,
+    )
+    description = forms.CharField(max_length=2000, required=False)

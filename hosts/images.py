@@ -351,8 +351,8 @@ def image_path(image: Image) -> Path:
 def ensure_digests(image: Image) -> Image:
     """Fill the MD5 and SHA-512 of an image stored before they were kept, from its file (once:
     they are saved). Left empty while the file cannot be read."""
-    if image.md5 and image.sha512:
-        return image
+    if (image.md5 and image.sha512) or not image.file:
+        return image  # kept already, or no file yet (being made from a VM)
     md5, sha512 = hashlib.md5(usedforsecurity=False), hashlib.sha512()
     try:
         with open(image_path(image), "rb") as source:
@@ -414,7 +414,8 @@ def delete_image(image: Image, *, requested_by=None) -> list:
             )
             for host in hosts
         ]
-        transaction.on_commit(lambda: path.unlink(missing_ok=True))
+        if image.file:  # none yet while it is being made from a VM (its job removes its copy)
+            transaction.on_commit(lambda: path.unlink(missing_ok=True))
     return queued
 
 

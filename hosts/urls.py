@@ -1,5 +1,5 @@
-"""Portal pages of the inventory: My VMs, a VM's page, its operations and snapshots, a job's
-progress, My images and the user's own templates."""
+"""Portal pages of the inventory: My VMs, a VM's page, its operations, snapshots and images,
+a job's progress, My images and the user's own templates."""
 
 from django.urls import path, re_path
 
@@ -13,6 +13,7 @@ urlpatterns = [
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
+    path("vms/<int:vm_id>/image/", views.vm_image, name="vm-image"),
     path("vms/<int:vm_id>/snapshots/", snapshot_pages.vm_snapshot_list, name="vm-snapshots"),
     path(
         "vms/<int:vm_id>/snapshots/take/",

@@ -1,4 +1,5 @@
-"""Portal: the user's VMs, their operations and the progress of the jobs that carry them out."""
+"""Portal: the user's VMs, their operations, images made of them and the progress of the jobs
+that carry them out."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from hosts import quotas, services
+from hosts import quotas, services, vm_images
 from hosts.after_stop import after_stop
-from hosts.forms import VmSettingsForm
+from hosts.forms import VmImageForm, VmSettingsForm
 from hosts.guests import consoles, ssh
 from hosts.host_words import reads_host_words, reads_job_host_words
 from hosts.models import Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.access.permissions import holds_at_system, restrict
-from project.errors import Refused
+from project.errors import Refused, add_to_form
 
 VIEW = "hosts.view_virtualmachine"
 OPERATE = "hosts.operate_virtualmachine"
@@ -102,6 +103,8 @@ def _decorate(user, vms: list[VirtualMachine]) -> list[VirtualMachine]:
         vm.can_change = vm.pk in changeable
         vm.can_hold = vm.can_change and vm.pool_id is not None
         vm.can_console = vm.pk in operable
+        # An image of its disk: for its holder and whoever may operate it (vm_images' rule).
+        vm.can_image = vm.pk in operable or (vm.owner_id is not None and vm.owner_id == user.pk)
         vm.screen_shown = vm.status in SCREEN_STATUSES and bool(vm.graphics_port)
         # A host that gives guests no serial console: no Terminal button, and the page says why.
         vm.no_terminal = consoles.no_terminal(vm) if vm.status in SCREEN_STATUSES else ""
@@ -172,14 +175,19 @@ def _jobs_shown(user, vm: VirtualMachine):
 
 
 def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200, **forms):
-    """A VM's page: its live panel, its settings form for those who may change it, and its
-    sections (``sections``), showing ``forms`` (theirs, in error) again."""
+    """A VM's page: its live panel, its settings form for those who may change it, the form
+    making an image of it for those who may, and its sections (``sections``), showing
+    ``forms`` (theirs, in error) again."""
     context = _vm_context(request.user, vm_id)
     vm = context["vm"]
     if vm.can_change and settings_form is None:
         on = "on" if vm.highly_available else "off"
         settings_form = VmSettingsForm(initial={"highly_available": on})
-    context.update(section="vms", settings_form=settings_form if vm.can_change else None)
+    context.update(
+        section="vms",
+        settings_form=settings_form if vm.can_change else None,
+        image_form=(forms.get("image_form") or VmImageForm()) if vm.can_image else None,
+    )
     for part in sections:
         context.update(part(request.user, vm, forms))
     return render(request, "portal/vm.html", context, status=status)
@@ -302,6 +310,30 @@ def vm_settings(request, vm_id: int):
         done = f"VM {vm.name} is no longer highly available."
     messages.success(request, done)
     return redirect("portal:vm", vm_id=vm.pk)
+
+
+@require_POST
+@login_required
+def vm_image(request, vm_id: int):
+    """Make an image of a VM's disk (its holder, or who may operate it): the job shows on the
+    VM's page; a refusal shows on the form."""
+    vm = get_object_or_404(_visible(request.user), pk=vm_id)
+    if not vm_images.may_make_image(request.user, vm):
+        raise Http404
+    form = VmImageForm(request.POST)
+    if form.is_valid():
+        try:
+            job, image = vm_images.request_image(vm, requested_by=request.user, **form.cleaned_data)
+        except Refused as refused:
+            add_to_form(form, refused)
+        else:
+            messages.info(
+                request,
+                f"Image {image.name} of VM {vm.name} is being made (job {job.pk}); it is in "
+                "My images once the job is done.",
+            )
+            return redirect("portal:vm", vm_id=vm.pk)
+    return vm_page_refusing(request, vm.pk, image_form=form)
 
 
 @require_GET

@@ -1,14 +1,15 @@
 """Admin screen for VMs: their state, power operations queued as jobs, their snapshots
 (``hosts.admin.snapshots``), deletion through the VM service (a VM defined on a host is removed
-from it first)."""
+from it first), and a template made from a VM (``hosts.admin.vm_templates``)."""
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_deletion
 from django.http import HttpResponseRedirect
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils.html import format_html
 
 from hosts import services, template_access
+from hosts.admin import vm_templates
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.admin.snapshots import snapshots_on_vm_page
 from hosts.guests import ssh
@@ -159,6 +160,19 @@ class VirtualMachineAdmin(ScopedAdmin):
         found = ssh.keys_state(obj)
         return found.message if found is not None else "—"
 
+    def get_urls(self):
+        own = [
+            path(
+                "<int:vm_id>/make-template/",
+                self.admin_site.admin_view(self.make_template_view),
+                name="hosts_virtualmachine_make_template",
+            )
+        ]
+        return own + super().get_urls()
+
+    def make_template_view(self, request, vm_id: int):
+        return vm_templates.make_template_view(self, request, vm_id)
+
     def has_operate_permission(self, request):
         return holds(request.user, "hosts.operate_virtualmachine")
 
@@ -166,8 +180,15 @@ class VirtualMachineAdmin(ScopedAdmin):
         return holds(request.user, "hosts.migrate_virtualmachine")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        """The VM's page lists its snapshots too, for those who may operate it."""
-        extra_context = {**(extra_context or {}), **snapshots_on_vm_page(request, object_id)}
+        """The VM's page lists its snapshots too, for those who may operate it, and links to
+        making a template from it for those who may."""
+        vm = self.get_object(request, object_id)
+        may = vm is not None and vm_templates.may_make_template(request.user, vm)
+        extra_context = {
+            **(extra_context or {}),
+            **snapshots_on_vm_page(request, object_id),
+            "may_make_template": may,
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request, obj=None):

@@ -35,6 +35,7 @@ from hosts.api.serializers import (
     VirtualMachineSerializer,
 )
 from hosts.api.snapshots import VirtualMachineSnapshots
+from hosts.api.vm_images import VirtualMachineImage
 from hosts.error_codes import HostErrorCode
 from hosts.guests import consoles
 from hosts.models import (
@@ -249,7 +250,11 @@ class VirtualMachineConsole:
 
 
 class VirtualMachineViewSet(
-    VirtualMachineOperations, VirtualMachineConsole, VirtualMachineSnapshots, ScopedModelViewSet
+    VirtualMachineOperations,
+    VirtualMachineConsole,
+    VirtualMachineSnapshots,
+    VirtualMachineImage,
+    ScopedModelViewSet,
 ):
     """Virtual machines. ``status`` is Corral's lifecycle view, ``power_state`` the host's."""
 
@@ -275,6 +280,7 @@ class VirtualMachineViewSet(
         "console_log": "hosts.operate_virtualmachine",
         "console": "hosts.view_virtualmachine",
         "serial_console": "hosts.view_virtualmachine",
+        "image": "hosts.view_virtualmachine",
     }
 
     def perform_create(self, serializer):

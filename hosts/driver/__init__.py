@@ -16,6 +16,8 @@ from hosts.driver.base import (
     ACTIVE_STATES,
     STORAGE_POOL,
     ConsoleStream,
+    DiskCopy,
+    DiskWriter,
     DomainNotFound,
     DomainReport,
     DomainSpec,
@@ -28,6 +30,7 @@ from hosts.driver.base import (
     HostReport,
     HostUnreachable,
     Hypervisor,
+    ImageTooBig,
     NoRoom,
     NoStoragePool,
     NotSupported,
@@ -202,6 +205,25 @@ def sees_same_storage(
     )
 
 
+def export_disk(
+    uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
+) -> DiskCopy:
+    """Copy the domain's disk (the volume ``volume`` of ``pool``, its overlay) into the local
+    file ``target`` as one standalone qcow2, its backing chain flattened; the file's size and
+    digests, hashed as it was written.
+
+    A shut-off domain's disk is cloned on the host; a running one's is copied by its QEMU (a
+    block copy), with ``quiesce`` its filesystems frozen through the guest agent for the
+    instant the copy is cut (``GuestAgentUnavailable``, nothing made, when the agent does not
+    answer; without, the copy is as of a crash). The copy goes through the host's pool (a
+    temporary volume, deleted after) and a download stream, never the host's files. A copy
+    over ``limit`` bytes is ``ImageTooBig`` and is not downloaded; ``NoRoom`` when the pool
+    cannot hold it."""
+    return backend_for(uri).export_disk(
+        uri, uuid, pool, volume, target, quiesce=quiesce, limit=limit
+    )
+
+
 # Reaching a guest: its seed, console log, screen, serial console and agent.
 
 
@@ -213,7 +235,8 @@ def write_seed(uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bo
 
 
 def remove_guest_files(uri: str, uuid: str, pool: str = STORAGE_POOL) -> None:
-    """Delete the guest's seed and serial log from ``pool``; missing ones are fine."""
+    """Delete the guest's seed and serial log from ``pool`` (and a copy of its disk that an
+    image job cut short left there); missing ones are fine."""
     backend_for(uri).remove_guest_files(uri, uuid, pool)
 
 
@@ -316,6 +339,8 @@ __all__ = [
     "ACTIVE_STATES",
     "STORAGE_POOL",
     "ConsoleStream",
+    "DiskCopy",
+    "DiskWriter",
     "DomainNotFound",
     "DomainReport",
     "DomainSpec",
@@ -328,6 +353,7 @@ __all__ = [
     "HostProblem",
     "HostUnreachable",
     "Hypervisor",
+    "ImageTooBig",
     "LifecycleListener",
     "NoRoom",
     "NoStoragePool",
@@ -341,6 +367,7 @@ __all__ = [
     "delete_volume",
     "domain_power_state",
     "ensure_pool",
+    "export_disk",
     "guest_info",
     "has_serial_consoles",
     "delete_snapshot",

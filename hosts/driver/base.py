@@ -11,6 +11,7 @@ asks the URI allowlist (``hosts.driver.uris``) first: a URI it refuses reaches n
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,6 +100,12 @@ class NoRoom(DriverError):
     """The host's storage pool has too little free space for what was to be put there."""
 
     code = "no_room"
+
+
+class ImageTooBig(DriverError):
+    """A copy of a disk is larger than an image may be (``CORRAL_IMAGE_MAX_BYTES``)."""
+
+    code = "image_too_big"
 
 
 class UriRefused(DriverError):
@@ -211,6 +218,43 @@ class HostReport:
     storage_markers: frozenset[str] | None = None
 
 
+@dataclass(frozen=True)
+class DiskCopy:
+    """A disk copied into a local file (``export_disk``): its size, its digests (hex: SHA-256,
+    and Glance's MD5 and SHA-512) and its first bytes, taken as it was written."""
+
+    size: int
+    sha256: str
+    md5: str
+    sha512: str
+    head: bytes
+
+
+class DiskWriter:
+    """Writes a disk copy into an open binary file, hashing it on the way (nothing is read
+    back): what a backend's ``export_disk`` writes its download through."""
+
+    HEAD_BYTES = 1024
+
+    def __init__(self, out):
+        self._out = out
+        self._hashes = [hashlib.sha256(), hashlib.md5(usedforsecurity=False), hashlib.sha512()]
+        self._size = 0
+        self._head = b""
+
+    def write(self, data: bytes) -> int:
+        if len(self._head) < self.HEAD_BYTES:
+            self._head += data[: self.HEAD_BYTES - len(self._head)]
+        for digest in self._hashes:
+            digest.update(data)
+        self._size += len(data)
+        return self._out.write(data)
+
+    def copy(self) -> DiskCopy:
+        sha256, md5, sha512 = (digest.hexdigest() for digest in self._hashes)
+        return DiskCopy(self._size, sha256, md5, sha512, self._head)
+
+
 class ConsoleStream(Protocol):
     """One open serial terminal of one guest (``HostDriver.open_serial_console``): ``recv``
     blocks (run it on a thread) and gives b"" once the console has ended; ``send`` may be
@@ -295,6 +339,18 @@ class HostDriver(Protocol):
     def sees_same_storage(
         self, source_uri: str, source_pool: str, destination_uri: str, destination_pool: str
     ) -> bool: ...
+
+    def export_disk(
+        self,
+        uri: str,
+        uuid: str,
+        pool: str,
+        volume: str,
+        target: str,
+        *,
+        quiesce: bool,
+        limit: int,
+    ) -> DiskCopy: ...
 
     # Reaching a guest: its seed, console log, screen, serial console, agent.
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from hosts.jobs.context import job_event, requested
 from hosts.models import Job, JobJournal, JobState, VirtualMachine
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
+from hosts.signals import job_finished
 from project import events
 from project.workers import queue_task
 
@@ -190,6 +191,7 @@ def request_cancel(job: Job, why: str = "") -> Job:
             job.save(update_fields=["state", "finished_at"])
             JobJournal.objects.create(job=job, message=why or "Cancelled before it started")
             job_event(job)
+            transaction.on_commit(lambda: job_finished.send(sender=Job, job=job))
             transaction.on_commit(lambda: dispatch_next(vm_id=job.vm_id))
         elif job.state == JobState.RUNNING:
             job.state = JobState.CANCELLING

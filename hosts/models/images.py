@@ -20,6 +20,10 @@ class ImageFormat(models.TextChoices):
 
 
 class ImageStatus(models.TextChoices):
+    """Whether an image can be used: ``saving`` while its job makes it from a VM's disk (it has
+    no file yet: nothing boots from it), ``ready`` once its file is in the image store."""
+
+    SAVING = "saving", "Saving"
     READY = "ready", "Ready"
 
 

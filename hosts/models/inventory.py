@@ -9,6 +9,7 @@ from django.db import models
 
 from hosts import checks
 from hosts.driver import HostProblem, uris
+from hosts.models.images import ImageStatus
 from hosts.validators import (
     validate_bridge_name,
     validate_kernel_cmdline,
@@ -23,6 +24,11 @@ from project.json_input import validate_flat_properties
 from project.names import validate_object_name
 
 GIB = 1024**3
+
+
+def still_saving(image) -> str:
+    """Why a template or a VM may not name an image being made from a VM yet."""
+    return f"Image {image.name} is still being made from a VM; use it once it is ready."
 
 
 class Cluster(models.Model):
@@ -452,6 +458,8 @@ class Template(models.Model):
             image = getattr(self, field)
             if image is not None and image.kind != kind:
                 errors[field] = f"Image {image.name} is a {image.kind} image, not a {kind} image."
+            elif image is not None and image.status == ImageStatus.SAVING:
+                errors[field] = still_saving(image)
             elif image is not None and image.cluster_id not in (None, self.cluster_id):
                 errors[field] = f"Image {image.name} is offered in another cluster only."
         if self.initrd_image_id and not self.kernel_image_id:
@@ -760,6 +768,8 @@ class VirtualMachine(models.Model):
                 )
         if self.disk_image_id and self.disk_image.kind != "disk":
             errors["disk_image"] = "This image is not a disk image."
+        elif self.disk_image_id and self.disk_image.status == ImageStatus.SAVING:
+            errors["disk_image"] = still_saving(self.disk_image)
         if self.host_id and self.cluster_id:
             host_cluster = (
                 Host.objects.filter(pk=self.host_id).values_list("cluster_id", flat=True).first()

@@ -24,6 +24,7 @@ class JobKind(models.TextChoices):
     SNAPSHOT = "snapshot", "Take a snapshot"
     SNAPSHOT_REVERT = "snapshot_revert", "Revert to a snapshot"
     SNAPSHOT_DELETE = "snapshot_delete", "Delete a snapshot"
+    IMAGE_FROM_VM = "image_from_vm", "Make an image of its disk"
 
 
 class JobState(models.TextChoices):

@@ -7,9 +7,9 @@ reports (``hosts.jobs.settle``): a failed step never leaves a guess behind.
 
 ``power`` starts and stops VMs, ``migrate`` moves them, ``lifecycle`` prepares, reverts and
 deletes them, ``failover`` restarts a host's VMs elsewhere once it is confirmed down,
-``snapshots`` takes, reverts to and deletes a user's snapshots, ``common`` holds what they
-share. ``OPERATION_BY_KIND`` is the operation of each job kind,
-which the task that runs a job (``hosts.tasks.run_job``) hands to the runner.
+``snapshots`` takes, reverts to and deletes a user's snapshots, ``vm_image`` makes an image
+of a VM's disk, ``common`` holds what they share. ``OPERATION_BY_KIND`` is the operation of
+each job kind, which the task that runs a job (``hosts.tasks.run_job``) hands to the runner.
 """
 
 from hosts.guests.keys import put_keys
@@ -21,6 +21,7 @@ from hosts.operations.lifecycle import delete, noop, prepare, revert
 from hosts.operations.migrate import migrate
 from hosts.operations.power import poweroff, resume, shutdown, start, suspend
 from hosts.operations.snapshots import delete_snapshots, revert_to_snapshot, take_snapshot
+from hosts.operations.vm_image import image_from_vm
 
 OPERATION_BY_KIND = {
     JobKind.START: start,
@@ -40,6 +41,7 @@ OPERATION_BY_KIND = {
     JobKind.SNAPSHOT: take_snapshot,
     JobKind.SNAPSHOT_REVERT: revert_to_snapshot,
     JobKind.SNAPSHOT_DELETE: delete_snapshots,
+    JobKind.IMAGE_FROM_VM: image_from_vm,
 }
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "STOPPED",
     "delete",
     "failover",
+    "image_from_vm",
     "migrate",
     "noop",
     "poweroff",

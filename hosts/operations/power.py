@@ -182,20 +182,28 @@ def _stop(ctx: JobContext, how: str) -> dict:
     host = vm.host
     result = {"host": host.name}
     if how == "shutdown":
-        ctx.step("Asking the guest to shut down", 0.3)
-        host_call(driver.shutdown, host.uri, str(vm.uuid))
-        ctx.step("Waiting for the VM to stop", 0.5)
-        limit = settings.CORRAL_SHUTDOWN_TIMEOUT
-        if wait_for(ctx, host, STOPPED, set(), "shutting down", timeout=limit) is None:
-            # Clean first, then hard (XAPI's clean_shutdown, then hard_shutdown).
-            ctx.step(f"The guest did not shut down within {limit:g} s: powering off", 0.6)
-            _power_off(ctx, vm, host, 0.7)
+        if shut_down_on(ctx, vm, host, 0.3):
             result["powered_off"] = True
     else:
         ctx.step("Powering off", 0.3)
         _power_off(ctx, vm, host, 0.6)
     run_event_hooks(ctx, "vm-post-stop", 0.9)
     return result
+
+
+def shut_down_on(ctx: JobContext, vm: VirtualMachine, host: Host, progress: float) -> bool:
+    """Ask the guest to shut down and wait for it; past ``CORRAL_SHUTDOWN_TIMEOUT``, power it
+    off (clean first, then hard: XAPI's clean_shutdown, then hard_shutdown). True when it had
+    to be powered off. Its steps from ``progress`` up to ``progress`` + 0.4."""
+    ctx.step("Asking the guest to shut down", progress)
+    host_call(driver.shutdown, host.uri, str(vm.uuid))
+    ctx.step("Waiting for the VM to stop", progress + 0.2)
+    limit = settings.CORRAL_SHUTDOWN_TIMEOUT
+    if wait_for(ctx, host, STOPPED, set(), "shutting down", timeout=limit) is not None:
+        return False
+    ctx.step(f"The guest did not shut down within {limit:g} s: powering off", progress + 0.3)
+    _power_off(ctx, vm, host, progress + 0.4)
+    return True
 
 
 def _power_off(ctx: JobContext, vm: VirtualMachine, host: Host, progress: float) -> None:

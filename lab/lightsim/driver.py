@@ -251,6 +251,14 @@ def sees_same_storage(
     raise _without_libvirt(source_uri)
 
 
+def export_disk(
+    uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
+):
+    raise NotSupported(
+        "The light simulated host keeps no disks to make an image of.", uri=uri, detail=uri
+    )
+
+
 def write_seed(uri: str, uuid: str, data: bytes, pool: str = STORAGE_POOL) -> bool:
     raise _without_libvirt(uri)
 

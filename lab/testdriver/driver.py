@@ -5,16 +5,29 @@ capabilities (a domain is of type ``test``, the report names no hypervisor), no 
 uses (no disks, images or pool space: the disk steps of an operation do nothing), no serial
 consoles, and it cannot migrate, so migration is emulated: the domain (its snapshots
 redefined) is defined on the destination and started there in the same state, then stopped
-and undefined on the source, keeping its UUID.
+and undefined on the source, keeping its UUID. With no disk, a VM's disk is blank: an image
+made of it is a blank qcow2 the size of the VM's disk.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
 from dataclasses import replace
+from xml.etree import ElementTree
 
 import libvirt
 
-from hosts.driver.base import ACTIVE_STATES, DomainSpec, DriverError, HostReport
+from hosts.driver.base import (
+    ACTIVE_STATES,
+    DiskCopy,
+    DiskWriter,
+    DomainSpec,
+    DriverError,
+    HostReport,
+    ImageTooBig,
+)
 from hosts.driver.libvirt import (
     carry_log,
     create_disk,
@@ -49,6 +62,7 @@ from hosts.driver.libvirt import (
     write_seed,
 )
 from hosts.driver.libvirt.connection import call, translate
+from hosts.driver.libvirt.domains import CORRAL_XMLNS
 
 LIBVIRT_DRIVER = "test"
 
@@ -68,6 +82,38 @@ def define(uri: str, spec: DomainSpec) -> None:
 def keeps_disks(uri: str) -> bool:
     """Simulated hosts keep no disks: they boot nothing."""
     return False
+
+
+def export_disk(
+    uri: str, uuid: str, pool: str, volume: str, target: str, *, quiesce: bool, limit: int
+) -> DiskCopy:
+    """The simulated VM's disk as an image: a blank qcow2 of its disk's size (the ``disk_gb``
+    its definition records), written to ``target``; a running domain is quiesced through the
+    test driver's own agent calls (``fsFreeze``, ``fsThaw``), which always answer."""
+
+    def read(conn: libvirt.virConnect) -> int:
+        dom = conn.lookupByUUIDString(uuid)
+        if quiesce and dom.isActive():
+            dom.fsFreeze(None, 0)
+            dom.fsThaw(None, 0)
+        metadata = ElementTree.fromstring(dom.XMLDesc(0)).find(f"metadata/{{{CORRAL_XMLNS}}}vm")
+        return int(metadata.get("disk_gb", "1")) if metadata is not None else 1
+
+    disk_gb = call(uri, "make an image of the VM's disk", read)
+    with tempfile.TemporaryDirectory(prefix="corral-blank-") as folder:
+        blank = os.path.join(folder, "disk.qcow2")
+        subprocess.run(
+            ["qemu-img", "create", "-q", "-f", "qcow2", blank, f"{disk_gb}G"], check=True
+        )
+        size = os.path.getsize(blank)
+        if size > limit:
+            raise ImageTooBig(
+                f"The VM's disk makes an image of {size} bytes, over the limit of {limit}."
+            )
+        with open(blank, "rb") as source, open(target, "wb") as out:
+            writer = DiskWriter(out)
+            writer.write(source.read())
+    return writer.copy()
 
 
 def has_serial_consoles(uri: str) -> bool:
@@ -116,6 +162,7 @@ __all__ = [
     "delete_volume",
     "domain_power_state",
     "ensure_pool",
+    "export_disk",
     "guest_info",
     "has_serial_consoles",
     "has_snapshot",

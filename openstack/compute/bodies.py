@@ -46,6 +46,17 @@ def check_metadata(value, field: str = "metadata") -> dict:
     return value
 
 
+def image_request(value) -> tuple[str, dict]:
+    """``createImage``'s argument: the image's name (1 to 255 characters, not only spaces) and
+    its metadata (as a server's)."""
+    if not isinstance(value, dict):
+        raise ValidationError({"createImage": "An object naming the image (and its metadata)."})
+    unknown = sorted(set(value) - {"name", "metadata"})
+    if unknown:
+        raise ValidationError({"createImage": f"Unknown members: {', '.join(unknown)}."})
+    return server_name(value.get("name")), check_metadata(value.get("metadata"))
+
+
 def checked_group_name(value) -> str:
     """Nova's rule for a server group's name: 1 to 255 printable characters, no space at
     either end."""

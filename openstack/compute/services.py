@@ -1,7 +1,8 @@
 """Nova's writes and the policy that guards them: what only Nova keeps of a server (its name,
 description, metadata), a server's deletion (a pool's VM goes back to its pool), its power
-operations, server groups made, joined and deleted as Corral's affinity groups, and key pairs
-made (Corral's SSH keys, ``project.sshkeys``). Creating servers: launch.py.
+operations, an image of its disk, server groups made, joined and deleted as Corral's affinity
+groups, and key pairs made (Corral's SSH keys, ``project.sshkeys``). Creating servers:
+launch.py.
 
 Like Glance's services, they refuse in the API's own errors (base.py's), which the views
 answer as they come; Corral's own rules are the use cases' they call (hosts, pools).
@@ -10,19 +11,23 @@ answer as they come; Corral's own rules are the use cases' they call (hosts, poo
 from __future__ import annotations
 
 import re
+import uuid
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.db import IntegrityError, transaction
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
+from hosts import quotas, vm_images
 from hosts import services as vm_services
-from hosts.models import Cluster, VirtualMachine
+from hosts.models import Cluster, Image, ImageFormat, ImageVisibility, VirtualMachine
+from openstack.compute import quota_sets
 from openstack.compute.base import Conflict, policy_refused
 from openstack.compute.bodies import check_metadata, server_name
 from openstack.compute.presenters import vm_state
 from openstack.compute.queries import POLICIES, ServerGroup, made_by, template_flavor_id
-from openstack.models import NovaServerGroup, Server
+from openstack.image import services as image_services
+from openstack.models import GlanceImage, NovaServerGroup, Server
 from pools import services as pool_services
 from project import sshkeys
 from project.access.permissions import holds, restrict
@@ -142,6 +147,46 @@ def operate(user, vm: VirtualMachine, kinds: list[str], action: str, rule: str) 
                 f"Cannot '{action}' instance {vm.uuid} while it is in vm_state "
                 f"{vm_state(vm)}: {refused.message}"
             ) from None
+
+
+def image_of_server(user, vm: VirtualMachine, name: str, metadata: dict) -> Image:
+    """Nova's ``createImage``: an image of the server's disk, made by Corral's job
+    (``hosts.vm_images``), private to the caller and counted in their quota. Glance shows it
+    with the name given (Corral's own derived from it, as for an image made through Glance)
+    and the metadata as its properties, with Nova's ``image_type`` ``snapshot`` and the
+    server's ``instance_uuid``; saving until the job has made it. Refused (403) to who may not
+    operate the server, Nova's 403 for a quota, 409 when its state does not allow it."""
+    if not vm_images.may_make_image(user, vm):
+        raise policy_refused("os_compute_api:servers:create_image")
+    glance = GlanceImage(
+        id=uuid.uuid4(),
+        name=name,
+        disk_format=ImageFormat.QCOW2,
+        container_format="bare",
+        owner=user,
+        visibility=ImageVisibility.PRIVATE,
+        properties={**metadata, "image_type": "snapshot", "instance_uuid": str(vm.uuid)},
+    )
+    try:
+        with transaction.atomic():
+            _job, image = vm_images.request_image(
+                vm,
+                name=image_services.corral_name(glance),
+                requested_by=user,
+                visibility=ImageVisibility.PRIVATE,
+                description=f"Made from server {vm.name} through Nova's API as {name!r}.",
+                uuid=glance.id,
+            )
+            glance.image = image
+            glance.save()
+    except quotas.QuotaExceeded as exceeded:
+        raise quota_sets.nova_refusal(exceeded) from None
+    except Refused as refused:
+        raise Conflict(
+            f"Cannot 'createImage' instance {vm.uuid} while it is in vm_state "
+            f"{vm_state(vm)}: {refused.message}"
+        ) from None
+    return image
 
 
 def corral_name(name: str, cluster: Cluster, taken: set[str]) -> str:

@@ -1,5 +1,5 @@
-"""Glance's image document of an image (active or queued), extra properties at the top level
-as Glance puts them."""
+"""Glance's image document of an image (active, saving or queued), extra properties at the top
+level as Glance puts them."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def image_view(entry: Entry) -> dict:
         disk_format = DISK_FORMAT_OF_KIND.get(image.kind, image.format)
     else:
         disk_format = glance.disk_format
+    data = image if entry.has_data else None  # what only an image with data says
     view = dict(glance.properties) if glance is not None else {}
     view.update(
         {
@@ -39,10 +40,10 @@ def image_view(entry: Entry) -> dict:
             "container_format": (glance.container_format if glance is not None else None)
             or ("bare" if image is not None else None),
             "size": entry.size,
-            "virtual_size": None if image is None else image.virtual_size_bytes,
-            "checksum": (image.md5 or None) if image is not None else None,
-            "os_hash_algo": HASH_ALGORITHM if image is not None and image.sha512 else None,
-            "os_hash_value": (image.sha512 or None) if image is not None else None,
+            "virtual_size": None if data is None else data.virtual_size_bytes,
+            "checksum": (data.md5 or None) if data is not None else None,
+            "os_hash_algo": HASH_ALGORITHM if data is not None and data.sha512 else None,
+            "os_hash_value": (data.sha512 or None) if data is not None else None,
             "owner": entry.owner,
             "min_disk": glance.min_disk if glance is not None else 0,
             "min_ram": glance.min_ram if glance is not None else 0,

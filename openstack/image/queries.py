@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from hosts import image_access
-from hosts.models import Image, ImageVisibility
+from hosts.models import Image, ImageStatus, ImageVisibility
 from openstack.compute.queries import pool_templates
 from openstack.models import GlanceImage
 
@@ -24,7 +24,7 @@ class ImageNotFound(LookupError):
 
 
 class ImageNotActive(LookupError):
-    """The image exists but has no data yet (queued)."""
+    """The image exists but has no data yet (queued, or saving from a server)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,14 @@ class Entry:
 
     @property
     def status(self) -> str:
-        return "active" if self.image is not None else "queued"
+        """Glance's status: queued (no data yet), saving (being made from a server), active."""
+        if self.image is None:
+            return "queued"
+        return "saving" if self.image.status == ImageStatus.SAVING else "active"
+
+    @property
+    def has_data(self) -> bool:
+        return self.status == "active"
 
     @property
     def visibility(self) -> str:
@@ -70,7 +77,7 @@ class Entry:
 
     @property
     def size(self) -> int | None:
-        return None if self.image is None else self.image.size_bytes
+        return self.image.size_bytes if self.has_data else None
 
     @property
     def tags(self) -> list[str]:
@@ -133,4 +140,6 @@ def find_image(user, ref: str) -> Image:
     entry = find_entry(user, str(ref).rstrip("/").rsplit("/", 1)[-1])
     if entry.image is None:
         raise ImageNotActive(f"Image {entry.id} is not active: its data was never uploaded.")
+    if not entry.has_data:
+        raise ImageNotActive(f"Image {entry.id} is not active: it is still being saved.")
     return entry.image

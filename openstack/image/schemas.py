@@ -17,7 +17,7 @@ def image_schema() -> dict:
         "properties": {
             "id": {"type": "string", "pattern": "^[0-9a-f-]{36}$"},
             "name": _nullable("string", maxLength=255),
-            "status": {"type": "string", "enum": ["queued", "active"], **read_only},
+            "status": {"type": "string", "enum": ["queued", "saving", "active"], **read_only},
             "visibility": {"type": "string", "enum": list(VISIBILITIES)},
             "protected": {"type": "boolean"},
             "os_hidden": {"type": "boolean"},

@@ -119,7 +119,9 @@ class ImageFileView(GlanceView):
     def put(self, request, image_id):
         entry = _entry(request, image_id)
         if entry.image is not None:
-            raise GlanceRefusal(409, "Image status transition from active to saving is not allowed")
+            raise GlanceRefusal(
+                409, f"Image status transition from {entry.status} to saving is not allowed"
+            )
         _check_upload(request)
         if request.content_type.split(";")[0].strip() != "application/octet-stream":
             raise GlanceRefusal(415, "Send the image's data as application/octet-stream.")
@@ -134,7 +136,7 @@ class ImageFileView(GlanceView):
 
     def get(self, request, image_id):
         entry = _entry(request, image_id)
-        if entry.image is None:
+        if not entry.has_data:
             return Response(status=status.HTTP_204_NO_CONTENT)
         image = corral_images.ensure_digests(entry.image)
         try:

@@ -1,7 +1,8 @@
 """Fleet hosts (lab/fleethosts.py): hosts Corral does not run itself, each at its own address on
 a bridge, reached over SSH as a real host is. Corral syncs them, boots the tiny guest on one,
-moves it live with its disk to the other, and sees a host cut off the network go NonResponsive
-and come back. Jobs run in this process, as a task worker would run them.
+moves it live with its disk to the other (and makes an image of it there), and sees a host cut
+off the network go NonResponsive and come back. Jobs run in this process, as a task worker
+would run them.
 """
 
 import os
@@ -21,7 +22,7 @@ from hosts.driver.libvirt import volumes
 from hosts.driver.libvirt.connection import drop
 from hosts.guests import guestinfo, rfb
 from hosts.host_choice import decision, place
-from hosts.models import ConsoleLog, Host, HostStatus, Job, JobKind, VirtualMachine
+from hosts.models import ConsoleLog, Host, HostStatus, Image, Job, JobKind, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from lab import fleethosts
 from tests.conftest import unique, wait_until
@@ -184,6 +185,15 @@ def test_a_vm_boots_on_a_fleet_host_and_moves_live_with_its_disk_to_the_other(
     assert not {name for name in _volumes(first) if str(vm.uuid) in name}  # disk, seed, log
     _screen_from_the_network(second, vm, admin_user, client_for)  # locked there too
     _logs_in(admin, vm, second, key)
+
+    # An image of it there, copied live off the remote host through libvirt (no host path).
+    asked = admin.post(f"/api/vms/{vm_id}/image/", {"name": unique("fleet")}, format="json")
+    assert asked.status_code == 202, asked.content
+    assert [job.kind for job in run_pending_jobs()] == [JobKind.IMAGE_FROM_VM]
+    image = Image.objects.get(pk=asked.json()["image"]["id"])
+    assert (image.status, image.format) == ("ready", "qcow2")
+    assert Job.objects.get(pk=asked.json()["id"]).result["live"] is True
+    assert not {name for name in _volumes(second) if name.endswith("-export.qcow2")}
 
 
 def _logs_in(client, vm, host: Host, key) -> None:

@@ -1,7 +1,8 @@
 """The real ``openstack`` CLI (python-openstackclient on openstacksdk, with blazarclient) against
 a running Corral on simulated hosts, with a real task cluster running its jobs: an image goes
 up, a key pair is made, a server is created and waited for, shown, stopped and started, its
-console log and noVNC URL read, suspended and resumed, refused a lock, and deleted; then a
+console log and noVNC URL read, suspended and resumed, refused a lock, and deleted; an image
+is made of a server (``server image create --wait``) and another server boots from it; a
 lease reserves two instances and the CLI launches into it with the reservation's flavor and
 server group, a third is refused (ERROR), and deleting the lease removes its servers. Each
 command is a process of its own, so they are few and each checks several things."""
@@ -17,7 +18,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from hosts.models import ConsoleLog, Host, VirtualMachine
+from hosts.models import ConsoleLog, Host, Image, VirtualMachine
 from leases.models import Lease
 from tests.hosts.driver.guests import ssh_key
 from tests.openstack.conftest import as_json, cli_time
@@ -171,3 +172,41 @@ def test_the_cli_launches_into_a_reservation_with_its_flavor_and_server_group(
              "the lease's servers to go", timeout=90)  # fmt: skip
     names = [server["Name"] for server in as_json(run("server", "list", "-f", "json"))]
     assert names == ["node-3"]  # the refused one stays, in ERROR, until its owner deletes it
+
+
+def test_the_cli_makes_an_image_of_a_server_and_boots_another_server_from_it(
+    farm, cloud, admin_user, tmp_path
+):
+    as_admin, run = cloud(admin_user.username), cloud("alice")
+    disk = tmp_path / "disk.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "16M"], check=True)
+    as_admin("image", "create", "--disk-format", "qcow2", "--file", str(disk), "deb")
+    run(
+        "server", "create", "--flavor", "m1.small", "--image", "deb", "--nic", "auto",
+        "--wait", "web",
+    )  # fmt: skip
+
+    made = as_json(
+        run(
+            "server", "image", "create", "--name", "web snapshot", "--property", "purpose=demo",
+            "--wait", "-f", "json", "web",
+        )
+    )  # fmt: skip
+
+    assert (made["name"], made["status"], made["visibility"]) == (
+        "web snapshot",
+        "active",
+        "private",
+    )
+    assert made["properties"]["purpose"] == "demo"
+    assert made["properties"]["image_type"] == "snapshot"
+    image = Image.objects.get(uuid=made["id"])
+    assert (image.owner.username, image.status, image.format) == ("alice", "ready", "qcow2")
+    booted = as_json(
+        run(
+            "server", "create", "--flavor", "m1.small", "--image", "web snapshot",
+            "--nic", "auto", "--wait", "-f", "json", "web two",
+        )
+    )  # fmt: skip
+    assert booted["status"] == "ACTIVE"
+    assert VirtualMachine.objects.get(uuid=booted["id"]).disk_image_id == image.pk

@@ -2,10 +2,10 @@
 
 It serves every host URI no other backend claimed (``hosts.driver.base``), with every call of
 ``HostDriver``: domains (``domains``), storage volumes (``volumes``, ``storage``), what reaches a
-guest (``guests``, ``serial``), migration with storage (``migration``). Connections are cached
-per process and per URI, kept alive, and reopened after a failure (``connection``); libvirt
-errors become ``DriverError``s with a message a person can act on. Lifecycle events come
-through ``events``.
+guest (``guests``, ``serial``), migration with storage (``migration``), a disk copied off its
+host as an image (``exports``). Connections are cached per process and per URI, kept alive,
+and reopened after a failure (``connection``); libvirt errors become ``DriverError``s with a
+message a person can act on. Lifecycle events come through ``events``.
 """
 
 from hosts.driver.libvirt.domains import (
@@ -26,6 +26,7 @@ from hosts.driver.libvirt.domains import (
     take_snapshot,
     undefine,
 )
+from hosts.driver.libvirt.exports import export_disk
 from hosts.driver.libvirt.guests import (
     carry_log,
     guest_info,
@@ -55,6 +56,7 @@ __all__ = [
     "delete_volume",
     "domain_power_state",
     "ensure_pool",
+    "export_disk",
     "guest_info",
     "has_serial_consoles",
     "delete_snapshot",

@@ -35,6 +35,11 @@ def log_volume(uuid: str) -> str:
     return f"{uuid}.log"
 
 
+def export_volume(uuid: str) -> str:
+    """The temporary copy of the guest's disk while an image is made of it (``exports``)."""
+    return f"{uuid}-export.qcow2"
+
+
 def devices_xml(conn: libvirt.virConnect, uuid: str, devices: GuestDevices) -> str:
     """The ``<devices>`` children for ``devices``, paths resolved in the host's pool."""
     pool = active_pool(conn, devices.storage_pool)
@@ -197,14 +202,15 @@ def read_volume(uri: str, name: str, pool_name: str = STORAGE_POOL) -> bytes | N
 
 
 def remove_guest_files(uri: str, uuid: str, pool_name: str = STORAGE_POOL) -> None:
-    """Delete the guest's seed and serial log from the pool; missing ones are fine."""
+    """Delete the guest's seed and serial log from the pool (and a copy of its disk an image
+    job cut short left there); missing ones are fine."""
 
     def run(conn):
         pool = active_pool(conn, pool_name)
         if pool is None:
             return
         storage.refresh(pool)
-        for name in (seed_volume(uuid), log_volume(uuid)):
+        for name in (seed_volume(uuid), log_volume(uuid), export_volume(uuid)):
             try:
                 pool.storageVolLookupByName(name).delete(0)
             except libvirt.libvirtError as exc:

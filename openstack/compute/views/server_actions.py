@@ -7,7 +7,8 @@ start), and both of Nova's ways of holding a guest, ``pause``/``unpause`` and
 suspend and resume jobs; the server shows ``PAUSED`` either way, and either verb releases it).
 Each answers Nova's 202 once its job is queued, and Nova's 409 ("Cannot 'suspend' instance …
 while it is in vm_state …") when the server cannot take it from its state. Consoles:
-``os-getConsoleOutput`` (the serial log) and ``os-getVNCConsole`` (the screen's URL).
+``os-getConsoleOutput`` (the serial log) and ``os-getVNCConsole`` (the screen's URL). Images:
+``createImage``, an image of its disk made by Corral's job (``services.image_of_server``).
 
 An action Nova has and Corral does not (lock, shelve, resize, rescue…) is a 400 saying so and
 what to do instead; a name Nova does not know either is Nova's own 400, "There is no such
@@ -21,9 +22,10 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
 from hosts.models import ConsoleLog, JobKind
-from openstack.compute import services
+from openstack.compute import bodies, services
 from openstack.compute.base import Conflict, policy_refused
 from openstack.compute.views.servers import OPERATE, ServerViews, console_url
+from openstack.identity.catalog import base_url
 from project.access.permissions import holds
 
 
@@ -55,7 +57,6 @@ NOT_TAKEN = {
     "confirmResize": ("resize servers", "create a server with the other flavor"),
     "revertResize": ("resize servers", "create a server with the other flavor"),
     "rebuild": ("rebuild servers", "delete it and create another from the image"),
-    "createImage": ("make images of servers", "upload an image to Glance (image create)"),
     "createBackup": ("back servers up", "upload an image to Glance (image create)"),
     "migrate": ("migrate servers through Nova's API", MOVED_BY_CORRAL),
     "os-migrateLive": ("migrate servers through Nova's API", MOVED_BY_CORRAL),
@@ -138,6 +139,15 @@ class ServerActionView(ServerViews):
             text = "".join(lines[-length:]) if length else ""
         return Response({"output": text})
 
+    def create_image(self, vm, argument):
+        """Nova's 202, the new image's URL in ``Location`` (where Nova names it before 2.45,
+        the microversions Corral serves); the image is saving until its job has made it."""
+        name, metadata = bodies.image_request(argument)
+        image = services.image_of_server(self.request.user, vm, name, metadata)
+        response = Response(status=status.HTTP_202_ACCEPTED)
+        response["Location"] = f"{base_url(self.request)}/image/v2/images/{image.uuid}"
+        return response
+
     def vnc_console(self, vm, argument):
         kind = (argument or {}).get("type") if isinstance(argument, dict) else None
         if kind != "novnc":
@@ -155,6 +165,7 @@ ACTIONS = {
     "resume": ServerActionView.resume,
     "os-getConsoleOutput": ServerActionView.console_output,
     "os-getVNCConsole": ServerActionView.vnc_console,
+    "createImage": ServerActionView.create_image,
 }
 
 

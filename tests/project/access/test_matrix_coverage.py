@@ -95,6 +95,8 @@ NOT_IN_THE_MATRIX = {
     "tests/hosts/guests/test_console_pages.py: operate on the VM, 404 for everyone else",
     "POST /api/vms/{id}/serial-console/": "tests/hosts/guests/test_serial_terminal.py and "
     "tests/hosts/guests/test_console_pages.py: operate on the VM, 404 for everyone else",
+    "POST /api/vms/{id}/image/": "tests/hosts/images/test_images_from_vms.py: its holder or "
+    "who may operate it, 404 for everyone else (a viewer too)",
     "GET /api/jobs/": "tests/hosts/jobs/test_jobs_api.py: jobs on the VMs the caller may see",
     "GET /api/jobs/{id}/": "tests/hosts/jobs/test_jobs_api.py: 404 for a job on a hidden VM",
     "POST /api/jobs/{id}/cancel/": "tests/hosts/jobs/test_jobs_api.py: cancel_job, or the "
