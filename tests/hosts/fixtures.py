@@ -229,6 +229,20 @@ def run_pending_jobs() -> list:
 
 
 @pytest.fixture
+def qemu_host(qemu_daemons, make_cluster):
+    """The first QEMU host in a cluster of its own, synced; what its VMs leave is removed."""
+    from hosts.driver.libvirt import volumes
+
+    host = Host.objects.create(name=unique("qemu"), cluster=make_cluster(), uri=qemu_daemons[0].uri)
+    sync.sync_host(host.pk)
+    host.refresh_from_db()
+    yield host
+    for vm in VirtualMachine.objects.filter(cluster=host.cluster):
+        driver.undefine(host.uri, str(vm.uuid))
+        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+
+
+@pytest.fixture
 def ssh_lab_host(qemu_daemons, make_cluster):
     """The first QEMU host in a cluster of its own, publishing its guests' SSH ports on the
     loopback as ``make run``'s lab does; what its VMs leave there is removed afterwards."""

@@ -35,15 +35,9 @@ BOOTED = "corral-guest: booted"
 
 
 @pytest.fixture
-def qemu_cluster(qemu_daemons, make_cluster):
-    """The first QEMU host in a cluster of its own, synced; what its VMs leave is removed."""
-    cluster = make_cluster()
-    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=qemu_daemons[0].uri)
-    sync.sync_host(host.pk)
-    yield cluster
-    for vm in VirtualMachine.objects.filter(cluster=cluster):
-        driver.undefine(host.uri, str(vm.uuid))
-        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
+def qemu_cluster(qemu_host):
+    """The cluster of the first QEMU host (``qemu_host``), alone in it."""
+    return qemu_host.cluster
 
 
 @pytest.fixture

@@ -9,22 +9,14 @@ import libvirt
 import pytest
 from django.db import connection
 
-from hosts import images, jobs, sync
+from hosts import images, jobs
 from hosts.driver.libvirt import volumes
 from hosts.models import CopyState, Host, Image, ImageCopy, Job, JobKind, JobState
 from hosts.operations import OPERATION_BY_KIND
-from tests.conftest import holding, lock_waiters, unique, wait_until
+from tests.conftest import holding, lock_waiters, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
-
-
-@pytest.fixture
-def qemu_host(qemu_daemons, make_cluster):
-    host = Host.objects.create(name=unique("qemu"), cluster=make_cluster(), uri=qemu_daemons[0].uri)
-    sync.sync_host(host.pk)
-    host.refresh_from_db()
-    return host
 
 
 def _volumes(host: Host) -> set[str]:

@@ -12,8 +12,7 @@ import libvirt
 import libvirt_qemu
 import pytest
 
-from hosts import driver, jobs, sync
-from hosts.driver.libvirt import volumes
+from hosts import driver, jobs
 from hosts.models import Host, Image, Job, JobState, Template, VirtualMachine
 from hosts.operations import OPERATION_BY_KIND
 from tests.conftest import unique, wait_until
@@ -22,18 +21,6 @@ from tests.hosts.images.uploads import upload_file
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 AGENT_TIMEOUT_S = 10
 MARKER_PATH = "/mnt/state/marker"
-
-
-@pytest.fixture
-def qemu_host(qemu_daemons, make_cluster):
-    """The first QEMU host in a cluster of its own, synced; what its VMs leave is removed."""
-    cluster = make_cluster()
-    host = Host.objects.create(name=unique("qemu"), cluster=cluster, uri=qemu_daemons[0].uri)
-    sync.sync_host(host.pk)
-    yield host
-    for vm in VirtualMachine.objects.filter(cluster=cluster):
-        driver.undefine(host.uri, str(vm.uuid))
-        volumes.delete(host.uri, "corral", f"{vm.uuid}.qcow2")
 
 
 @pytest.fixture
