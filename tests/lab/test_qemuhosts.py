@@ -1,5 +1,6 @@
 """Real QEMU hosts (lab/qemuhosts.py): started with a storage pool, stopped leaving nothing."""
 
+import re
 import shutil
 from io import StringIO
 from pathlib import Path
@@ -116,7 +117,7 @@ def test_simhosts_command_starts_registers_and_stops_qemu_hosts(db, simhosts_dir
     out = StringIO()
     call_command("simhosts", "stop", stdout=out)
 
-    assert out.getvalue().strip() == "qemu-qemu-1: stopped"
+    assert re.fullmatch(r"qemu-qemu-1: stopped \(\d+\.\d s\)", out.getvalue().strip())
     with pytest.raises(driver.HostUnreachable):
         driver.host_report(host.uri)
 

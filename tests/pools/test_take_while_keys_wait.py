@@ -29,7 +29,7 @@ def test_a_vm_is_taken_at_once_while_its_keys_job_waits_and_its_holders_keys_com
     [waiting] = Job.objects.filter(vm=vm, kind=JobKind.GUEST_KEYS)
     worker = job_in_thread(waiting)
     wait_until(
-        lambda: Job.objects.get(pk=waiting.pk).step.startswith("Putting nobody's SSH keys"),
+        lambda: Job.objects.get(pk=waiting.pk).step.startswith("Taking the last holder's SSH keys"),
         message="the keys job never began waiting for the agent",
     )
     user = pool_user(pool)
