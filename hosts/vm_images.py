@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 
 from hosts import checks, driver, image_access, images, jobs, quotas
 from hosts.error_codes import HostErrorCode, JobErrorCode
+from hosts.guests.consoles import OPERATE
 from hosts.models import (
     Cluster,
     Image,
@@ -41,7 +42,6 @@ from hosts.models.jobs import ACTIVE_JOB_STATES
 from project.access.permissions import holds
 from project.errors import Refused
 
-OPERATE = "hosts.operate_virtualmachine"
 # What a VM may be when an image of it is asked for (and no job is queued on it): stopped, or
 # running (copied live when its agent can freeze its filesystems, else stopped and started
 # again). A paused guest can neither be frozen nor shut down cleanly.

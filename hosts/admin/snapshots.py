@@ -18,11 +18,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from hosts import snapshots
+from hosts.guests.consoles import OPERATE
 from hosts.models import SnapshotStatus, VirtualMachine, VmSnapshot
 from project.access.permissions import holds, restrict
 from project.errors import Refused
-
-OPERATE = "hosts.operate_virtualmachine"
 
 
 def _revert_loses(snapshot: VmSnapshot) -> str:

@@ -11,11 +11,11 @@ from rest_framework.response import Response
 
 from hosts import snapshots
 from hosts.api.serializers import JobSerializer
+from hosts.guests.consoles import OPERATE
 from hosts.models import VmSnapshot
 from project.access.permissions import holds
 from project.names import validate_object_name
 
-OPERATE = "hosts.operate_virtualmachine"
 SID = OpenApiParameter("sid", int, OpenApiParameter.PATH, description="The snapshot's id.")
 
 

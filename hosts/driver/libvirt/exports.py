@@ -33,7 +33,7 @@ from hosts.driver.base import (
 from hosts.driver.libvirt import storage
 from hosts.driver.libvirt.connection import call
 from hosts.driver.libvirt.guests import export_volume
-from hosts.driver.libvirt.volumes import running_pool
+from hosts.driver.libvirt.volumes import lookup_volume, running_pool
 
 CHUNK = 256 * 1024
 POLL_S = 0.1
@@ -60,12 +60,12 @@ def export_disk(
         dom = conn.lookupByUUIDString(uuid)
         pool = running_pool(conn, pool_name)
         storage.refresh(pool)
-        source = _volume(pool, volume_name)
+        source = lookup_volume(pool, volume_name)
         if source is None:
             raise DriverError(
                 "The VM has no disk on its host.", detail=f"{uri}: no volume {volume_name}"
             )
-        _delete(_volume(pool, export_volume(uuid)))  # left by a copy that was cut short
+        _delete(lookup_volume(pool, export_volume(uuid)))  # left by a copy that was cut short
         running = dom.isActive()
         if running and quiesce and not _agent_answers(dom):
             raise GuestAgentUnavailable(NO_AGENT, uri=uri)
@@ -93,15 +93,6 @@ def export_disk(
         with contextlib.suppress(OSError):
             os.unlink(target)
         raise
-
-
-def _volume(pool: libvirt.virStoragePool, name: str) -> libvirt.virStorageVol | None:
-    try:
-        return pool.storageVolLookupByName(name)
-    except libvirt.libvirtError as exc:
-        if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_VOL:
-            raise
-        return None
 
 
 def _delete(volume: libvirt.virStorageVol | None) -> None:

@@ -71,7 +71,8 @@ def pool_space(conn: libvirt.virConnect, name: str) -> PoolSpace | None:
     return PoolSpace(capacity, available)
 
 
-def _volume(pool: libvirt.virStoragePool, name: str) -> libvirt.virStorageVol | None:
+def lookup_volume(pool: libvirt.virStoragePool, name: str) -> libvirt.virStorageVol | None:
+    """The pool's volume ``name``, or None when it has none of that name."""
     try:
         return pool.storageVolLookupByName(name)
     except libvirt.libvirtError as exc:
@@ -86,7 +87,7 @@ def volume_path(uri: str, pool_name: str, name: str) -> str | None:
     def read(conn):
         pool = running_pool(conn, pool_name)
         storage.refresh(pool)
-        volume = _volume(pool, name)
+        volume = lookup_volume(pool, name)
         return volume.path() if volume is not None else None
 
     return call(uri, "look up a volume", read, retry=True)
@@ -102,7 +103,7 @@ def upload(
     def run(conn):
         pool = running_pool(conn, pool_name, pool_path)
         storage.refresh(pool)
-        old = _volume(pool, name)
+        old = lookup_volume(pool, name)
         if old is not None:
             old.delete(0)
         with open(source, "rb") as fh:
@@ -177,7 +178,7 @@ def create_disk(
     def run(conn):
         pool = running_pool(conn, pool_name)
         storage.refresh(pool)
-        existing = _volume(pool, name)
+        existing = lookup_volume(pool, name)
         if existing is not None:
             if not replace:
                 return existing.path()
@@ -200,7 +201,7 @@ def delete(uri: str, pool_name: str, name: str) -> bool:
         if not pool.isActive():
             return False
         storage.refresh(pool)
-        volume = _volume(pool, name)
+        volume = lookup_volume(pool, name)
         if volume is None:
             return False
         try:
