@@ -10,6 +10,7 @@ from hosts import checks, jobs, quotas, template_access
 from hosts.error_codes import HostErrorCode
 from hosts.models import Host, HostStatus, Job, JobKind, VirtualMachine, VmStatus
 from hosts.models.jobs import ACTIVE_JOB_STATES
+from hosts.models.snapshots import why_it_stays
 from hosts.signals import host_withdrawn
 from project import events
 from project.access.grants import grant_role
@@ -149,13 +150,8 @@ def request_operation(
 def refuse_moving_snapshots(vm: VirtualMachine) -> None:
     """Refuse to move a VM that has snapshots: they live inside its disk on its host, and
     libvirt moves no internal snapshots."""
-    count = vm.snapshots.count()
-    if count:
-        raise Refused(
-            HostErrorCode.HAS_SNAPSHOTS,
-            f"VM {vm.name} has {count} snapshot{'s' if count != 1 else ''}, kept in its disk on "
-            f"its host; a VM with snapshots does not move. Delete them to migrate it.",
-        )
+    if why := why_it_stays(vm):
+        raise Refused(HostErrorCode.HAS_SNAPSHOTS, why)
 
 
 NOT_HELD_OUTSIDE_POOLS = "VM {vm.name} is in no pool; only a pool's VMs are held for the admins."

@@ -17,7 +17,7 @@ at a time per VM), each row a ``VmSnapshot``.
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from hosts import jobs, quotas, services
 from hosts.error_codes import HostErrorCode
@@ -65,22 +65,15 @@ def take(
         )
     holder = vm.owner if vm.owner_id is not None else requested_by
     quotas.charge(holder, quotas.for_snapshot(vm, memory))
-    try:
-        with transaction.atomic():
-            snapshot = VmSnapshot.objects.create(
-                vm=vm,
-                name=name,
-                description=description,
-                memory=memory,
-                owner=holder,
-                disk_gb=quotas.snapshot_disk_gb(vm, memory),
-            )
-    except IntegrityError as exc:
-        raise Refused(
-            HostErrorCode.SNAPSHOT_NAME_TAKEN,
-            f"VM {vm.name} has a snapshot named {name} already.",
-            field="name",
-        ) from exc
+    # The VM's row is locked: no other snapshot of it can take the name meanwhile.
+    snapshot = VmSnapshot.objects.create(
+        vm=vm,
+        name=name,
+        description=description,
+        memory=memory,
+        owner=holder,
+        disk_gb=quotas.snapshot_disk_gb(vm, memory),
+    )
     job = services.request_operation(
         vm,
         JobKind.SNAPSHOT,

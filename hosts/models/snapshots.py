@@ -63,3 +63,15 @@ class VmSnapshot(models.Model):
     def libvirt_name(self) -> str:
         """Its name on the host: Corral's own, never a user's words."""
         return f"corral-snapshot-{self.pk}"
+
+
+def why_it_stays(vm, where: str = "its host") -> str:
+    """Why ``vm`` does not move ("" when nothing holds it): its snapshots, kept in its disk on
+    its host (``where``), which libvirt does not move. One query."""
+    count = VmSnapshot.objects.filter(vm=vm).count()
+    if not count:
+        return ""
+    return (
+        f"VM {vm.name} has {count} snapshot{'s' if count != 1 else ''}, kept in its disk on "
+        f"{where}; a VM with snapshots does not move. Delete them to migrate it."
+    )

@@ -13,6 +13,7 @@ from hosts.guests import cloudinit
 from hosts.host_choice import NoHostAvailable, decision, place
 from hosts.jobs import JobContext, JobFailed
 from hosts.models import Host, VirtualMachine, VmStatus
+from hosts.models.snapshots import why_it_stays
 from hosts.operations import disks
 from hosts.operations.common import (
     RUNNING,
@@ -33,15 +34,9 @@ from hosts.operations.common import (
 def migrate(ctx: JobContext) -> dict:
     vm = ctx.refresh_vm()
     source = vm.host
-    count = vm.snapshots.count()
-    if count:
-        # The balancer and maintenance queue migrations without asking: say why it stays.
-        raise JobFailed(
-            JobErrorCode.HAS_SNAPSHOTS,
-            f"VM {vm.name} has {count} snapshot{'s' if count != 1 else ''}, kept in its disk on "
-            f"{source.name if source else 'its host'}; a VM with snapshots does not move. "
-            "Delete them to migrate it.",
-        )
+    # The balancer and maintenance queue migrations without asking: say why it stays.
+    if why := why_it_stays(vm, source.name if source else "its host"):
+        raise JobFailed(JobErrorCode.HAS_SNAPSHOTS, why)
     state = current_state(vm)
     if state not in RUNNING | {"paused"}:
         raise JobFailed(
