@@ -101,35 +101,44 @@ def _snapshot(user, vm_id: int, snapshot_id: int) -> VmSnapshot:
     return snapshot
 
 
+def _queue(request, vm_id: int, snapshot_id: int, queue, said) -> object:
+    """Queue ``queue(snapshot, requested_by=...)`` on one of the VM's snapshots, then back to
+    the VM's page: ``said(snapshot, job)`` as a message, or the refusal's."""
+    snapshot = _snapshot(request.user, vm_id, snapshot_id)
+    try:
+        job = queue(snapshot, requested_by=request.user)
+    except Refused as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.info(request, said(snapshot, job))
+    return redirect("portal:vm", vm_id=vm_id)
+
+
 @require_POST
 @login_required
 def vm_snapshot_revert(request, vm_id: int, snapshot_id: int):
     """Queue bringing the VM back to one of its snapshots; a refusal is a message."""
-    snapshot = _snapshot(request.user, vm_id, snapshot_id)
-    try:
-        job = snapshots.revert(snapshot, requested_by=request.user)
-    except Refused as refused:
-        messages.error(request, refused.message)
-    else:
-        messages.info(
-            request,
-            f"VM {snapshot.vm.name} goes back to snapshot {snapshot.name} (job {job.pk}).",
-        )
-    return redirect("portal:vm", vm_id=vm_id)
+    return _queue(
+        request,
+        vm_id,
+        snapshot_id,
+        snapshots.revert,
+        lambda snapshot, job: (
+            f"VM {snapshot.vm.name} goes back to snapshot {snapshot.name} (job {job.pk})."
+        ),
+    )
 
 
 @require_POST
 @login_required
 def vm_snapshot_delete(request, vm_id: int, snapshot_id: int):
     """Queue deleting one of the VM's snapshots; a refusal is a message."""
-    snapshot = _snapshot(request.user, vm_id, snapshot_id)
-    try:
-        job = snapshots.delete(snapshot, requested_by=request.user)
-    except Refused as refused:
-        messages.error(request, refused.message)
-    else:
-        messages.info(
-            request,
-            f"Snapshot {snapshot.name} of VM {snapshot.vm.name} is being deleted (job {job.pk}).",
-        )
-    return redirect("portal:vm", vm_id=vm_id)
+    return _queue(
+        request,
+        vm_id,
+        snapshot_id,
+        snapshots.delete,
+        lambda snapshot, job: (
+            f"Snapshot {snapshot.name} of VM {snapshot.vm.name} is being deleted (job {job.pk})."
+        ),
+    )

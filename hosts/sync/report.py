@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hosts import driver, samples
+from hosts.driver.base import scheme
 from hosts.models import (
     HOLDING_STATUSES,
     ExternalDomain,
@@ -395,15 +396,21 @@ class _ExternalChanges:
             )
 
 
+def test_drivers_own_domain(uri: str) -> str | None:
+    """The UUID of the domain libvirt's test driver makes at its start, on a host it serves
+    (``uri``); None on any other host."""
+    if scheme(uri).partition("+")[0] != TEST_DRIVER:
+        return None
+    return TEST_DRIVERS_OWN_DOMAIN[0]
+
+
 def _test_drivers_own(host: Host, domain: driver.DomainReport) -> bool:
     """Whether ``domain`` is the one libvirt's test driver makes at its start (``test``, of a
     fixed UUID) on a host served by that driver (a simulated host): part of the simulation,
     not a domain anyone put on the host, so not listed as one Corral does not manage. Only
     that exact domain, only on test-driver URIs."""
-    return (
-        host.uri.split(":", 1)[0].partition("+")[0] == TEST_DRIVER
-        and (domain.uuid, domain.name) == TEST_DRIVERS_OWN_DOMAIN
-    )
+    own = test_drivers_own_domain(host.uri)
+    return (own, TEST_DRIVERS_OWN_DOMAIN[1]) == (domain.uuid, domain.name)
 
 
 def _external_changes(host: Host, domains: list[driver.DomainReport]) -> _ExternalChanges:

@@ -24,7 +24,7 @@ from hosts.models import (
     VmStatus,
 )
 from hosts.models.jobs import ACTIVE_JOB_STATES, RUNNING_JOB_STATES
-from hosts.sync.report import TEST_DRIVER, TEST_DRIVERS_OWN_DOMAIN
+from hosts.sync.report import test_drivers_own_domain
 from lab.hostview import disagreements
 from lab.soak.faults import db
 from leases.models import Reservation
@@ -229,11 +229,7 @@ def _unknown_domains() -> list[str]:
         found = host_domains(hosts, pool)
     names = {host.pk: host.name for host in hosts}
     # libvirt's test driver's own domain, which the sync does not list (hosts.sync.report).
-    own = {
-        host.pk: TEST_DRIVERS_OWN_DOMAIN[0]
-        for host in hosts
-        if host.uri.split(":", 1)[0].partition("+")[0] == TEST_DRIVER
-    }
+    own = {host.pk: test_drivers_own_domain(host.uri) for host in hosts}
     wrong = [f"{names[h]} did not answer" for h in names if h not in found]
     for host_id, domains in found.items():
         for uuid in domains:
