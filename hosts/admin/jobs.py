@@ -21,6 +21,16 @@ def to_the_second(moment) -> str:
     return date_format(timezone.localtime(moment), TO_THE_SECOND) if moment else "—"
 
 
+def _moment(field: str, description: str):
+    """A read-only column of one of the job's times, to the second."""
+
+    @admin.display(description=description)
+    def column(self, obj):
+        return to_the_second(getattr(obj, field))
+
+    return column
+
+
 @admin.register(Job)
 class JobAdmin(ScopedAdmin):
     """Jobs are made by operations, never by hand; admins follow and cancel them here."""
@@ -114,29 +124,15 @@ class JobAdmin(ScopedAdmin):
     def outcome(self, obj):
         return result_html(obj.result)
 
-    @admin.display(description="queued")
-    def queued(self, obj):
-        return to_the_second(obj.created_at)
-
-    @admin.display(description="handed to a worker")
-    def dispatched(self, obj):
-        return to_the_second(obj.dispatched_at)
-
-    @admin.display(description="started")
-    def started(self, obj):
-        return to_the_second(obj.started_at)
-
-    @admin.display(description="finished")
-    def finished(self, obj):
-        return to_the_second(obj.finished_at)
+    queued = _moment("created_at", "queued")
+    dispatched = _moment("dispatched_at", "handed to a worker")
+    started = _moment("started_at", "started")
+    finished = _moment("finished_at", "finished")
+    heartbeat = _moment("heartbeat_at", "last heartbeat")
 
     @admin.display(description="took")
     def took(self, obj):
         return obj.took or "—"
-
-    @admin.display(description="last heartbeat")
-    def heartbeat(self, obj):
-        return to_the_second(obj.heartbeat_at)
 
     @admin.display(description="task worker")
     def task_worker(self, obj):
