@@ -401,24 +401,28 @@ def real_guests(measure):
             ),
         ]
     finally:
-        for vm in VirtualMachine.objects.filter(cluster__name="bench-qemu"):
-            for daemon in daemons:
-                with contextlib.suppress(Exception):
-                    driver.undefine(daemon.uri, str(vm.uuid))
+        tear_down(daemons, store)
+
+
+def tear_down(daemons, *folders: Path, cluster: str = "bench-qemu") -> None:
+    """Undo what a scenario set up: its VMs taken off the hosts, the hosts' daemons stopped
+    with all they left, its folders and its rows (so that the scenarios after it start clean)."""
+    for vm in VirtualMachine.objects.filter(cluster__name=cluster):
         for daemon in daemons:
-            qemuhosts.stop(daemon)
-            qemuhosts.kill_leftovers(daemon)
-            shutil.rmtree(daemon.directory, ignore_errors=True)
-        shutil.rmtree(store, ignore_errors=True)
-        _remove_rows()
-
-
-def _remove_rows() -> None:
-    """What the scenario made in the database, so that the scenarios after it start clean."""
-    VirtualMachine.objects.filter(cluster__name="bench-qemu").delete()
-    VmPool.objects.filter(cluster__name="bench-qemu").delete()
-    Host.objects.filter(cluster__name="bench-qemu").delete()
-    Cluster.objects.filter(name="bench-qemu").delete()
+            with contextlib.suppress(Exception):
+                driver.undefine(daemon.uri, str(vm.uuid))
+    for daemon in daemons:
+        qemuhosts.stop(daemon)
+        qemuhosts.kill_leftovers(daemon)
+        shutil.rmtree(daemon.directory, ignore_errors=True)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    Job.objects.filter(host__cluster__name=cluster).delete()
+    Job.objects.filter(vm__cluster__name=cluster).delete()
+    VirtualMachine.objects.filter(cluster__name=cluster).delete()
+    VmPool.objects.filter(cluster__name=cluster).delete()
+    Host.objects.filter(cluster__name=cluster).delete()
+    Cluster.objects.filter(name=cluster).delete()
     Template.objects.filter(name__startswith="bench-").delete()
     Image.objects.filter(name__startswith="bench-").delete()
 
@@ -490,17 +494,7 @@ def cloud_image_boot(measure):
             )
         ]
     finally:
-        for vm in VirtualMachine.objects.filter(cluster__name="bench-qemu"):
-            with contextlib.suppress(Exception):
-                driver.undefine(daemon.uri, str(vm.uuid))
-        qemuhosts.stop(daemon)
-        qemuhosts.kill_leftovers(daemon)
-        shutil.rmtree(daemon.directory, ignore_errors=True)
-        shutil.rmtree(store, ignore_errors=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        Job.objects.filter(host__cluster__name="bench-qemu").delete()
-        Job.objects.filter(vm__cluster__name="bench-qemu").delete()
-        _remove_rows()
+        tear_down([daemon], store, folder)
 
 
 def _boots(host: Host, vm: VirtualMachine) -> int:
@@ -691,16 +685,7 @@ def images_from_vms(measure):
         )
         return rows + _cloud_image_rows(host, owner)
     finally:
-        for vm in VirtualMachine.objects.filter(cluster__name="bench-qemu"):
-            with contextlib.suppress(Exception):
-                driver.undefine(daemon.uri, str(vm.uuid))
-        qemuhosts.stop(daemon)
-        qemuhosts.kill_leftovers(daemon)
-        shutil.rmtree(daemon.directory, ignore_errors=True)
-        shutil.rmtree(store, ignore_errors=True)
-        Job.objects.filter(host__cluster__name="bench-qemu").delete()
-        Job.objects.filter(vm__cluster__name="bench-qemu").delete()
-        _remove_rows()
+        tear_down([daemon], store)
 
 
 def _cloud_image_rows(host: Host, owner) -> list[tuple]:

@@ -8,7 +8,6 @@ run.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import statistics
 import tempfile
@@ -18,9 +17,9 @@ from pathlib import Path
 import libvirt
 from django.conf import settings
 
-from bench.qemu_scenarios import FIRST_LINE, _lab_host, _serial_log, _template, _wait
-from hosts import driver, jobs
-from hosts.models import Cluster, Host, Job, JobKind, JobState, Template, VirtualMachine, VmSnapshot
+from bench.qemu_scenarios import FIRST_LINE, _lab_host, _serial_log, _template, _wait, tear_down
+from hosts import jobs
+from hosts.models import Cluster, Host, JobKind, JobState, VirtualMachine, VmSnapshot
 from hosts.operations import OPERATION_BY_KIND
 from lab import qemuhosts, tinyguest
 
@@ -125,15 +124,4 @@ def real_snapshots(measure):
         accel = "KVM" if Host.objects.get(pk=host.pk).domain_type == "kvm" else "TCG"
         return [(f"{name} ({accel})", *rest) for name, *rest in rows]
     finally:
-        for vm in VirtualMachine.objects.filter(cluster__name=CLUSTER):
-            with contextlib.suppress(Exception):
-                driver.undefine(daemon.uri, str(vm.uuid))
-        qemuhosts.stop(daemon)
-        qemuhosts.kill_leftovers(daemon)
-        shutil.rmtree(daemon.directory, ignore_errors=True)
-        shutil.rmtree(store, ignore_errors=True)
-        Job.objects.filter(vm__cluster__name=CLUSTER).delete()
-        VirtualMachine.objects.filter(cluster__name=CLUSTER).delete()
-        Host.objects.filter(cluster__name=CLUSTER).delete()
-        Cluster.objects.filter(name=CLUSTER).delete()
-        Template.objects.filter(name="bench-snapshot-tiny").delete()
+        tear_down([daemon], store, cluster=CLUSTER)
