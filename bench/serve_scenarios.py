@@ -37,7 +37,7 @@ from rest_framework.test import APIClient
 
 from bench.fleet import make_pool, remove_pools
 from hosts.models import Quota, VirtualMachine
-from lab.childprocess import asgi_command, child_env, free_port
+from lab.childprocess import SERVE_ENV, asgi_command, child_env, free_port
 from project.access import tokens as api_tokens
 from project.access.grants import grant_role
 from project.live.event_scopes import event_keys
@@ -47,8 +47,6 @@ User = get_user_model()
 REPO = Path(__file__).resolve().parent.parent
 CONCURRENCY = 8
 REQUESTS = 400
-# The web tier's settings as `make serve` sets them (Makefile).
-SERVE_ENV = {"CONN_MAX_AGE": 0, "CORRAL_DB_POOL_SIZE": 20}
 SERVE_WORKERS = 2
 
 

@@ -39,7 +39,7 @@ from django.test import Client
 
 from bench.fleet import make_pool, remove_pools
 from hosts.models import Job, VirtualMachine
-from lab.childprocess import asgi_command, child_env, free_port
+from lab.childprocess import SERVE_ENV, asgi_command, child_env, free_port
 from project import events
 from project.access import tokens as api_tokens
 from project.access.grants import grant_role
@@ -78,9 +78,7 @@ class Server:
             DJANGO_SETTINGS_MODULE="project.test_settings",
             DEBUG="0",
             ALLOWED_HOSTS="127.0.0.1",
-            CORRAL_DB_POOL_SIZE="20",  # as `make serve`
-            CONN_MAX_AGE="0",
-            **env,
+            **{**SERVE_ENV, **env},
         )
         self.workers = workers
         self.command = command or [

@@ -42,6 +42,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+# The web tier's database settings as `make serve` sets them (Makefile): a pool of connections
+# per process, none kept after a request.
+SERVE_ENV = {"CORRAL_DB_POOL_SIZE": "20", "CONN_MAX_AGE": "0"}
+
+
 def asgi_command(bind: str, workers: int, *, share_port: bool = False) -> list[str]:
     """The ASGI web tier as `make serve` runs it (gunicorn supervising uvicorn workers), on
     ``bind`` (host:port) with ``workers`` processes. ``share_port``: as `make serve`, the port
