@@ -284,16 +284,22 @@ def log_in(page, user, password: str = PASSWORD) -> None:
 
 @pytest.fixture
 def running_tasks(task_cluster, tmp_path):
-    """running_tasks(pre_start_seconds=0) -> a task cluster on the test database; with
-    ``pre_start_seconds``, every VM start first runs a hook that takes that long."""
+    """running_tasks(starts_wait_for=None) -> a task cluster on the test database; with
+    ``starts_wait_for`` (a path), every VM start first runs a hook that waits until that file
+    exists (at most VM_START_MS), so that a test sees a start midway however loaded the
+    machine is, and lets it finish by creating the file."""
 
-    def start(pre_start_seconds: float = 0):
+    def start(starts_wait_for: Path | None = None):
         hooks = tmp_path / "hooks"
-        if pre_start_seconds:
+        if starts_wait_for is not None:
             folder = hooks / "vm-pre-start"
             folder.mkdir(parents=True)
             script = folder / "50-wait"
-            script.write_text(f"#!/bin/sh\nsleep {pre_start_seconds}\n")
+            tenths = VM_START_MS // 100
+            script.write_text(
+                f"#!/bin/sh\nfor _ in $(seq {tenths}); do\n"
+                f"  [ -e '{starts_wait_for}' ] && exit 0; sleep 0.1\ndone\n"
+            )
             script.chmod(0o755)
         # A short-lived ticker, so that stopping the cluster does not wait for a long one.
         return task_cluster(CORRAL_HOOKS_DIR=hooks, CORRAL_TICKER_RUN_SECONDS=1)

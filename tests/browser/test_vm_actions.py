@@ -21,11 +21,12 @@ def expect_offered(page, offered: set[str], timeout: float | None = None) -> Non
 
 
 def test_a_vm_offers_only_what_its_state_allows_and_follows_it_live(
-    page, sim_pool, pool_user, running_tasks
+    page, sim_pool, pool_user, running_tasks, tmp_path
 ):
     pool = sim_pool(size=1, prestarted_vms=0)
     user = pool_user(pool)
-    wait_until_ready(pool, running_tasks(pre_start_seconds=2))
+    go_on = tmp_path / "go-on"
+    wait_until_ready(pool, running_tasks(starts_wait_for=go_on))
     log_in(page, user)
     page.locator(f'section.card.pool[data-pool="{pool.name}"]').get_by_role(
         "button", name="Take a VM"
@@ -34,6 +35,7 @@ def test_a_vm_offers_only_what_its_state_allows_and_follows_it_live(
     page.evaluate("window.marker = 1")
 
     expect_offered(page, set())
+    go_on.touch()  # the start goes on past its hook
     expect(page.locator("#vm-status")).to_have_attribute(
         "data-status", VmStatus.UP, timeout=VM_START_MS
     )

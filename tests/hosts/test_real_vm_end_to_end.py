@@ -257,7 +257,7 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     answer = f"{n * 7}\r\n".encode()
     url = opened.json()["url"].replace("ws://testserver", cloud.url.replace("http", "ws", 1), 1)
     line = [f"echo $(({n}*7))\n".encode()]
-    typed = asyncio.run(terminal.run(url, cloud.url, line, answer, first=b"corral@"))
+    typed = asyncio.run(terminal.run(url, cloud.url, line, answer))
     assert answer in (typed or b""), typed
     # Its screen stayed locked on the move: reaching the port there is not enough.
     port = driver.screen_port(second.uri, str(vm.uuid))

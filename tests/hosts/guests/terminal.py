@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-REPLY_S = 20  # from a line typed to its output back (TCG, on a shared machine)
+REPLY_S = 45  # from a line typed to its output back (TCG, on a machine running two suites)
 
 
 def ws_url(web, url: str) -> str:
@@ -28,22 +28,27 @@ async def run(
         except aiohttp.WSServerHandshakeError:
             return None
         async with socket:
-            seen = b""
-            async with asyncio.timeout(REPLY_S):
-                while first not in seen:
-                    message = await socket.receive()
-                    if message.type != aiohttp.WSMsgType.BINARY:
-                        break
-                    seen += message.data
+            seen = await _read_until(socket, first, b"", "the terminal's first lines")
             for line in typed:
                 if isinstance(line, bytes):
                     await socket.send_bytes(line)
                 else:
                     await socket.send_str(line)
-            async with asyncio.timeout(REPLY_S):
-                while until not in seen:
-                    message = await socket.receive()
-                    if message.type != aiohttp.WSMsgType.BINARY:
-                        break
-                    seen += message.data
-            return seen
+            return await _read_until(socket, until, seen, f"the answer to {typed!r}")
+
+
+async def _read_until(socket, wanted: bytes, seen: bytes, what: str) -> bytes:
+    """What the socket sent (after ``seen``) until ``wanted`` shows or it stops sending
+    binary frames; a timeout says what it waited for and what came."""
+    try:
+        async with asyncio.timeout(REPLY_S):
+            while wanted not in seen:
+                message = await socket.receive()
+                if message.type != aiohttp.WSMsgType.BINARY:
+                    break
+                seen += message.data
+    except TimeoutError:
+        raise AssertionError(
+            f"{wanted!r} not in {what} within {REPLY_S} s; came: {seen[-600:]!r}"
+        ) from None
+    return seen
