@@ -250,14 +250,15 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
         path, f"sessionid={browser.cookies['sessionid'].value}"
     )
     assert (moved_screen or b"")[:11] == b"RFB 003.008"
-    # Its serial terminal too: what its user types runs in its shell there.
+    # Its serial terminal too: what its user types runs in its shell there (taken just after
+    # the pool restarted it, the guest may still be booting: the line is typed again).
     opened = client_for(user).post(f"/api/vms/{vm_id}/serial-console/")
     assert opened.status_code == 201, opened.content
     n = secrets.randbelow(9000) + 1000  # an answer never shown before
     answer = f"{n * 7}\r\n".encode()
     url = opened.json()["url"].replace("ws://testserver", cloud.url.replace("http", "ws", 1), 1)
     line = [f"echo $(({n}*7))\n".encode()]
-    typed = asyncio.run(terminal.run(url, cloud.url, line, answer))
+    typed = asyncio.run(terminal.run(url, cloud.url, line, answer, retype_every=5))
     assert answer in (typed or b""), typed
     # Its screen stayed locked on the move: reaching the port there is not enough.
     port = driver.screen_port(second.uri, str(vm.uuid))
