@@ -43,7 +43,7 @@ def _x(at: datetime, start: datetime) -> float:
     )
 
 
-def _places(points: list[samples.Point], start: datetime) -> list[tuple[str, float]]:
+def places(points: list, start: datetime) -> list[tuple[str, float]]:
     """Each point's x in the chart (formatted) and its time in seconds, worked out once for
     every line."""
     origin, scale = start.timestamp(), (WIDTH - LEFT) / samples.MINUTES_KEPT.total_seconds()
@@ -51,11 +51,13 @@ def _places(points: list[samples.Point], start: datetime) -> list[tuple[str, flo
     return [(f"{LEFT + scale * (t - origin):.1f}", t) for t in seconds]
 
 
-def _path(
-    points: list[samples.Point], places: list[tuple[str, float]], field: str, top: float
-) -> str:
+def _path(points: list, places: list[tuple[str, float]], field: str, top: float) -> str:
+    """The line of ``field`` through ``points`` (named tuples of one kind: a host's, a
+    cluster's…), broken where minutes are missing."""
+    if not points:
+        return ""
     index, gap, height = (
-        samples.Point._fields.index(field),
+        type(points[0])._fields.index(field),
         GAP.total_seconds(),
         HEIGHT - BOTTOM - TOP,
     )
@@ -71,7 +73,7 @@ def _path(
     return "".join(parts)
 
 
-def _summary(chart: Chart, points: list[samples.Point]) -> str:
+def _summary(chart: Chart, points: list) -> str:
     if not points:
         return "No figures were recorded in the last 24 hours."
     sentences = []
@@ -115,9 +117,7 @@ def _axes(chart: Chart, start: datetime) -> SafeString:
     )
 
 
-def svg(
-    chart: Chart, points: list[samples.Point], places: list[tuple[str, float]], start: datetime
-) -> SafeString:
+def svg(chart: Chart, points: list, places: list[tuple[str, float]], start: datetime) -> SafeString:
     """The chart as an SVG image whose title and description say what it shows."""
     lines = format_html_join(
         "",
@@ -195,13 +195,13 @@ def last_day(host: Host, now: datetime | None = None) -> str:
     points = samples.last_day(host.pk, now)
     start = now - samples.MINUTES_KEPT
     charts = charts_for(host, points)
-    places = _places(points, start)
+    at = places(points, start)
     return render_to_string(
         "admin/hosts/host/day_charts.html",
         {
             "host": host,
-            "charts": [{"chart": c, "svg": svg(c, points, places, start)} for c in charts],
-            "hours": _hourly(points, places),
+            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in charts],
+            "hours": _hourly(points, at),
             "points": len(points),
         },
     )

@@ -1,16 +1,17 @@
-// A host's charts of the last day (its admin page): read again from the server every minute,
-// when the sync has written the host's next point.
+// The charts of the last day (a host's or a cluster's admin page, the dashboard): each box
+// marked data-day-charts is read again from the server every minute, when the next point has
+// been written.
 (function () {
   "use strict";
   var EVERY_MS = 60000;
-  var box = document.getElementById("host-day-charts");
-  if (!box || !box.dataset.refreshUrl) {
+  var boxes = Array.prototype.filter.call(
+    document.querySelectorAll("[data-day-charts]"),
+    function (box) { return box.dataset.refreshUrl; }
+  );
+  if (!boxes.length) {
     return;
   }
-  function refresh() {
-    if (document.hidden) {
-      return;
-    }
+  function refresh(box) {
     fetch(box.dataset.refreshUrl, { credentials: "same-origin" })
       .then(function (response) {
         return response.ok ? response.text() : null;
@@ -22,5 +23,9 @@
       })
       .catch(function () {}); // the next minute tries again
   }
-  setInterval(refresh, EVERY_MS);
+  setInterval(function () {
+    if (!document.hidden) {
+      boxes.forEach(refresh);
+    }
+  }, EVERY_MS);
 })();
