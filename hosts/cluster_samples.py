@@ -2,16 +2,15 @@
 hosts' load (CPU in use on average, memory given to VMs against its usable hosts' memory), its
 VMs by state and its pools' VMs free and taken.
 
-A loop (``census``, every minute) writes one point a cluster for the minute that just ended,
-from that minute's host points (``hosts.samples``) and the VMs as they stand: four statements
-whatever the number of hosts and VMs. The pruning loop turns each hour older than a day into
-one averaged point and drops hourly points older than thirty days, as for hosts: a cluster
-holds at most 1,510 minute points and 720 hourly ones (about 150 kB a cluster on PostgreSQL).
+A loop (``census``, every minute) writes one point a cluster, from its hosts and VMs as they
+stand: three statements whatever the number of hosts and VMs. The pruning loop turns each
+hour older than a day into one averaged point and drops hourly points older than thirty days,
+as for hosts: a cluster holds at most 1,510 minute points and 720 hourly ones.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import transaction
@@ -21,11 +20,11 @@ from django.utils import timezone
 
 from hosts import samples
 from hosts.models import (
+    HOLDING_STATUSES,
     STATIONARY_STATUSES,
     ClusterHourSample,
     ClusterSample,
     Host,
-    HostSample,
     HostStatus,
     VirtualMachine,
     VmStatus,
@@ -64,27 +63,24 @@ class Point(NamedTuple):
 
 
 def census(now: datetime | None = None) -> int:
-    """Write every cluster's point for the minute before ``now``'s; how many were written. A
-    second run in the same minute writes the same points again."""
+    """Write every cluster's point for the minute of ``now``, from its hosts and VMs as they
+    stand (the CPU in use each host's sync read last); how many were written. A second run in
+    the same minute writes the same points again."""
     now = now or timezone.now()
-    minute = samples.minute_of(now) - timedelta(minutes=1)
-    load = {
-        row["host__cluster"]: row
-        for row in HostSample.objects.filter(at=minute)
-        .values("host__cluster")
-        .annotate(cpu=Avg("cpu_percent"), given=Sum("memory_given_mb"))
+    hosts = {
+        row["cluster"]: row
+        for row in Host.objects.values("cluster")
+        .annotate(
+            cpu=Avg("cpu_usage_percent", filter=Q(status=HostStatus.UP)),
+            capacity=Sum("memory_mb", filter=Q(status=HostStatus.UP)),
+        )
         .order_by()
     }
-    capacity = dict(
-        Host.objects.filter(status=HostStatus.UP)
-        .values_list("cluster")
-        .annotate(Sum("memory_mb"))
-        .order_by()
-    )
     vms = {
         row["cluster"]: row
         for row in VirtualMachine.objects.values("cluster")
         .annotate(
+            given=Sum("memory_mb", filter=Q(host__isnull=False, status__in=HOLDING_STATUSES)),
             up=Count("pk", filter=Q(status=VmStatus.UP)),
             paused=Count("pk", filter=Q(status=VmStatus.PAUSED)),
             down=Count("pk", filter=Q(status=VmStatus.DOWN)),
@@ -98,24 +94,26 @@ def census(now: datetime | None = None) -> int:
         )
         .order_by()
     }
-    clusters = set(load) | set(capacity) | set(vms)
-    points = [
-        ClusterSample(
-            cluster_id=cluster,
-            at=minute,
-            cpu_percent=load.get(cluster, {}).get("cpu"),
-            memory_given_mb=load.get(cluster, {}).get("given") or 0,
-            memory_capacity_mb=capacity.get(cluster) or 0,
-            vms_up=vms.get(cluster, {}).get("up", 0),
-            vms_paused=vms.get(cluster, {}).get("paused", 0),
-            vms_down=vms.get(cluster, {}).get("down", 0),
-            vms_changing=vms.get(cluster, {}).get("changing", 0),
-            vms_unknown=vms.get(cluster, {}).get("unknown", 0),
-            pool_vms_free=vms.get(cluster, {}).get("free", 0),
-            pool_vms_taken=vms.get(cluster, {}).get("taken", 0),
+    minute = samples.minute_of(now)
+    points = []
+    for cluster in sorted(set(hosts) | set(vms)):
+        load, held = hosts.get(cluster, {}), vms.get(cluster, {})
+        points.append(
+            ClusterSample(
+                cluster_id=cluster,
+                at=minute,
+                cpu_percent=load.get("cpu"),
+                memory_given_mb=held.get("given") or 0,
+                memory_capacity_mb=load.get("capacity") or 0,
+                vms_up=held.get("up", 0),
+                vms_paused=held.get("paused", 0),
+                vms_down=held.get("down", 0),
+                vms_changing=held.get("changing", 0),
+                vms_unknown=held.get("unknown", 0),
+                pool_vms_free=held.get("free", 0),
+                pool_vms_taken=held.get("taken", 0),
+            )
         )
-        for cluster in sorted(clusters)
-    ]
     ClusterSample.objects.bulk_create(
         points,
         update_conflicts=True,
