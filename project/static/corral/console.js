@@ -13,15 +13,34 @@ const scale = document.getElementById("console-scale");
 const fullScreen = document.getElementById("console-fullscreen");
 const pasteForm = document.getElementById("console-paste");
 const pasteText = document.getElementById("console-paste-text");
+const panHint = document.getElementById("console-pan-hint");
 
 const rfb = new RFB(screen, screen.dataset.url);
 rfb.viewOnly = false; // keys and the mouse go to the guest
 rfb.focusOnClick = true;
-rfb.scaleViewport = true;
+// At actual size the screen is clipped to its box, and dragging it pans it while it is larger.
+rfb.clipViewport = true;
+rfb.addEventListener("clippingviewport", (event) => {
+  rfb.dragViewport = event.detail;
+});
 
 function setPressed(button, pressed) {
   button.setAttribute("aria-pressed", pressed ? "true" : "false");
 }
+
+// Scaled to fit, or at actual size. A phone starts at actual size: scaled into 390 px a guest's
+// screen is too small to read. A wider window starts scaled. Whoever switches gets that again in
+// this browser next time.
+const VIEW_SETTING = "corral.console.scaled";
+function showScaled(scaled) {
+  rfb.scaleViewport = scaled;
+  setPressed(scale, scaled);
+  panHint.hidden = scaled;
+}
+const remembered = localStorage.getItem(VIEW_SETTING);
+showScaled(
+  remembered === null ? !window.matchMedia("(max-width: 48rem)").matches : remembered === "true",
+);
 
 rfb.addEventListener("connect", () => {
   status.textContent = "Connected";
@@ -41,8 +60,8 @@ document.getElementById("console-cad").addEventListener("click", () => {
 });
 
 scale.addEventListener("click", () => {
-  rfb.scaleViewport = !rfb.scaleViewport;
-  setPressed(scale, rfb.scaleViewport);
+  showScaled(!rfb.scaleViewport);
+  localStorage.setItem(VIEW_SETTING, String(rfb.scaleViewport));
   rfb.focus();
 });
 
