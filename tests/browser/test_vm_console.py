@@ -279,8 +279,11 @@ def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
     )
 
 
-def test_on_a_phone_the_screen_shows_at_actual_size_and_pans_by_dragging(guest_vm, asgi_pages):
+def test_on_a_phone_the_screen_shows_at_actual_size_pans_by_dragging_and_takes_typed_keys(
+    guest_vm, running_tiny_guest, asgi_pages
+):
     vm, owner = guest_vm
+    _, guest = running_tiny_guest
     _, open_page = asgi_pages()
     page = open_page(viewport=PHONE)
     log_in(page, owner)
@@ -289,6 +292,29 @@ def test_on_a_phone_the_screen_shows_at_actual_size_and_pans_by_dragging(guest_v
         page.get_by_role("button", name="Console").click()
     console = opened.value
     expect(console.locator("#console-status")).to_have_text("Connected", timeout=DRAWN_S * 1000)
+    logged = len(guest.console())
+
+    # The Keyboard button brings up the phone's keyboard (a text box takes the focus), and
+    # what it types reaches the guest, also as an on-screen keyboard types it: text put in
+    # the box, with no key events, and a correction replacing what it typed last. The line,
+    # echoed on the screen, runs across it.
+    keyboard = console.get_by_role("button", name="Keyboard")
+    keyboard.click()
+    keys = console.get_by_label("Keys for the guest")
+    expect(keys).to_be_focused()
+    expect(keyboard).to_have_attribute("aria-pressed", "true")
+    console.keyboard.insert_text("echo keyboard-$((5*5))X")
+    keys.evaluate("(box) => box.setSelectionRange(box.value.length - 1, box.value.length)")
+    console.keyboard.insert_text(" >/dev/ttyS0 # " + "=" * 36)
+    console.keyboard.press("Enter")
+    wait_until(
+        lambda: re.search(r"^keyboard-25\s", guest.console(logged), re.MULTILINE),
+        timeout=DRAWN_S,
+        interval=0.5,
+        message=lambda: f"the typed line did not run: {guest.console(logged)[-500:]!r}",
+    )
+    keyboard.click()
+    expect(keyboard).to_have_attribute("aria-pressed", "false")
 
     # At actual size: one canvas pixel per CSS pixel, the screen clipped to its box, and the
     # page no wider than the phone.
