@@ -28,7 +28,7 @@ from hosts.models.inventory import (
 )
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
 from hosts.models.quotas import Quota
-from hosts.models.samples import HostHourSample, HostSample
+from hosts.models.samples import HostHourSample, HostSample, VmHourSample, VmSample
 from hosts.models.snapshots import SnapshotStatus, VmSnapshot
 
 __all__ = [
@@ -64,6 +64,8 @@ __all__ = [
     "Template",
     "TemplateVisibility",
     "VirtualMachine",
+    "VmHourSample",
+    "VmSample",
     "VmSnapshot",
     "VmStatus",
 ]

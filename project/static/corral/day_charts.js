@@ -1,16 +1,13 @@
-// A host's charts of the last day (its admin page): read again from the server every minute,
-// when the sync has written the host's next point.
+// A host's or a VM's charts of the last day (their admin pages, a VM's portal page): read
+// again from the server every minute, when the sync has written the next point.
 (function () {
   "use strict";
   var EVERY_MS = 60000;
-  var box = document.getElementById("host-day-charts");
-  if (!box || !box.dataset.refreshUrl) {
+  var boxes = document.querySelectorAll(".corral-day-box[data-refresh-url]");
+  if (!boxes.length) {
     return;
   }
-  function refresh() {
-    if (document.hidden) {
-      return;
-    }
+  function refresh(box) {
     fetch(box.dataset.refreshUrl, { credentials: "same-origin" })
       .then(function (response) {
         return response.ok ? response.text() : null;
@@ -22,5 +19,9 @@
       })
       .catch(function () {}); // the next minute tries again
   }
-  setInterval(refresh, EVERY_MS);
+  setInterval(function () {
+    if (!document.hidden) {
+      boxes.forEach(refresh);
+    }
+  }, EVERY_MS);
 })();
