@@ -69,6 +69,7 @@ SCENARIOS = [
     scheduling_scenarios.placement_decision,
     scheduling_scenarios.balancer_cycle,
     chart_scenarios.host_day_chart,
+    chart_scenarios.cluster_day_chart,
     chart_scenarios.vm_day_chart,
 ]
 

@@ -19,6 +19,7 @@ class HostsConfig(AppConfig):
 
         from hosts import (  # noqa: F401
             chart_pages,
+            cluster_samples,
             dashboard,
             demo,
             driver,
@@ -73,6 +74,18 @@ class HostsConfig(AppConfig):
         )
         loops.register(
             "prune-host-samples", samples.prune, every=lambda: samples.PRUNE_EVERY_S, threaded=False
+        )
+        loops.register(
+            "cluster-census",
+            cluster_samples.census,
+            every=lambda: cluster_samples.CENSUS_EVERY_S,
+            threaded=False,
+        )
+        loops.register(
+            "prune-cluster-samples",
+            cluster_samples.prune,
+            every=lambda: samples.PRUNE_EVERY_S,
+            threaded=False,
         )
         demo.register()
         register_view_rule(Template, lambda queryset, user: template_access.visible(user, queryset))

@@ -1,7 +1,7 @@
 """A host's or a VM's last day drawn on the server: SVG line charts of its minute points
 (``hosts.samples``, ``hosts.vm_samples``) with a summary and an hourly table as their text
 alternative. A host shows CPU, memory (given and used) and VMs running; a VM CPU, memory, disk
-and network I/O."""
+and network I/O. A cluster's charts (``hosts.cluster_charts``) are drawn by ``svg`` too."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _x(at: datetime, start: datetime) -> float:
     )
 
 
-def _places(points: list[NamedTuple], start: datetime) -> list[tuple[str, float]]:
+def places(points: list[NamedTuple], start: datetime) -> list[tuple[str, float]]:
     """Each point's x in the chart (formatted) and its time in seconds, worked out once for
     every line."""
     origin, scale = start.timestamp(), (WIDTH - LEFT) / samples.MINUTES_KEPT.total_seconds()
@@ -191,14 +191,14 @@ def draw(
     """The day's charts of ``points`` (minute points, oldest first) and their hourly table,
     as HTML."""
     start = now - samples.MINUTES_KEPT
-    places = _places(points, start)
+    at = places(points, start)
     return render_to_string(
         "hosts/day_charts.html",
         {
-            "charts": [{"chart": c, "svg": svg(c, points, places, start)} for c in charts],
+            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in charts],
             "caption": caption,
             "columns": columns,
-            "hours": _hourly(points, places, columns),
+            "hours": _hourly(points, at, columns),
             "points": len(points),
         },
     )

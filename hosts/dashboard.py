@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db.models import Count, Q
+from django.urls import reverse
 
-from hosts.models import Host, HostStatus, Job, JobState, VirtualMachine, VmStatus
+from hosts import cluster_charts
+from hosts.models import Cluster, Host, HostStatus, Job, JobState, VirtualMachine, VmStatus
 from project import dashboard
 from project.access.permissions import restrict
 
@@ -42,7 +44,24 @@ def jobs(user, now) -> list[dashboard.Figure]:
     ]
 
 
+def day(user, now) -> dict:
+    """The last day of every cluster the admin may see, added up, in charts."""
+    clusters = restrict(Cluster.objects.all(), user, "hosts.view_cluster").values("pk")
+    return {
+        "charts": cluster_charts.last_day(clusters, "Your clusters", now),
+        "url": reverse("admin:hosts_cluster_all_day_charts"),
+    }
+
+
 def register() -> None:
+    dashboard.register(
+        "day",
+        model_label="hosts.Cluster",
+        template="admin/corral/dashboard/day.html",
+        compute=day,
+        rank=60,
+        live=False,
+    )
     dashboard.register(
         "hosts",
         model_label="hosts.Host",

@@ -32,7 +32,11 @@ class CorralAdminSite(admin.AdminSite):
         return [path("dashboard/", fragment, name="dashboard"), *super().get_urls()]
 
     def index(self, request, extra_context=None):
-        extra_context = {"dashboard": dashboard(request, self), **(extra_context or {})}
+        extra_context = {
+            "dashboard": dashboard(request, self),
+            "dashboard_still": dashboard(request, self, live=False),
+            **(extra_context or {}),
+        }
         return super().index(request, extra_context)
 
     def dashboard_view(self, request):

@@ -36,13 +36,17 @@ class Figure:
 
 @dataclass(frozen=True)
 class Section:
-    """One group of figures: shown to admins who may view ``model_label`` objects."""
+    """One group of figures: shown to admins who may view ``model_label`` objects. A ``live``
+    section is computed again at each refresh of the dashboard (every change, every 15 s);
+    the others only with the page (they keep themselves current, as charts of the day read
+    again each minute do)."""
 
     key: str
     model_label: str
     template: str
     compute: Callable[[Any, datetime], Any]
     rank: int
+    live: bool = True
 
 
 _sections: dict[str, Section] = {}
@@ -55,10 +59,11 @@ def register(
     template: str,
     compute: Callable[[Any, datetime], Any],
     rank: int,
+    live: bool = True,
 ) -> None:
     """Show a section on the dashboard; ``compute(user, now)`` gives what its template shows
-    as ``figures``. Sections appear by ``rank``."""
-    _sections[key] = Section(key, model_label, template, compute, rank)
+    as ``figures``. Sections appear by ``rank``, the live ones first."""
+    _sections[key] = Section(key, model_label, template, compute, rank, live)
 
 
 def changelist(model) -> str:
@@ -77,11 +82,14 @@ def _may_view(request, site, model) -> bool:
     return site.is_registered(model) and site.get_model_admin(model).has_view_permission(request)
 
 
-def dashboard(request, site) -> list[dict]:
-    """Every section the admin may see, in order, with its figures."""
+def dashboard(request, site, *, live: bool = True) -> list[dict]:
+    """Every live section the admin may see (or, with ``live=False``, every other), in order,
+    with its figures."""
     user, now = request.user, timezone.now()
     shown = []
     for section in sorted(_sections.values(), key=lambda s: s.rank):
+        if section.live != live:
+            continue
         if _may_view(request, site, apps.get_model(section.model_label)):
             shown.append(
                 {

@@ -8,7 +8,7 @@ from django.http import Http404, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import charts, image_access, services, sshtrust
+from hosts import charts, cluster_charts, image_access, services, sshtrust
 from hosts.admin import host_keys
 from hosts.admin.quotas import vm_use
 from hosts.models import Cluster, ExternalDomain, Host, Image, Template, VirtualMachine
@@ -70,6 +70,47 @@ class ClusterAdmin(ScopedAdmin):
                 },
             )
         )
+
+    def get_urls(self):
+        own = [
+            path(
+                "day-charts/",
+                self.admin_site.admin_view(self.all_day_charts_view),
+                name="hosts_cluster_all_day_charts",
+            ),
+            path(
+                "<int:cluster_id>/day-charts/",
+                self.admin_site.admin_view(self.day_charts_view),
+                name="hosts_cluster_day_charts",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def day_charts_view(self, request, cluster_id: int):
+        """The cluster's last-day charts alone, for its page to show the latest minutes."""
+        cluster = self.get_object(request, str(cluster_id))
+        if cluster is None or not self.has_view_permission(request, cluster):
+            raise Http404
+        return HttpResponse(cluster_charts.last_day([cluster.pk], "This cluster"))
+
+    def all_day_charts_view(self, request):
+        """The last day of every cluster the admin may see, added up (the dashboard's)."""
+        if not self.has_view_permission(request):
+            raise Http404
+        clusters = restrict(Cluster.objects.all(), request.user, "hosts.view_cluster")
+        return HttpResponse(cluster_charts.last_day(clusters.values("pk"), "Your clusters"))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        cluster = self.get_object(request, object_id)
+        if cluster is not None and self.has_view_permission(request, cluster):
+            extra_context = {
+                **(extra_context or {}),
+                "cluster_day_charts": cluster_charts.last_day([cluster.pk], "This cluster"),
+                "cluster_day_charts_url": reverse(
+                    "admin:hosts_cluster_day_charts", args=[cluster.pk]
+                ),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="held by users (counted in quotas)")
     def held_by_users(self, obj):

@@ -28,7 +28,14 @@ from hosts.models.inventory import (
 )
 from hosts.models.jobs import ExternalDomain, Job, JobJournal, JobKind, JobState
 from hosts.models.quotas import Quota
-from hosts.models.samples import HostHourSample, HostSample, VmHourSample, VmSample
+from hosts.models.samples import (
+    ClusterHourSample,
+    ClusterSample,
+    HostHourSample,
+    HostSample,
+    VmHourSample,
+    VmSample,
+)
 from hosts.models.snapshots import SnapshotStatus, VmSnapshot
 
 __all__ = [
@@ -42,6 +49,8 @@ __all__ = [
     "ConsoleTicket",
     "ExternalDomain",
     "Host",
+    "ClusterHourSample",
+    "ClusterSample",
     "HostHourSample",
     "HostSample",
     "HostStatus",

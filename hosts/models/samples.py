@@ -1,6 +1,6 @@
-"""A host's and a VM's figures through the day and the month, for their charts: one point a
-minute for the last day, one an hour (the minutes' average) for thirty days (``hosts.samples``,
-``hosts.vm_samples``)."""
+"""A host's, a cluster's and a VM's figures through the day and the month, for their charts:
+one point a minute for the last day, one an hour (the minutes' average) for thirty days
+(``hosts.samples``, ``hosts.cluster_samples``, ``hosts.vm_samples``)."""
 
 from django.db import models
 
@@ -36,6 +36,46 @@ class HostHourSample(_Figures):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["host", "at"], name="host_sample_hour")]
+
+
+class _ClusterFigures(models.Model):
+    cluster = models.ForeignKey("hosts.Cluster", on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(help_text="The start of the minute or hour the point stands for.")
+    # None: none of its hosts measured a load then.
+    cpu_percent = models.FloatField(null=True, help_text="Its hosts' CPU in use, on average.")
+    memory_given_mb = models.PositiveBigIntegerField(help_text="Memory its hosts give to VMs.")
+    memory_capacity_mb = models.PositiveBigIntegerField(help_text="Its usable hosts' memory.")
+    vms_up = models.PositiveIntegerField()
+    vms_paused = models.PositiveIntegerField()
+    vms_down = models.PositiveIntegerField()
+    vms_changing = models.PositiveIntegerField(help_text="Starting, stopping, migrating…")
+    vms_unknown = models.PositiveIntegerField()
+    pool_vms_free = models.PositiveIntegerField(help_text="Its pools' running VMs nobody holds.")
+    pool_vms_taken = models.PositiveIntegerField(help_text="Its pools' VMs someone holds.")
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class ClusterSample(_ClusterFigures):
+    """A cluster's figures in one minute (``hosts.cluster_samples``)."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "at"], name="cluster_sample_minute")
+        ]
+
+
+class ClusterHourSample(_ClusterFigures):
+    """A cluster's figures in one hour: the average of its minutes."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "at"], name="cluster_sample_hour")
+        ]
 
 
 class _VmFigures(models.Model):

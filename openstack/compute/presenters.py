@@ -150,6 +150,8 @@ def server_body(
         status_, vm_state_, task_state, power, fault = status_of(vm, record, history)
         if history.deleting:
             task_state = "deleting"
+        elif history.imaging:
+            task_state = "image_snapshot"  # Nova's, while createImage copies the disk
         owner_id = vm.owner_id
         flavor_id = record.flavor_id if record is not None else template_flavor_id(vm.template)
         image = vm.disk_image or vm.template.disk_image

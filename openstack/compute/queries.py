@@ -177,13 +177,14 @@ def visible_vms(user):
 @dataclass
 class StartHistory:
     """What a VM's start jobs say: whether one ever succeeded, the last one, and whether a
-    deletion is queued."""
+    deletion is queued or an image of its disk under way."""
 
     started: bool = False
     last_state: str = ""
     last_error: str = ""
     last_finished_at: object = None
     deleting: bool = False
+    imaging: bool = False
 
 
 def start_histories(vm_ids: list[int]) -> dict[int, StartHistory]:
@@ -192,7 +193,9 @@ def start_histories(vm_ids: list[int]) -> dict[int, StartHistory]:
     if not vm_ids:
         return histories
     rows = (
-        Job.objects.filter(vm_id__in=vm_ids, kind__in=[JobKind.START, JobKind.DELETE])
+        Job.objects.filter(
+            vm_id__in=vm_ids, kind__in=[JobKind.START, JobKind.DELETE, JobKind.IMAGE_FROM_VM]
+        )
         .order_by("id")
         .values_list("vm_id", "kind", "state", "error_message", "finished_at")
     )
@@ -200,6 +203,9 @@ def start_histories(vm_ids: list[int]) -> dict[int, StartHistory]:
         history = histories[vm_id]
         if kind == JobKind.DELETE:
             history.deleting = history.deleting or state in ACTIVE_JOB_STATES
+            continue
+        if kind == JobKind.IMAGE_FROM_VM:
+            history.imaging = history.imaging or state in ACTIVE_JOB_STATES
             continue
         history.started = history.started or state == JobState.SUCCEEDED
         history.last_state, history.last_error = state, error

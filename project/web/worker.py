@@ -65,6 +65,10 @@ class DrainingServer(Server):
 
         event_hub.close_all()
         await super().shutdown(sockets)
+        # Stopped as asked: the worker exits with 0, rather than raising the signal again once
+        # done, as uvicorn would (the master would warn "Worker (pid:…) was sent SIGINT!" for
+        # each worker at every Ctrl-C).
+        self._captured_signals.clear()
 
 
 class UvicornWorker(BaseWorker):
@@ -79,7 +83,10 @@ class UvicornWorker(BaseWorker):
         tune()
         server = DrainingServer(config=self.config)
         self._quit_at_once(server)
-        await server.serve(sockets=self.sockets)
+        # The sockets themselves, not gunicorn's listeners around them: uvloop closes the
+        # descriptor of what it is given, then that object, which gunicorn's listener cannot
+        # (it would log "Error while closing socket [Errno 9]" at every stop).
+        await server.serve(sockets=[listener.sock for listener in self.sockets])
         if not server.started:
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
 

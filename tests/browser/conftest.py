@@ -187,14 +187,17 @@ def _wait_for_requests_to_end(timeout: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def _pages_on(browser, base_url: str, request):
-    """open_page(same_session_as=None) on the server at ``base_url``; screenshots of every
-    page (tabs the pages opened too) when the test failed, and the contexts closed after."""
+    """open_page(same_session_as=None, viewport=None) on the server at ``base_url`` (in a
+    new session, its pages and the tabs they open ``viewport`` in size, if given);
+    screenshots of every page (tabs the pages opened too) when the test failed, and the
+    contexts closed after."""
     watcher = request.node.browser_errors = BrowserErrors()
     contexts = []
 
-    def open_page(same_session_as=None):
+    def open_page(same_session_as=None, viewport=None):
         if same_session_as is None:
-            context = browser.new_context(base_url=base_url)
+            sized = {"viewport": viewport} if viewport else {}
+            context = browser.new_context(base_url=base_url, **sized)
             context.set_default_timeout(10_000)
             watcher.watch_context(context)
             contexts.append(context)

@@ -18,6 +18,7 @@ from hosts import services as host_services
 from hosts.models import Image, JobKind, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools import services as pool_services
+from project.sshkeys import add_key
 from tests.browser.accessibility import (
     LAPTOP,
     PHONE,
@@ -29,14 +30,15 @@ from tests.browser.conftest import log_in
 from tests.browser.test_vm_day_charts import a_day_of_vm_figures
 from tests.leases.fixtures import at, instances
 from tests.pools.fixtures import add_pool_vms
+from tests.project.sshkeys_data import ED25519
 
 pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)
 class Portal:
-    """What the pages show: a user holding a pool's VM (with a job), a lease, and a disk image
-    of theirs with a template of it."""
+    """What the pages show: a user holding a pool's VM (with a job), a lease, a disk image of
+    theirs with a template of it, and an SSH key."""
 
     user: object
     vm: VirtualMachine
@@ -117,6 +119,7 @@ def portal(
     make_template(
         "my-template", cluster=cluster, owner=user, visibility="private", disk_image=image
     )
+    add_key(user, "laptop", ED25519)
     return Portal(user=user, vm=vm, lease=lease, image=image)
 
 

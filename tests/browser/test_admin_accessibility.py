@@ -17,7 +17,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from hosts import samples
-from hosts.models import Cluster, Host, HostSample, VirtualMachine, VmStatus
+from hosts.models import Cluster, ClusterSample, Host, HostSample, VirtualMachine, VmStatus
 from leases.models import Lease
 from pools import services as pool_services
 from pools.models import VmPool
@@ -103,6 +103,28 @@ def _a_day_of_figures(host: Host) -> None:
     )
 
 
+def _a_day_of_cluster_figures(cluster: Cluster) -> None:
+    """The cluster's points of the last day, for its page's and the dashboard's charts."""
+    now = samples.minute_of(timezone.now())
+    ClusterSample.objects.bulk_create(
+        ClusterSample(
+            cluster=cluster,
+            at=now - timedelta(minutes=m),
+            cpu_percent=(m * 7) % 100,
+            memory_given_mb=512,
+            memory_capacity_mb=2048,
+            vms_up=2 + m % 3,
+            vms_paused=m % 2,
+            vms_down=1,
+            vms_changing=m % 5 == 0,
+            vms_unknown=0,
+            pool_vms_free=1,
+            pool_vms_taken=1,
+        )
+        for m in range(24 * 60)
+    )
+
+
 @pytest.fixture
 def console(
     make_user, make_pool, make_template, pool_user, reservable_hosts, make_lease, make_host
@@ -117,6 +139,7 @@ def console(
     vm = pool_services.allocate_vm(pool, user).vm
     lease = make_lease(at(9, day=1), at(17, day=1), instances(1), owner=user, name="nightly")
     _a_day_of_figures(host)
+    _a_day_of_cluster_figures(cluster)
     a_day_of_vm_figures(vm)
     return Console(cluster=cluster, host=host, pool=pool, vm=vm, lease=lease)
 

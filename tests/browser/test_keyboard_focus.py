@@ -1,4 +1,5 @@
-"""The keyboard focus survives live refreshes: a control re-rendered by one keeps the focus."""
+"""The keyboard focus survives live refreshes: a control re-rendered by one keeps the focus; after
+a failed log-in it waits in the password field."""
 
 from __future__ import annotations
 
@@ -62,3 +63,18 @@ def test_the_focused_button_of_a_row_of_my_vms_keeps_the_focus_when_the_rows_ref
     assert page.evaluate(NEXT_REFRESH, "tbody[hx-get]") is True
 
     expect(button).to_be_focused(timeout=100)
+
+
+@pytest.mark.parametrize("login_page", ["/login/", "/admin/login/"], ids=["portal", "admin"])
+def test_after_a_wrong_password_the_cursor_waits_in_the_password_field(page, make_user, login_page):
+    user = make_user(is_staff=True)
+    page.goto(login_page)
+    expect(page.get_by_label("Username")).to_be_focused()
+    page.get_by_label("Username").fill(user.username)
+    page.get_by_label("Password").fill("not-the-password")
+
+    page.get_by_label("Password").press("Enter")
+
+    expect(page.get_by_text("correct username and password")).to_be_visible()
+    expect(page.get_by_label("Username")).to_have_value(user.username)
+    expect(page.get_by_label("Password")).to_be_focused()

@@ -59,6 +59,54 @@ CANVAS_PIXELS = """
 }
 """
 
+# The canvas's pixels kept in the page (before a drag), and how many of them differ from those
+# it shows now, shifted left by ``shift`` pixels (as a pan by ``shift`` to the right moves them).
+KEEP_PIXELS = """
+() => {
+  const canvas = document.querySelector("#console-screen canvas");
+  window.keptPixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+}
+"""
+PIXELS_MOVED = """
+(shift) => {
+  const canvas = document.querySelector("#console-screen canvas");
+  const now = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+  const kept = window.keptPixels;
+  let differ = 0;
+  for (let y = 0; y < now.height; y++) {
+    for (let x = 0; x + shift < now.width; x++) {
+      const a = (y * now.width + x) * 4, b = (y * kept.width + x + shift) * 4;
+      if (now.data[a] !== kept.data[b] || now.data[a + 1] !== kept.data[b + 1] ||
+          now.data[a + 2] !== kept.data[b + 2]) differ++;
+    }
+  }
+  return differ;
+}
+"""
+# The canvas's size in pixels and as shown, and the size of the screen's box.
+CANVAS_SIZES = """
+() => {
+  const canvas = document.querySelector("#console-screen canvas");
+  const shown = canvas.getBoundingClientRect();
+  const box = document.getElementById("console-screen").getBoundingClientRect();
+  return { width: canvas.width, height: canvas.height, shownWidth: shown.width,
+           shownHeight: shown.height, boxWidth: box.width };
+}
+"""
+
+
+def wait_until_drawn_and_still(console) -> None:
+    """Wait until the console shows the guest's screen and nothing on it moves (half a second
+    apart, but for a blinking cursor); its pixels are then kept in the page (KEEP_PIXELS)."""
+
+    def still() -> bool:
+        console.evaluate(KEEP_PIXELS)
+        console.wait_for_timeout(500)
+        drawn = console.evaluate(CANVAS_PIXELS)["colours"] > 1
+        return drawn and console.evaluate(PIXELS_MOVED, 0) < 50
+
+    wait_until(still, timeout=DRAWN_S, interval=0.1, message="the screen never kept still")
+
 
 @pytest.fixture
 def guest_vm(tiny_guest_vm):
@@ -177,7 +225,11 @@ def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
         interval=0.5,
         message=lambda: f"the guest's kernel saw no SysRq key: {guest.console(logged)!r}",
     )
-    scaled_width = console.locator("#console-screen canvas").bounding_box()["width"]
+    # A laptop's window starts with the screen scaled to fit its box.
+    scaled = console.evaluate(CANVAS_SIZES)
+    assert scaled["shownWidth"] <= scaled["boxWidth"]
+    assert scaled["shownWidth"] != scaled["width"]
+    scaled_width = scaled["shownWidth"]
     scale = console.get_by_role("button", name="Scale to fit")
     expect(scale).to_have_attribute("aria-pressed", "true")
     scale.click()
@@ -227,12 +279,80 @@ def test_keys_typed_on_the_console_reach_the_guest_and_its_toolbar_works(
     )
 
 
+def test_on_a_phone_the_screen_shows_at_actual_size_pans_by_dragging_and_takes_typed_keys(
+    guest_vm, running_tiny_guest, asgi_pages
+):
+    vm, owner = guest_vm
+    _, guest = running_tiny_guest
+    _, open_page = asgi_pages()
+    page = open_page(viewport=PHONE)
+    log_in(page, owner)
+    page.goto(f"/vms/{vm.pk}/")
+    with page.expect_popup() as opened:
+        page.get_by_role("button", name="Console").click()
+    console = opened.value
+    expect(console.locator("#console-status")).to_have_text("Connected", timeout=DRAWN_S * 1000)
+    logged = len(guest.console())
+
+    # The Keyboard button brings up the phone's keyboard (a text box takes the focus), and
+    # what it types reaches the guest, also as an on-screen keyboard types it: text put in
+    # the box, with no key events, and a correction replacing what it typed last. The line,
+    # echoed on the screen, runs across it.
+    keyboard = console.get_by_role("button", name="Keyboard")
+    keyboard.click()
+    keys = console.get_by_label("Keys for the guest")
+    expect(keys).to_be_focused()
+    expect(keyboard).to_have_attribute("aria-pressed", "true")
+    console.keyboard.insert_text("echo keyboard-$((5*5))X")
+    keys.evaluate("(box) => box.setSelectionRange(box.value.length - 1, box.value.length)")
+    console.keyboard.insert_text(" >/dev/ttyS0 # " + "=" * 36)
+    console.keyboard.press("Enter")
+    wait_until(
+        lambda: re.search(r"^keyboard-25\s", guest.console(logged), re.MULTILINE),
+        timeout=DRAWN_S,
+        interval=0.5,
+        message=lambda: f"the typed line did not run: {guest.console(logged)[-500:]!r}",
+    )
+    keyboard.click()
+    expect(keyboard).to_have_attribute("aria-pressed", "false")
+
+    # At actual size: one canvas pixel per CSS pixel, the screen clipped to its box, and the
+    # page no wider than the phone.
+    scale = console.get_by_role("button", name="Scale to fit")
+    expect(scale).to_have_attribute("aria-pressed", "false")
+    expect(console.get_by_text("drag it to see the rest")).to_be_visible()
+    actual = console.evaluate(CANVAS_SIZES)
+    assert (actual["shownWidth"], actual["shownHeight"]) == (actual["width"], actual["height"])
+    assert actual["width"] <= actual["boxWidth"] <= PHONE["width"]
+    assert sideways_scroll(console) == 0, too_wide(console)
+
+    # Dragging the screen 200 px to the left shows what was 200 px to the right of it.
+    canvas = console.locator("#console-screen canvas").bounding_box()
+    y = canvas["y"] + canvas["height"] / 2
+    wait_until_drawn_and_still(console)
+    console.mouse.move(canvas["x"] + 300, y)
+    console.mouse.down()
+    console.mouse.move(canvas["x"] + 100, y, steps=10)
+    console.mouse.up()
+    moved, still = console.evaluate(PIXELS_MOVED, 200), console.evaluate(PIXELS_MOVED, 0)
+    assert moved < 200 < still, f"{moved} pixels differ from a 200 px pan, {still} from none"
+
+    # Scaled to fit: the whole screen, shrunk into the phone's width.
+    scale.click()
+    expect(scale).to_have_attribute("aria-pressed", "true")
+    expect(console.get_by_text("drag it to see the rest")).to_be_hidden()
+    fitted = console.evaluate(CANVAS_SIZES)
+    assert fitted["width"] > actual["width"]
+    assert fitted["shownWidth"] <= fitted["boxWidth"] and fitted["shownWidth"] < fitted["width"]
+    assert sideways_scroll(console) == 0, too_wide(console)
+
+
 def test_the_console_and_the_terminal_fit_a_phone_pass_axe_and_their_controls_take_the_focus(
     guest_vm, asgi_pages
 ):
     vm, owner = guest_vm
     _, open_page = asgi_pages()
-    page = open_page()
+    page = open_page(viewport=PHONE)
     log_in(page, owner)
     page.goto(f"/vms/{vm.pk}/")
     problems = []
@@ -240,7 +360,6 @@ def test_the_console_and_the_terminal_fit_a_phone_pass_axe_and_their_controls_ta
         with page.expect_popup() as opened:
             page.get_by_role("button", name=button).click()
         shown = opened.value
-        shown.set_viewport_size(PHONE)
         expect(shown.locator(status)).to_have_text("Connected", timeout=DRAWN_S * 1000)
 
         if overflow := sideways_scroll(shown):

@@ -45,4 +45,6 @@ def test_the_holder_takes_a_snapshot_from_the_vms_page_and_sees_it_ready(
     expect(page.locator("#vm-jobs")).to_contain_text("Take a snapshot · Succeeded")
     assert blocking_violations(page) == []
     page.set_viewport_size(PHONE)
-    assert sideways_scroll(page) == 0, too_wide(page)  # the table scrolls in its own box
+    assert sideways_scroll(page) == 0, too_wide(page)
+    revert = row.get_by_role("button", name="Revert to before-upgrade").bounding_box()
+    assert revert["x"] + revert["width"] <= PHONE["width"], "Revert is off the screen"

@@ -61,12 +61,16 @@ def test_create_image_answers_where_the_image_is_and_glance_shows_it_saving_then
     )
     assert (saving["size"], saving["checksum"], saving["owner"]) == (None, None, str(user.pk))
     assert nova.get(f"{IMAGES}/{image_id}/file").status_code == 204
+    imaging = nova.get(f"{V}/servers/{server_id}", **LATEST).json()["server"]
+    assert imaging["OS-EXT-STS:task_state"] == "image_snapshot"
 
     (job,) = run_jobs()
 
     assert (job.kind, job.state) == (JobKind.IMAGE_FROM_VM, JobState.SUCCEEDED)
     active = nova.get(f"{IMAGES}/{image_id}").json()
     assert (active["status"], active["disk_format"]) == ("active", "qcow2")
+    done = nova.get(f"{V}/servers/{server_id}", **LATEST).json()["server"]
+    assert (done["status"], done["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
     assert active["size"] == Image.objects.get(uuid=image_id).size_bytes > 0
     booted = create(nova, name="from snap", imageRef=image_id)
     assert booted.status_code == 202, booted.content

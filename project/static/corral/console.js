@@ -3,6 +3,7 @@
 import RFB from "../vendor/novnc-1.7.0/core/rfb.js";
 import KeyTable from "../vendor/novnc-1.7.0/core/input/keysym.js";
 import keysyms from "../vendor/novnc-1.7.0/core/input/keysymdef.js";
+import Keyboard from "../vendor/novnc-1.7.0/core/input/keyboard.js";
 
 const screen = document.getElementById("console-screen");
 // What goes full screen: the screen with its toolbar, so the buttons stay at hand there.
@@ -13,15 +14,36 @@ const scale = document.getElementById("console-scale");
 const fullScreen = document.getElementById("console-fullscreen");
 const pasteForm = document.getElementById("console-paste");
 const pasteText = document.getElementById("console-paste-text");
+const panHint = document.getElementById("console-pan-hint");
+const keyboardButton = document.getElementById("console-keyboard");
+const keysInput = document.getElementById("console-keys");
 
 const rfb = new RFB(screen, screen.dataset.url);
 rfb.viewOnly = false; // keys and the mouse go to the guest
 rfb.focusOnClick = true;
-rfb.scaleViewport = true;
+// At actual size the screen is clipped to its box, and dragging it pans it while it is larger.
+rfb.clipViewport = true;
+rfb.addEventListener("clippingviewport", (event) => {
+  rfb.dragViewport = event.detail;
+});
 
 function setPressed(button, pressed) {
   button.setAttribute("aria-pressed", pressed ? "true" : "false");
 }
+
+// Scaled to fit, or at actual size. A phone starts at actual size: scaled into 390 px a guest's
+// screen is too small to read. A wider window starts scaled. Whoever switches gets that again in
+// this browser next time.
+const VIEW_SETTING = "corral.console.scaled";
+function showScaled(scaled) {
+  rfb.scaleViewport = scaled;
+  setPressed(scale, scaled);
+  panHint.hidden = scaled;
+}
+const remembered = localStorage.getItem(VIEW_SETTING);
+showScaled(
+  remembered === null ? !window.matchMedia("(max-width: 48rem)").matches : remembered === "true",
+);
 
 rfb.addEventListener("connect", () => {
   status.textContent = "Connected";
@@ -41,8 +63,8 @@ document.getElementById("console-cad").addEventListener("click", () => {
 });
 
 scale.addEventListener("click", () => {
-  rfb.scaleViewport = !rfb.scaleViewport;
-  setPressed(scale, rfb.scaleViewport);
+  showScaled(!rfb.scaleViewport);
+  localStorage.setItem(VIEW_SETTING, String(rfb.scaleViewport));
   rfb.focus();
 });
 
@@ -80,4 +102,50 @@ pasteForm.addEventListener("submit", (event) => {
   typeText(pasteText.value);
   pasteText.value = "";
   rfb.focus();
+});
+
+// The Keyboard button focuses a hidden text box, which brings up a phone's on-screen keyboard.
+// Its key events go to the guest as the screen's would; an on-screen keyboard often sends none
+// that say which key (Android: "Unidentified"), only the text box's changes, so those are typed
+// into the guest too: the characters added, a Backspace for each one removed.
+const keys = new Keyboard(keysInput);
+keys.onkeyevent = (keysym, code, down) => rfb.sendKey(keysym, code, down);
+keys.grab();
+// Text always in the box, so that the on-screen keyboard's Backspace has something to delete.
+const KEYS_FILLER = "_".repeat(40);
+let keysBefore = KEYS_FILLER;
+function resetKeys() {
+  keysInput.value = keysBefore = KEYS_FILLER;
+}
+resetKeys();
+
+keysInput.addEventListener("input", () => {
+  const now = keysInput.value;
+  let same = 0;
+  while (same < now.length && now[same] === keysBefore[same]) same += 1;
+  for (let i = same; i < keysBefore.length; i += 1) {
+    rfb.sendKey(KeyTable.XK_BackSpace, "Backspace");
+  }
+  typeText(now.slice(same));
+  keysBefore = now;
+  if (now.length < KEYS_FILLER.length / 2 || now.length > KEYS_FILLER.length * 4) resetKeys();
+});
+keysInput.addEventListener("focus", () => {
+  setPressed(keyboardButton, true);
+  keysInput.setSelectionRange(keysInput.value.length, keysInput.value.length);
+  rfb.focusOnClick = false; // a tap on the screen clicks in the guest and keeps the keyboard up
+});
+keysInput.addEventListener("blur", () => {
+  setPressed(keyboardButton, false);
+  rfb.focusOnClick = true;
+});
+// A click on the button leaves the focus where it is, so that it can tell whether to show the
+// keyboard or hide it.
+keyboardButton.addEventListener("mousedown", (event) => event.preventDefault());
+keyboardButton.addEventListener("click", () => {
+  if (document.activeElement === keysInput) {
+    rfb.focus();
+  } else {
+    keysInput.focus();
+  }
 });

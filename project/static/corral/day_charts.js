@@ -1,9 +1,13 @@
-// A host's or a VM's charts of the last day (their admin pages, a VM's portal page): read
-// again from the server every minute, when the sync has written the next point.
+// The charts of the last day (a host's, a cluster's or a VM's admin page, the dashboard, a VM's
+// portal page): each box marked data-day-charts is read again from the server every minute,
+// when the next point has been written.
 (function () {
   "use strict";
   var EVERY_MS = 60000;
-  var boxes = document.querySelectorAll(".corral-day-box[data-refresh-url]");
+  var boxes = Array.prototype.filter.call(
+    document.querySelectorAll("[data-day-charts]"),
+    function (box) { return box.dataset.refreshUrl; }
+  );
   if (!boxes.length) {
     return;
   }

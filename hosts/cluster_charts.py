@@ -1,0 +1,120 @@
+"""A cluster's last day drawn on the server (its admin page), and every cluster's an admin may
+see added up (the dashboard): the load of its hosts, its VMs by state and its pools' VMs free
+and taken, each an SVG line chart (``hosts.charts``) with a summary, and an hourly table as
+their text alternative."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from hosts import cluster_samples, samples
+from hosts.charts import Chart, Series, places, svg
+
+VM_STATES = (
+    Series("Up", "vms_up", "a"),
+    Series("Paused", "vms_paused", "b"),
+    Series("Down", "vms_down", "c"),
+    Series("Changing state", "vms_changing", "d"),
+    Series("Unknown", "vms_unknown", "e"),
+)
+
+
+class Point(NamedTuple):
+    """A minute of the charts: memory given as a share of the usable hosts' memory."""
+
+    at: datetime
+    cpu_percent: float | None
+    memory_percent: float | None
+    vms_up: int
+    vms_paused: int
+    vms_down: int
+    vms_changing: int
+    vms_unknown: int
+    pool_vms_free: int
+    pool_vms_taken: int
+
+
+def _drawn(point: cluster_samples.Point) -> Point:
+    capacity = point.memory_capacity_mb
+    return Point(
+        point.at,
+        point.cpu_percent,
+        100 * point.memory_given_mb / capacity if capacity else None,
+        *point[4:],
+    )
+
+
+def _charts(points: list[Point]) -> list[Chart]:
+    vms_top = max([*(sum(p[3:8]) for p in points), 1])
+    pools_top = max([*(p.pool_vms_free + p.pool_vms_taken for p in points), 1])
+    return [
+        Chart(
+            "utilisation",
+            "Hosts' CPU in use and memory given to VMs, last 24 hours",
+            "%",
+            [
+                Series("CPU in use", "cpu_percent", "a"),
+                Series("Memory given to VMs", "memory_percent", "b"),
+            ],
+            100,
+        ),
+        Chart("vms-by-state", "VMs by state, last 24 hours", "", list(VM_STATES), vms_top),
+        Chart(
+            "pool-vms",
+            "Pool VMs free and taken, last 24 hours",
+            "",
+            [
+                Series("Free (running, nobody holds it)", "pool_vms_free", "a"),
+                Series("Taken", "pool_vms_taken", "b"),
+            ],
+            pools_top,
+        ),
+    ]
+
+
+def _hourly(points: list[Point], at: list[tuple[str, float]]) -> list[dict]:
+    """Each hour's averages (CPU and memory) and its most VMs in each state, for the table."""
+    hours: dict[int, list[Point]] = {}
+    for point, (_, seconds) in zip(points, at, strict=True):
+        hours.setdefault(int(seconds // 3600), []).append(point)
+    rows = []
+    for number, group in hours.items():
+
+        def average(field: str, group=group) -> str:
+            known = [getattr(p, field) for p in group if getattr(p, field) is not None]
+            return f"{sum(known) / len(known):.0f}%" if known else "—"
+
+        rows.append(
+            {
+                "hour": timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC)),
+                "cpu": average("cpu_percent"),
+                "memory": average("memory_percent"),
+                "states": [max(getattr(p, s.field) for p in group) for s in VM_STATES],
+                "free": max(p.pool_vms_free for p in group),
+                "taken": max(p.pool_vms_taken for p in group),
+            }
+        )
+    return rows
+
+
+def last_day(cluster_ids, whose: str, now: datetime | None = None) -> str:
+    """The last-day charts of the clusters ``cluster_ids`` added up, as HTML (one query);
+    ``whose`` names them in the table's caption ("This cluster", "Your clusters")."""
+    now = now or timezone.now()
+    points = [_drawn(p) for p in cluster_samples.last_day(cluster_ids, now)]
+    start = now - samples.MINUTES_KEPT
+    at = places(points, start)
+    return render_to_string(
+        "admin/hosts/cluster/day_charts.html",
+        {
+            "whose": whose,
+            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in _charts(points)],
+            "states": VM_STATES,
+            "hours": _hourly(points, at),
+            "points": len(points),
+        },
+    )
