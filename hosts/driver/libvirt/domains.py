@@ -230,9 +230,9 @@ def _usage_by_calls(dom: libvirt.virDomain) -> DomainUsage:
     """The same counters asked one call each, from a driver whose domain stats give only the
     state (libvirt's test driver): what it answers."""
     try:
-        devices = ElementTree.fromstring(dom.XMLDesc()).find("devices")
-        disks = [t.get("dev") for t in devices.findall("disk/target")]
-        nics = [t.get("dev") for t in devices.findall("interface/target")]
+        domain = ElementTree.fromstring(dom.XMLDesc())
+        disks = [t.get("dev") for t in domain.findall("devices/disk/target")]
+        nics = [t.get("dev") for t in domain.findall("devices/interface/target")]
         blocks = [dom.blockStats(dev) for dev in disks if dev]
         nets = [dom.interfaceStats(dev) for dev in nics if dev]
         return DomainUsage(
