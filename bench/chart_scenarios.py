@@ -1,7 +1,8 @@
 """A host's 24-hour charts at 1,000 hosts: the points of 1,000 hosts over a day (1,440 each,
 1.44 million rows) written in bulk, then one host's charts drawn (its page's fragment, as
 the admin page and its minutely refresh render it), with the statements it takes; on
-PostgreSQL, what a host's day of points costs on disk (table and indexes)."""
+PostgreSQL, what a host's day of points costs on disk (table and indexes). The same for a VM
+among 1,000 VMs (its portal and admin pages draw the same fragment)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ from django.utils import timezone
 
 from bench.fleet import make_fleet
 from hosts import charts, cluster_charts, cluster_samples, samples
-from hosts.models import Cluster, ClusterSample, Host, HostSample, VirtualMachine
+from hosts.models import (
+    Cluster,
+    ClusterSample,
+    Host,
+    HostSample,
+    Template,
+    VirtualMachine,
+    VmSample,
+)
 
 HOSTS = 1000
+VMS = 1000
 CLUSTER = "bench-charts"
 BATCH = 20_000
 
@@ -53,19 +63,18 @@ def _fill(now) -> list[Host]:
     return hosts
 
 
-def _bytes_per_host_day() -> str:
+def _bytes_per_day(table_name: str, owners: int, owner: str) -> str:
     if connection.vendor != "postgresql":
         return "measured on PostgreSQL only"
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE hosts_hostsample")
+        cursor.execute(f"ANALYZE {table_name}")
         cursor.execute(
-            "SELECT pg_total_relation_size('hosts_hostsample'), "
-            "pg_relation_size('hosts_hostsample')"
+            f"SELECT pg_total_relation_size('{table_name}'), pg_relation_size('{table_name}')"
         )
         total, table = cursor.fetchone()
     return (
-        f"{total / HOSTS / 1024:.0f} KiB a host a day with its indexes "
-        f"({table / HOSTS / 1024:.0f} KiB of table; {total / (HOSTS * 1440):.0f} B a point)"
+        f"{total / owners / 1024:.0f} KiB a {owner} a day with its indexes "
+        f"({table / owners / 1024:.0f} KiB of table; {total / (owners * 1440):.0f} B a point)"
     )
 
 
@@ -86,7 +95,7 @@ def host_day_chart(measure):
             ),
             (
                 f"storage of a host's day of minute points ({HOSTS:,} hosts)",
-                _bytes_per_host_day(),
+                _bytes_per_day("hosts_hostsample", HOSTS, "host"),
                 "",
                 "",
             ),
@@ -153,3 +162,70 @@ def cluster_day_chart(measure):
     finally:
         ClusterSample.objects.all().delete()
         make_fleet(0, clusters=0)
+
+
+def _fill_vms(now) -> list[VirtualMachine]:
+    cluster = Cluster.objects.create(name=CLUSTER)
+    template = Template.objects.create(name=CLUSTER, memory_mb=4096, vcpus=2, disk_gb=20)
+    vms = VirtualMachine.objects.bulk_create(
+        VirtualMachine(
+            name=f"chart-vm-{n}",
+            cluster=cluster,
+            template=template,
+            status="up",
+            vcpus=2,
+            memory_mb=4096,
+            disk_gb=20,
+        )
+        for n in range(VMS)
+    )
+    start = samples.minute_of(now)
+    batch = []
+    for vm in vms:
+        for m in range(24 * 60):
+            batch.append(
+                VmSample(
+                    vm_id=vm.pk,
+                    at=start - timedelta(minutes=m),
+                    cpu_percent=(vm.pk * 7 + m) % 100,
+                    memory_used_mb=1024 + (m % 60) * 32,
+                    disk_read_bps=(m % 30) * 100_000,
+                    disk_write_bps=(m % 20) * 50_000,
+                    net_rx_bps=(m % 15) * 20_000,
+                    net_tx_bps=(m % 10) * 10_000,
+                )
+            )
+        if len(batch) >= BATCH:
+            VmSample.objects.bulk_create(batch)
+            batch = []
+    VmSample.objects.bulk_create(batch)
+    return vms
+
+
+def vm_day_chart(measure):
+    now = timezone.now()
+    try:
+        vms = _fill_vms(now)
+        vm = VirtualMachine.objects.get(pk=vms[VMS // 2].pk)
+        html = charts.vm_last_day(vm, now)
+        assert html.count('<svg role="img"') == 4
+        ms, queries = measure(lambda: charts.vm_last_day(vm, now))
+        return [
+            (
+                f"24-hour charts of one VM at {VMS:,} VMs × 1,440 points (median of 5)",
+                f"{ms:.1f} ms, {queries} statement(s)",
+                "≤ 100 ms",
+                "yes" if ms <= 100 else "NO",
+            ),
+            (
+                f"storage of a VM's day of minute points ({VMS:,} VMs)",
+                _bytes_per_day("hosts_vmsample", VMS, "VM"),
+                "",
+                "",
+            ),
+        ]
+    finally:
+        VmSample.objects.filter(vm__cluster__name=CLUSTER).delete()
+        VirtualMachine.objects.filter(cluster__name=CLUSTER).delete()
+        Template.objects.filter(name=CLUSTER).delete()
+        Cluster.objects.filter(name=CLUSTER).delete()

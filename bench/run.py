@@ -70,6 +70,7 @@ SCENARIOS = [
     scheduling_scenarios.balancer_cycle,
     chart_scenarios.host_day_chart,
     chart_scenarios.cluster_day_chart,
+    chart_scenarios.vm_day_chart,
 ]
 
 logging.getLogger("django-q").setLevel(logging.WARNING)

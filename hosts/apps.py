@@ -18,6 +18,7 @@ class HostsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from hosts import (  # noqa: F401
+            chart_pages,
             cluster_samples,
             dashboard,
             demo,
@@ -89,6 +90,7 @@ class HostsConfig(AppConfig):
         demo.register()
         register_view_rule(Template, lambda queryset, user: template_access.visible(user, queryset))
         views.extend_vm_pages(section=snapshot_pages.section)
+        views.extend_vm_pages(section=chart_pages.section)
         users_admin.register_deletion_note(user_deletion.notes)
         pre_delete.connect(
             _release_user_things,

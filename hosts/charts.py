@@ -1,22 +1,26 @@
-"""A host's last day drawn on the server: one SVG line chart each of CPU, memory (given and
-used) and VMs running, with a summary and an hourly table as their text alternative."""
+"""A host's or a VM's last day drawn on the server: SVG line charts of its minute points
+(``hosts.samples``, ``hosts.vm_samples``) with a summary and an hourly table as their text
+alternative. A host shows CPU, memory (given and used) and VMs running; a VM CPU, memory, disk
+and network I/O. A cluster's charts (``hosts.cluster_charts``) are drawn by ``svg`` too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from hosts import samples
-from hosts.models import Host
+from hosts import samples, vm_samples
+from hosts.models import Host, VirtualMachine
 
 WIDTH, HEIGHT = 720, 120
 LEFT, BOTTOM, TOP = 48, 18, 6
 GAP = timedelta(minutes=2)  # no point for longer than this: the line breaks
+KIB, MIB = 1024, 1024 * 1024
 
 
 @dataclass
@@ -34,7 +38,19 @@ class Chart:
     title: str
     unit: str
     series: list[Series]
-    top: float  # the value at the top of the chart
+    top: float  # the value at the top of the chart, in ``unit``
+    per: float = 1  # the figures are divided by this to be in ``unit`` (bytes/s in KiB/s…)
+
+
+@dataclass
+class Column:
+    """One column of the hourly table: the hour's average (or highest) of a figure."""
+
+    heading: str
+    field: str
+    most: bool = False
+    per: float = 1
+    unit: str = ""
 
 
 def _x(at: datetime, start: datetime) -> float:
@@ -43,7 +59,7 @@ def _x(at: datetime, start: datetime) -> float:
     )
 
 
-def places(points: list, start: datetime) -> list[tuple[str, float]]:
+def places(points: list[NamedTuple], start: datetime) -> list[tuple[str, float]]:
     """Each point's x in the chart (formatted) and its time in seconds, worked out once for
     every line."""
     origin, scale = start.timestamp(), (WIDTH - LEFT) / samples.MINUTES_KEPT.total_seconds()
@@ -51,16 +67,11 @@ def places(points: list, start: datetime) -> list[tuple[str, float]]:
     return [(f"{LEFT + scale * (t - origin):.1f}", t) for t in seconds]
 
 
-def _path(points: list, places: list[tuple[str, float]], field: str, top: float) -> str:
-    """The line of ``field`` through ``points`` (named tuples of one kind: a host's, a
-    cluster's…), broken where minutes are missing."""
-    if not points:
-        return ""
-    index, gap, height = (
-        type(points[0])._fields.index(field),
-        GAP.total_seconds(),
-        HEIGHT - BOTTOM - TOP,
-    )
+def _path(
+    points: list[NamedTuple], places: list[tuple[str, float]], field: str, chart: Chart
+) -> str:
+    index = points[0]._fields.index(field) if points else 0
+    gap, height, top = GAP.total_seconds(), HEIGHT - BOTTOM - TOP, chart.top * chart.per
     parts, previous = [], None
     for point, (x, at) in zip(points, places, strict=True):
         value = point[index]
@@ -73,13 +84,13 @@ def _path(points: list, places: list[tuple[str, float]], field: str, top: float)
     return "".join(parts)
 
 
-def _summary(chart: Chart, points: list) -> str:
+def _summary(chart: Chart, points: list[NamedTuple]) -> str:
     if not points:
         return "No figures were recorded in the last 24 hours."
     sentences = []
     for series in chart.series:
         values = [(getattr(p, series.field), p.at) for p in points]
-        known = [(v, at) for v, at in values if v is not None]
+        known = [(v / chart.per, at) for v, at in values if v is not None]
         if not known:
             sentences.append(f"{series.name}: not measured.")
             continue
@@ -117,12 +128,14 @@ def _axes(chart: Chart, start: datetime) -> SafeString:
     )
 
 
-def svg(chart: Chart, points: list, places: list[tuple[str, float]], start: datetime) -> SafeString:
+def svg(
+    chart: Chart, points: list[NamedTuple], places: list[tuple[str, float]], start: datetime
+) -> SafeString:
     """The chart as an SVG image whose title and description say what it shows."""
     lines = format_html_join(
         "",
         '<path class="line {}" d="{}"><title>{}</title></path>',
-        ((s.style, _path(points, places, s.field, chart.top), s.name) for s in chart.series),
+        ((s.style, _path(points, places, s.field, chart), s.name) for s in chart.series),
     )
     return format_html(
         '<svg role="img" viewBox="0 0 {} {}" aria-labelledby="{}-title {}-desc" '
@@ -141,25 +154,62 @@ def svg(chart: Chart, points: list, places: list[tuple[str, float]], start: date
     )
 
 
-def _hourly(points: list[samples.Point], places: list[tuple[str, float]]) -> list[dict]:
-    """Each hour's average figures (the most VMs running in it), for the table."""
-    hours: dict[int, list[samples.Point]] = {}
+def _hourly(
+    points: list[NamedTuple], places: list[tuple[str, float]], columns: list[Column]
+) -> list[dict]:
+    """Each hour's row of the table: its time and, in each column, the average (or the
+    highest) of the figure's known values in it, "—" for none."""
+    hours: dict[int, list[NamedTuple]] = {}
     for point, (_, at) in zip(points, places, strict=True):
         hours.setdefault(int(at // 3600), []).append(point)
     rows = []
     for number, group in hours.items():
-        hour = timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC))
-        cpus = [p.cpu_percent for p in group if p.cpu_percent is not None]
+        cells = []
+        for column in columns:
+            known = [v / column.per for p in group if (v := getattr(p, column.field)) is not None]
+            if not known:
+                cells.append("—")
+                continue
+            value = max(known) if column.most else sum(known) / len(known)
+            cells.append(f"{value:.0f}{column.unit}")
         rows.append(
             {
-                "hour": hour,
-                "cpu": f"{sum(cpus) / len(cpus):.0f}%" if cpus else "—",
-                "given": round(sum(p.memory_given_mb for p in group) / len(group)),
-                "used": round(sum(p.memory_used_mb for p in group) / len(group)),
-                "vms": max(p.vms_running for p in group),
+                "hour": timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC)),
+                "cells": cells,
             }
         )
     return rows
+
+
+def draw(
+    points: list[NamedTuple],
+    charts: list[Chart],
+    columns: list[Column],
+    caption: str,
+    now: datetime,
+) -> str:
+    """The day's charts of ``points`` (minute points, oldest first) and their hourly table,
+    as HTML."""
+    start = now - samples.MINUTES_KEPT
+    at = places(points, start)
+    return render_to_string(
+        "hosts/day_charts.html",
+        {
+            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in charts],
+            "caption": caption,
+            "columns": columns,
+            "hours": _hourly(points, at, columns),
+            "points": len(points),
+        },
+    )
+
+
+HOST_COLUMNS = [
+    Column("CPU", "cpu_percent", unit="%"),
+    Column("memory given (MiB)", "memory_given_mb"),
+    Column("memory used (MiB)", "memory_used_mb"),
+    Column("most VMs running", "vms_running", most=True),
+]
 
 
 def charts_for(host: Host, points: list[samples.Point]) -> list[Chart]:
@@ -193,15 +243,64 @@ def last_day(host: Host, now: datetime | None = None) -> str:
     """The host's last-day charts and their hourly table, as HTML (one query)."""
     now = now or timezone.now()
     points = samples.last_day(host.pk, now)
-    start = now - samples.MINUTES_KEPT
-    charts = charts_for(host, points)
-    at = places(points, start)
-    return render_to_string(
-        "admin/hosts/host/day_charts.html",
-        {
-            "host": host,
-            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in charts],
-            "hours": _hourly(points, at),
-            "points": len(points),
-        },
+    caption = f"{host.name}'s figures hour by hour, last 24 hours"
+    return draw(points, charts_for(host, points), HOST_COLUMNS, caption, now)
+
+
+VM_COLUMNS = [
+    Column("CPU", "cpu_percent", unit="%"),
+    Column("memory used (MiB)", "memory_used_mb"),
+    Column("disk read (KiB/s)", "disk_read_bps", per=KIB),
+    Column("disk written (KiB/s)", "disk_write_bps", per=KIB),
+    Column("network received (KiB/s)", "net_rx_bps", per=KIB),
+    Column("network sent (KiB/s)", "net_tx_bps", per=KIB),
+]
+
+
+def _rate_chart(key: str, title: str, series: list[Series], points: list[NamedTuple]) -> Chart:
+    """A chart of bytes a second, in KiB/s or, past one MiB/s, MiB/s."""
+    highest = max(
+        [getattr(p, s.field) or 0 for p in points for s in series] + [1],
     )
+    per, unit = (MIB, " MiB/s") if highest >= MIB else (KIB, " KiB/s")
+    return Chart(key, title, unit, series, max(highest / per, 1), per)
+
+
+def vm_charts_for(vm: VirtualMachine, points: list[vm_samples.Point]) -> list[Chart]:
+    memory_top = max([vm.memory_mb or 0, *(p.memory_used_mb or 0 for p in points), 1])
+    return [
+        Chart(
+            "cpu",
+            "VM CPU in use (of its vCPUs), last 24 hours",
+            "%",
+            [Series("CPU", "cpu_percent", "a")],
+            100,
+        ),
+        Chart(
+            "memory",
+            "Memory used by the guest, last 24 hours",
+            " MiB",
+            [Series("Memory used", "memory_used_mb", "a")],
+            memory_top,
+        ),
+        _rate_chart(
+            "disk",
+            "Disk read and written, last 24 hours",
+            [Series("Read", "disk_read_bps", "a"), Series("Written", "disk_write_bps", "b")],
+            points,
+        ),
+        _rate_chart(
+            "network",
+            "Network received and sent, last 24 hours",
+            [Series("Received", "net_rx_bps", "a"), Series("Sent", "net_tx_bps", "b")],
+            points,
+        ),
+    ]
+
+
+def vm_last_day(vm: VirtualMachine, now: datetime | None = None) -> str:
+    """The VM's last-day charts and their hourly table, as HTML (one query)."""
+    now = now or timezone.now()
+    points = vm_samples.last_day(vm.pk, now)
+    caption = f"{vm.name}'s figures hour by hour, last 24 hours"
+    return draw(points, vm_charts_for(vm, points), VM_COLUMNS, caption, now)

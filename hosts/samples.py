@@ -1,7 +1,8 @@
 """A host's figures kept for its charts: the sync writes one point a host a minute; the
 pruning loop turns each hour older than a day into one averaged point and drops hourly points
-older than thirty days. So a host holds at most 1,510 minute points (a day, the hour in
-progress at its start, and the pruning interval) and 720 hourly ones."""
+older than thirty days, of hosts and of VMs (``hosts.vm_samples``). So a host or a VM holds at
+most 1,510 minute points (a day, the hour in progress at its start, and the pruning interval)
+and 720 hourly ones."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db import transaction
-from django.db.models import Avg, Max
+from django.db import models, transaction
+from django.db.models import Aggregate, Avg, Max
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from hosts.models import HostHourSample, HostSample
+from hosts.models import HostHourSample, HostSample, VmHourSample, VmSample
 
 MINUTES_KEPT = timedelta(hours=24)
 HOURS_KEPT = timedelta(days=30)
@@ -87,43 +88,78 @@ def last_day(host_id: int, now: datetime | None = None) -> list[Point]:
     return [Point(*row) for row in rows]
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A pair of tables of points (a minute's, an hour's) of one kind of owner, and how an
+    hour's point sums up its minutes (``Avg`` or ``Max`` of each figure)."""
+
+    minutes: type[models.Model]
+    hours: type[models.Model]
+    owner: str
+    figures: dict[str, type[Aggregate]]
+
+    def prune(self, before: datetime, gone: datetime) -> tuple[int, int]:
+        """Average the whole hours of minutes before ``before``, delete those minutes, delete
+        the hours before ``gone``."""
+        with transaction.atomic():
+            old = self.minutes.objects.filter(at__lt=before)
+            hours = (
+                old.annotate(hour=TruncHour("at"))
+                .values(self.owner, "hour")
+                .annotate(**{f"_{name}": how(name) for name, how in self.figures.items()})
+                .order_by()
+            )
+            self.hours.objects.bulk_create(
+                [
+                    self.hours(
+                        **{self.owner: h[self.owner], "at": h["hour"]},
+                        **{name: self._kept(name, h[f"_{name}"]) for name in self.figures},
+                    )
+                    for h in hours
+                ],
+                update_conflicts=True,
+                unique_fields=[self.owner.removesuffix("_id"), "at"],
+                update_fields=list(self.figures),
+                batch_size=1000,
+            )
+            minutes, _ = old.delete()
+        hours_gone, _ = self.hours.objects.filter(at__lt=gone).delete()
+        return minutes, hours_gone
+
+    def _kept(self, name: str, value):
+        whole = not isinstance(self.hours._meta.get_field(name), models.FloatField)
+        return round(value) if whole and value is not None else value
+
+
 def prune(now: datetime | None = None) -> tuple[int, int]:
-    """Average each whole hour of minute points older than a day into an hourly point and
-    delete those minutes; delete hourly points older than thirty days. Returns (minute
-    points, hourly points) deleted. An hour is averaged once, with all its minutes: the
-    minutes of the hour the day's start falls in wait for the next run."""
+    """Average each whole hour of minute points (of hosts and of VMs) older than a day into an
+    hourly point and delete those minutes; delete hourly points older than thirty days.
+    Returns (minute points, hourly points) deleted. An hour is averaged once, with all its
+    minutes: the minutes of the hour the day's start falls in wait for the next run."""
     now = now or timezone.now()
     before = (now - MINUTES_KEPT).replace(minute=0, second=0, microsecond=0)
-    with transaction.atomic():
-        old = HostSample.objects.filter(at__lt=before)
-        hours = (
-            old.annotate(hour=TruncHour("at"))
-            .values("host_id", "hour")
-            .annotate(
-                cpu=Avg("cpu_percent"),
-                given=Avg("memory_given_mb"),
-                used=Avg("memory_used_mb"),
-                vms=Max("vms_running"),
-            )
-            .order_by()
-        )
-        HostHourSample.objects.bulk_create(
-            [
-                HostHourSample(
-                    host_id=h["host_id"],
-                    at=h["hour"],
-                    cpu_percent=h["cpu"],
-                    memory_given_mb=round(h["given"]),
-                    memory_used_mb=round(h["used"]),
-                    vms_running=h["vms"],
-                )
-                for h in hours
-            ],
-            update_conflicts=True,
-            unique_fields=["host", "at"],
-            update_fields=["cpu_percent", "memory_given_mb", "memory_used_mb", "vms_running"],
-            batch_size=1000,
-        )
-        minutes, _ = old.delete()
-    hours_gone, _ = HostHourSample.objects.filter(at__lt=now - HOURS_KEPT).delete()
-    return minutes, hours_gone
+    pruned = [kept.prune(before, now - HOURS_KEPT) for kept in KEPT]
+    return sum(m for m, _ in pruned), sum(h for _, h in pruned)
+
+
+KEPT = [
+    Kept(
+        HostSample,
+        HostHourSample,
+        "host_id",
+        {"cpu_percent": Avg, "memory_given_mb": Avg, "memory_used_mb": Avg, "vms_running": Max},
+    ),
+    Kept(
+        VmSample,
+        VmHourSample,
+        "vm_id",
+        {
+            "cpu_percent": Avg,
+            "memory_used_mb": Avg,
+            "disk_read_bps": Avg,
+            "disk_write_bps": Avg,
+            "net_rx_bps": Avg,
+            "net_tx_bps": Avg,
+        },
+    ),
+]

@@ -3,7 +3,7 @@ a job's progress, My images and the user's own templates."""
 
 from django.urls import path, re_path
 
-from hosts import image_pages, snapshot_pages, template_pages, views
+from hosts import chart_pages, image_pages, snapshot_pages, template_pages, views
 from hosts.guests import console_pages
 
 urlpatterns = [
@@ -11,6 +11,7 @@ urlpatterns = [
     path("vms/rows/", views.vm_rows, name="vm-rows"),
     path("vms/<int:vm_id>/", views.vm_detail, name="vm"),
     path("vms/<int:vm_id>/panel/", views.vm_panel, name="vm-panel"),
+    path("vms/<int:vm_id>/day-charts/", chart_pages.vm_day_charts, name="vm-day-charts"),
     path("vms/<int:vm_id>/hold/", views.vm_hold, name="vm-hold"),
     path("vms/<int:vm_id>/settings/", views.vm_settings, name="vm-settings"),
     path("vms/<int:vm_id>/image/", views.vm_image, name="vm-image"),

@@ -4,11 +4,11 @@ from it first), and a template made from a VM (``hosts.admin.vm_templates``)."""
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_deletion
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import services, template_access
+from hosts import charts, services, template_access
 from hosts.admin import vm_templates
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.admin.snapshots import snapshots_on_vm_page
@@ -166,9 +166,21 @@ class VirtualMachineAdmin(ScopedAdmin):
                 "<int:vm_id>/make-template/",
                 self.admin_site.admin_view(self.make_template_view),
                 name="hosts_virtualmachine_make_template",
-            )
+            ),
+            path(
+                "<int:vm_id>/day-charts/",
+                self.admin_site.admin_view(self.day_charts_view),
+                name="hosts_virtualmachine_day_charts",
+            ),
         ]
         return own + super().get_urls()
+
+    def day_charts_view(self, request, vm_id: int):
+        """The VM's last-day charts alone, for its page to show the latest minutes."""
+        vm = self.get_object(request, str(vm_id))
+        if vm is None or not self.has_view_permission(request, vm):
+            raise Http404
+        return HttpResponse(charts.vm_last_day(vm))
 
     def make_template_view(self, request, vm_id: int):
         return vm_templates.make_template_view(self, request, vm_id)
@@ -180,8 +192,8 @@ class VirtualMachineAdmin(ScopedAdmin):
         return holds(request.user, "hosts.migrate_virtualmachine")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        """The VM's page lists its snapshots too, for those who may operate it, and links to
-        making a template from it for those who may."""
+        """The VM's page draws its last day and lists its snapshots too, for those who may
+        operate it, and links to making a template from it for those who may."""
         vm = self.get_object(request, object_id)
         may = vm is not None and vm_templates.may_make_template(request.user, vm)
         extra_context = {
@@ -189,6 +201,11 @@ class VirtualMachineAdmin(ScopedAdmin):
             **snapshots_on_vm_page(request, object_id),
             "may_make_template": may,
         }
+        if vm is not None and self.has_view_permission(request, vm):
+            extra_context["vm_day_charts"] = charts.vm_last_day(vm)
+            extra_context["vm_day_charts_url"] = reverse(
+                "admin:hosts_virtualmachine_day_charts", args=[vm.pk]
+            )
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request, obj=None):

@@ -21,6 +21,7 @@ from hosts.driver.base import (
     DomainNotFound,
     DomainReport,
     DomainSpec,
+    DomainUsage,
     DriverError,
     GuestAgentUnavailable,
     GuestDevices,
@@ -59,14 +60,22 @@ def has_serial_consoles(uri: str) -> bool:
 
 
 def host_report(
-    uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+    uri: str,
+    storage_pool: str = "",
+    storage_path: str = "",
+    storage_marker: str = "",
+    *,
+    usage: bool = False,
 ) -> HostReport:
     """Capacity, CPU counters and every domain's power state, in one round of calls. With
     ``storage_path``, a missing storage pool is made there; without, it reports no storage.
     With ``storage_marker`` (the host's, a UUID), the host's mark is put in its pool's folder
     and the report lists the marks found there (``storage_markers``): those of every host
-    whose pool is that folder."""
-    return backend_for(uri).host_report(uri, storage_pool, storage_path, storage_marker)
+    whose pool is that folder. With ``usage``, each running domain's counters for its charts
+    too (``DomainReport.usage``)."""
+    return backend_for(uri).host_report(
+        uri, storage_pool, storage_path, storage_marker, usage=usage
+    )
 
 
 def domain_power_state(uri: str, uuid: str) -> str | None:
@@ -344,6 +353,7 @@ __all__ = [
     "DomainNotFound",
     "DomainReport",
     "DomainSpec",
+    "DomainUsage",
     "DriverError",
     "GuestAgentUnavailable",
     "GuestDevices",

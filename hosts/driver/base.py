@@ -187,6 +187,20 @@ class PoolSpace:
 
 
 @dataclass(frozen=True)
+class DomainUsage:
+    """A running domain's counters at one read, for its charts: CPU time (ns), disk bytes
+    read and written and network bytes received and sent since it started, summed over its
+    devices, and the memory its guest uses now. None: the host does not say."""
+
+    cpu_time_ns: int | None = None
+    memory_used_mb: int | None = None
+    disk_read_bytes: int | None = None
+    disk_written_bytes: int | None = None
+    net_rx_bytes: int | None = None
+    net_tx_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class DomainReport:
     """One domain as its host reports it."""
 
@@ -195,6 +209,8 @@ class DomainReport:
     power_state: str
     # Nanoseconds of CPU the domain has used since it started (None: the host does not say).
     cpu_time_ns: int | None = None
+    # Read only when asked for (``host_report(usage=True)``), of running domains.
+    usage: DomainUsage | None = None
 
 
 @dataclass
@@ -280,7 +296,13 @@ class HostDriver(Protocol):
     # Domains: reports, power, snapshots.
 
     def host_report(
-        self, uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+        self,
+        uri: str,
+        storage_pool: str = "",
+        storage_path: str = "",
+        storage_marker: str = "",
+        *,
+        usage: bool = False,
     ) -> HostReport: ...
 
     def domain_power_state(self, uri: str, uuid: str) -> str | None: ...

@@ -33,6 +33,8 @@ from hosts.models.samples import (
     ClusterSample,
     HostHourSample,
     HostSample,
+    VmHourSample,
+    VmSample,
 )
 from hosts.models.snapshots import SnapshotStatus, VmSnapshot
 
@@ -71,6 +73,8 @@ __all__ = [
     "Template",
     "TemplateVisibility",
     "VirtualMachine",
+    "VmHourSample",
+    "VmSample",
     "VmSnapshot",
     "VmStatus",
 ]

@@ -1,5 +1,6 @@
-"""A host's figures through the day and the month, for its charts: one point a minute for the
-last day, one an hour (the minutes' average) for thirty days (``hosts.samples``)."""
+"""A host's, a cluster's and a VM's figures through the day and the month, for their charts:
+one point a minute for the last day, one an hour (the minutes' average) for thirty days
+(``hosts.samples``, ``hosts.cluster_samples``, ``hosts.vm_samples``)."""
 
 from django.db import models
 
@@ -75,3 +76,40 @@ class ClusterHourSample(_ClusterFigures):
         constraints = [
             models.UniqueConstraint(fields=["cluster", "at"], name="cluster_sample_hour")
         ]
+
+
+class _VmFigures(models.Model):
+    # No index of its own: the (vm, at) one leads with it.
+    vm = models.ForeignKey(
+        "hosts.VirtualMachine", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    at = models.DateTimeField(help_text="The start of the minute or hour the point stands for.")
+    # None: not known then (the host does not say, or the first minute it was read running:
+    # a rate needs two reads).
+    cpu_percent = models.FloatField(null=True, help_text="Percent of the VM's vCPUs in use.")
+    memory_used_mb = models.PositiveIntegerField(null=True)
+    disk_read_bps = models.PositiveBigIntegerField(null=True)
+    disk_write_bps = models.PositiveBigIntegerField(null=True)
+    net_rx_bps = models.PositiveBigIntegerField(null=True)
+    net_tx_bps = models.PositiveBigIntegerField(null=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.vm_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class VmSample(_VmFigures):
+    """A running VM's figures in one minute: rates over the minute before its first report
+    read in it (``hosts.vm_samples``)."""
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["vm", "at"], name="vm_sample_minute")]
+
+
+class VmHourSample(_VmFigures):
+    """A VM's figures in one hour: the average of its minutes."""
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["vm", "at"], name="vm_sample_hour")]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from hosts import driver, sshtrust
+from hosts import driver, sshtrust, vm_samples
 from hosts.models import Host, HostStatus, HostStatusReason
 from hosts.sync import shared_storage
 from hosts.sync.failures import mark_refused, mark_unreachable
@@ -69,8 +69,16 @@ def sync_host(host_id: int, owner: str | None = None) -> SyncResult:
         return mark_refused(host_id, untrusted, owner, reason=reason)
     try:
         # Every so often, which hosts share its pool's folder (hosts.sync.shared_storage).
-        marker = str(host.storage_marker) if shared_storage.check_due(host, timezone.now()) else ""
-        report = driver.host_report(host.uri, host.storage_pool, host.storage_path, marker)
+        now = timezone.now()
+        marker = str(host.storage_marker) if shared_storage.check_due(host, now) else ""
+        # Once a minute, its running VMs' counters too, for their charts.
+        report = driver.host_report(
+            host.uri,
+            host.storage_pool,
+            host.storage_path,
+            marker,
+            usage=vm_samples.due(host.pk, now),
+        )
     except driver.UriRefused as exc:
         return mark_refused(host_id, exc.message, owner)
     except driver.HostUnreachable as exc:

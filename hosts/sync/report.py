@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from hosts import driver, samples
+from hosts import driver, samples, vm_samples
 from hosts.driver.base import scheme
 from hosts.models import (
     HOLDING_STATUSES,
@@ -289,6 +289,7 @@ def apply_report(
     vms = _vms_of(host, reported)
     cpu = load.measure(host.pk, report, {str(vm.uuid): vm.vcpus for vm in vms})
     plan = _plan(host, vms, report, cpu, now)
+    vm_samples.record(host.pk, vms, report, now)
     if plan.writes:
         return _write_report(host_id, report, owner, cpu, now)
     samples.record(host.pk, plan.figures, now)

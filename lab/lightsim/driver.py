@@ -131,8 +131,14 @@ def request(uri: str, op: str, what: str, **values) -> dict:
 
 
 def host_report(
-    uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+    uri: str,
+    storage_pool: str = "",
+    storage_path: str = "",
+    storage_marker: str = "",
+    *,
+    usage: bool = False,
 ) -> HostReport:
+    """The simulator's report: power states only (its domains have no counters)."""
     read_at = datetime.now(UTC)
     reply = request(uri, "report", "read the host's domains")
     return HostReport(

@@ -68,10 +68,15 @@ LIBVIRT_DRIVER = "test"
 
 
 def host_report(
-    uri: str, storage_pool: str = "", storage_path: str = "", storage_marker: str = ""
+    uri: str,
+    storage_pool: str = "",
+    storage_path: str = "",
+    storage_marker: str = "",
+    *,
+    usage: bool = False,
 ) -> HostReport:
     """The libvirt report, without storage or hypervisor (the test driver has neither)."""
-    return domains.host_report(uri, capabilities=False)
+    return domains.host_report(uri, capabilities=False, usage=usage)
 
 
 def define(uri: str, spec: DomainSpec) -> None:

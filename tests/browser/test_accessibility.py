@@ -27,6 +27,7 @@ from tests.browser.accessibility import (
     sideways_scroll,
 )
 from tests.browser.conftest import log_in
+from tests.browser.test_vm_day_charts import a_day_of_vm_figures
 from tests.leases.fixtures import at, instances
 from tests.pools.fixtures import add_pool_vms
 from tests.project.sshkeys_data import ED25519
@@ -108,6 +109,7 @@ def portal(
     user = pool_user(pool)
     grant(user, "LeaseUser")
     vm = pool_services.allocate_vm(pool, user).vm
+    a_day_of_vm_figures(vm)
     host_services.request_operation(vm, JobKind.SUSPEND, requested_by=user)
     reservable_hosts(1)
     lease = make_lease(at(9, day=1), at(17, day=1), instances(1), owner=user, name="nightly")

@@ -29,6 +29,7 @@ from tests.browser.accessibility import (
     too_wide,
 )
 from tests.browser.test_admin_grants import log_in_to_console
+from tests.browser.test_vm_day_charts import a_day_of_vm_figures
 from tests.hosts.admin.test_host_keys_admin import new_key
 from tests.leases.fixtures import at, instances
 from tests.pools.fixtures import add_pool_vms
@@ -139,6 +140,7 @@ def console(
     lease = make_lease(at(9, day=1), at(17, day=1), instances(1), owner=user, name="nightly")
     _a_day_of_figures(host)
     _a_day_of_cluster_figures(cluster)
+    a_day_of_vm_figures(vm)
     return Console(cluster=cluster, host=host, pool=pool, vm=vm, lease=lease)
 
 

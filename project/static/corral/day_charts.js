@@ -1,6 +1,6 @@
-// The charts of the last day (a host's or a cluster's admin page, the dashboard): each box
-// marked data-day-charts is read again from the server every minute, when the next point has
-// been written.
+// The charts of the last day (a host's, a cluster's or a VM's admin page, the dashboard, a VM's
+// portal page): each box marked data-day-charts is read again from the server every minute,
+// when the next point has been written.
 (function () {
   "use strict";
   var EVERY_MS = 60000;
