@@ -5,14 +5,13 @@ their text alternative."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import NamedTuple
 
-from django.template.loader import render_to_string
 from django.utils import timezone
 
-from hosts import cluster_samples, samples
-from hosts.charts import Chart, Series, places, svg
+from hosts import cluster_samples
+from hosts.charts import Chart, Column, Series, draw
 
 VM_STATES = (
     Series("Up", "vms_up", "a"),
@@ -76,29 +75,13 @@ def _charts(points: list[Point]) -> list[Chart]:
     ]
 
 
-def _hourly(points: list[Point], at: list[tuple[str, float]]) -> list[dict]:
-    """Each hour's averages (CPU and memory) and its most VMs in each state, for the table."""
-    hours: dict[int, list[Point]] = {}
-    for point, (_, seconds) in zip(points, at, strict=True):
-        hours.setdefault(int(seconds // 3600), []).append(point)
-    rows = []
-    for number, group in hours.items():
-
-        def average(field: str, group=group) -> str:
-            known = [getattr(p, field) for p in group if getattr(p, field) is not None]
-            return f"{sum(known) / len(known):.0f}%" if known else "—"
-
-        rows.append(
-            {
-                "hour": timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC)),
-                "cpu": average("cpu_percent"),
-                "memory": average("memory_percent"),
-                "states": [max(getattr(p, s.field) for p in group) for s in VM_STATES],
-                "free": max(p.pool_vms_free for p in group),
-                "taken": max(p.pool_vms_taken for p in group),
-            }
-        )
-    return rows
+COLUMNS = [
+    Column("CPU in use", "cpu_percent", unit="%"),
+    Column("memory given", "memory_percent", unit="%"),
+    *(Column(f"most VMs {s.name.lower()}", s.field, most=True) for s in VM_STATES),
+    Column("most pool VMs free", "pool_vms_free", most=True),
+    Column("most pool VMs taken", "pool_vms_taken", most=True),
+]
 
 
 def last_day(cluster_ids, whose: str, now: datetime | None = None) -> str:
@@ -106,15 +89,5 @@ def last_day(cluster_ids, whose: str, now: datetime | None = None) -> str:
     ``whose`` names them in the table's caption ("This cluster", "Your clusters")."""
     now = now or timezone.now()
     points = [_drawn(p) for p in cluster_samples.last_day(cluster_ids, now)]
-    start = now - samples.MINUTES_KEPT
-    at = places(points, start)
-    return render_to_string(
-        "admin/hosts/cluster/day_charts.html",
-        {
-            "whose": whose,
-            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in _charts(points)],
-            "states": VM_STATES,
-            "hours": _hourly(points, at),
-            "points": len(points),
-        },
-    )
+    caption = f"{whose}: figures hour by hour, last 24 hours"
+    return draw(points, _charts(points), COLUMNS, caption, now)
