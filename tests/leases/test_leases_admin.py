@@ -3,6 +3,8 @@ in the format the portal shows them in."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.leases.fixtures import at, instances
@@ -36,4 +38,4 @@ def test_the_admin_console_and_the_portal_show_a_leases_start_alike(superuser_co
     mine = signed_in(lab_week.owner).get("/leases/").content.decode()
 
     assert f'<td class="field-start_date nowrap">{shown}</td>' in listed
-    assert f"<td>{shown}</td>" in mine
+    assert re.search(rf"<td[^>]*>{shown}</td>", mine)  # a portal cell (labelled for phones)
