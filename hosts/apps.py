@@ -81,12 +81,6 @@ class HostsConfig(AppConfig):
             every=lambda: cluster_samples.CENSUS_EVERY_S,
             threaded=False,
         )
-        loops.register(
-            "prune-cluster-samples",
-            cluster_samples.prune,
-            every=lambda: samples.PRUNE_EVERY_S,
-            threaded=False,
-        )
         demo.register()
         register_view_rule(Template, lambda queryset, user: template_access.visible(user, queryset))
         views.extend_vm_pages(section=snapshot_pages.section)

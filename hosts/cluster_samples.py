@@ -3,9 +3,10 @@ hosts' load (CPU in use on average, memory given to VMs against its usable hosts
 VMs by state and its pools' VMs free and taken.
 
 A loop (``census``, every minute) writes one point a cluster, from its hosts and VMs as they
-stand: three statements whatever the number of hosts and VMs. The pruning loop turns each
-hour older than a day into one averaged point and drops hourly points older than thirty days,
-as for hosts: a cluster holds at most 1,510 minute points and 720 hourly ones.
+stand: three statements whatever the number of hosts and VMs. The pruning loop of
+hosts and VMs (``hosts.samples.prune``) turns each hour older than a day into one averaged
+point and drops hourly points older than thirty days: a cluster holds at most 1,510 minute
+points and 720 hourly ones.
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db import transaction
 from django.db.models import Avg, Count, Q, Sum
-from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from hosts import samples
 from hosts.models import (
     HOLDING_STATUSES,
     STATIONARY_STATUSES,
-    ClusterHourSample,
     ClusterSample,
     Host,
     HostStatus,
@@ -141,37 +139,3 @@ def last_day(cluster_ids, now: datetime | None = None) -> list[Point]:
         .order_by("at")
     )
     return [Point(row["at"], row["cpu"], *(row[field] for field in FIGURES[1:])) for row in rows]
-
-
-def prune(now: datetime | None = None) -> tuple[int, int]:
-    """Average each whole hour of minute points older than a day into an hourly point and
-    delete those minutes; delete hourly points older than thirty days (as
-    ``hosts.samples.prune`` does for hosts). Returns (minute points, hourly points) deleted."""
-    now = now or timezone.now()
-    before = (now - samples.MINUTES_KEPT).replace(minute=0, second=0, microsecond=0)
-    with transaction.atomic():
-        old = ClusterSample.objects.filter(at__lt=before)
-        hours = (
-            old.annotate(hour=TruncHour("at"))
-            .values("cluster_id", "hour")
-            .annotate(**{f"avg_{field}": Avg(field) for field in FIGURES})
-            .order_by()
-        )
-        ClusterHourSample.objects.bulk_create(
-            [
-                ClusterHourSample(
-                    cluster_id=hour["cluster_id"],
-                    at=hour["hour"],
-                    cpu_percent=hour["avg_cpu_percent"],
-                    **{field: round(hour[f"avg_{field}"]) for field in FIGURES[1:]},
-                )
-                for hour in hours
-            ],
-            update_conflicts=True,
-            unique_fields=["cluster", "at"],
-            update_fields=list(FIGURES),
-            batch_size=1000,
-        )
-        minutes, _ = old.delete()
-    hours_gone, _ = ClusterHourSample.objects.filter(at__lt=now - samples.HOURS_KEPT).delete()
-    return minutes, hours_gone

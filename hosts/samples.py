@@ -1,6 +1,7 @@
 """A host's figures kept for its charts: the sync writes one point a host a minute; the
 pruning loop turns each hour older than a day into one averaged point and drops hourly points
-older than thirty days, of hosts and of VMs (``hosts.vm_samples``). So a host or a VM holds at
+older than thirty days, of hosts, of VMs (``hosts.vm_samples``) and of clusters
+(``hosts.cluster_samples``). So a host or a VM holds at
 most 1,510 minute points (a day, the hour in progress at its start, and the pruning interval)
 and 720 hourly ones."""
 
@@ -16,7 +17,14 @@ from django.db.models import Aggregate, Avg, Max
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from hosts.models import HostHourSample, HostSample, VmHourSample, VmSample
+from hosts.models import (
+    ClusterHourSample,
+    ClusterSample,
+    HostHourSample,
+    HostSample,
+    VmHourSample,
+    VmSample,
+)
 
 MINUTES_KEPT = timedelta(hours=24)
 HOURS_KEPT = timedelta(days=30)
@@ -132,8 +140,8 @@ class Kept:
 
 
 def prune(now: datetime | None = None) -> tuple[int, int]:
-    """Average each whole hour of minute points (of hosts and of VMs) older than a day into an
-    hourly point and delete those minutes; delete hourly points older than thirty days.
+    """Average each whole hour of minute points (of hosts, VMs and clusters) older than a day
+    into an hourly point and delete those minutes; delete hourly points older than thirty days.
     Returns (minute points, hourly points) deleted. An hour is averaged once, with all its
     minutes: the minutes of the hour the day's start falls in wait for the next run."""
     now = now or timezone.now()
@@ -160,6 +168,16 @@ KEPT = [
             "disk_write_bps": Avg,
             "net_rx_bps": Avg,
             "net_tx_bps": Avg,
+        },
+    ),
+    Kept(
+        ClusterSample,
+        ClusterHourSample,
+        "cluster_id",
+        {
+            field.name: Avg
+            for field in ClusterSample._meta.concrete_fields
+            if field.name not in ("id", "cluster", "at")
         },
     ),
 ]

@@ -133,7 +133,7 @@ def test_pruning_averages_old_hours_and_drops_those_past_thirty_days(make_cluste
         cluster=cluster, at=hour - timedelta(days=31), cpu_percent=5, vms_up=1, **figures
     )
 
-    minutes, hours = cluster_samples.prune()
+    minutes, hours = samples.prune()  # hosts', VMs' and clusters'
 
     assert hours == 1
     kept = ClusterSample.objects.filter(cluster=cluster)
