@@ -85,15 +85,20 @@ class Point(NamedTuple):
     vms_running: int
 
 
+def day_of(minutes: type[models.Model], point: type[NamedTuple], now: datetime, **owner) -> list:
+    """One owner's minute points of the last 24 hours in ``minutes`` (a host's, a VM's), as
+    ``point`` tuples, oldest first (one query)."""
+    rows = (
+        minutes.objects.filter(**owner, at__gt=now - MINUTES_KEPT, at__lte=now)
+        .order_by("at")
+        .values_list(*point._fields)
+    )
+    return [point(*row) for row in rows]
+
+
 def last_day(host_id: int, now: datetime | None = None) -> list[Point]:
     """The host's minute points of the last 24 hours, oldest first (one query)."""
-    now = now or timezone.now()
-    rows = (
-        HostSample.objects.filter(host_id=host_id, at__gt=now - MINUTES_KEPT, at__lte=now)
-        .order_by("at")
-        .values_list(*Point._fields)
-    )
-    return [Point(*row) for row in rows]
+    return day_of(HostSample, Point, now or timezone.now(), host_id=host_id)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from hosts import driver
 from hosts.models import VirtualMachine, VmSample
-from hosts.samples import MINUTES_KEPT, minute_of
+from hosts.samples import day_of, minute_of
 
 # Counters read further apart than this give no rate: an average over a longer gap would
 # draw a flat line where the VM was not watched.
@@ -123,10 +123,4 @@ def forget() -> None:
 
 def last_day(vm_id: int, now: datetime | None = None) -> list[Point]:
     """The VM's minute points of the last 24 hours, oldest first (one query)."""
-    now = now or timezone.now()
-    rows = (
-        VmSample.objects.filter(vm_id=vm_id, at__gt=now - MINUTES_KEPT, at__lte=now)
-        .order_by("at")
-        .values_list(*Point._fields)
-    )
-    return [Point(*row) for row in rows]
+    return day_of(VmSample, Point, now or timezone.now(), vm_id=vm_id)
