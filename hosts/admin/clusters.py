@@ -10,6 +10,7 @@ from django.utils.html import format_html
 
 from hosts import charts, cluster_charts, image_access, services, sshtrust
 from hosts.admin import host_keys
+from hosts.admin.day_charts import DayChartsAdmin
 from hosts.admin.quotas import vm_use
 from hosts.models import Cluster, ExternalDomain, Host, Image, Template, VirtualMachine
 from hosts.usage import Load, load, with_usage
@@ -46,7 +47,7 @@ def _held_in_cluster(aggregate) -> Coalesce:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(ScopedAdmin):
+class ClusterAdmin(DayChartsAdmin, ScopedAdmin):
     list_display = ["name", "description", "policy", "host_count", "vm_count", "held_by_users"]
     search_fields = ["name", "description"]
     list_select_related = ["policy"]
@@ -71,6 +72,11 @@ class ClusterAdmin(ScopedAdmin):
             )
         )
 
+    day_charts_key = "cluster"
+
+    def draw_day(self, obj) -> str:
+        return cluster_charts.last_day([obj.pk], "This cluster")
+
     def get_urls(self):
         own = [
             path(
@@ -78,20 +84,9 @@ class ClusterAdmin(ScopedAdmin):
                 self.admin_site.admin_view(self.all_day_charts_view),
                 name="hosts_cluster_all_day_charts",
             ),
-            path(
-                "<int:cluster_id>/day-charts/",
-                self.admin_site.admin_view(self.day_charts_view),
-                name="hosts_cluster_day_charts",
-            ),
+            *self.day_charts_urls(),
         ]
         return own + super().get_urls()
-
-    def day_charts_view(self, request, cluster_id: int):
-        """The cluster's last-day charts alone, for its page to show the latest minutes."""
-        cluster = self.get_object(request, str(cluster_id))
-        if cluster is None or not self.has_view_permission(request, cluster):
-            raise Http404
-        return HttpResponse(cluster_charts.last_day([cluster.pk], "This cluster"))
 
     def all_day_charts_view(self, request):
         """The last day of every cluster the admin may see, added up (the dashboard's)."""
@@ -102,14 +97,10 @@ class ClusterAdmin(ScopedAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         cluster = self.get_object(request, object_id)
-        if cluster is not None and self.has_view_permission(request, cluster):
-            extra_context = {
-                **(extra_context or {}),
-                "cluster_day_charts": cluster_charts.last_day([cluster.pk], "This cluster"),
-                "cluster_day_charts_url": reverse(
-                    "admin:hosts_cluster_day_charts", args=[cluster.pk]
-                ),
-            }
+        extra_context = {
+            **(extra_context or {}),
+            **self.day_charts_context(request, cluster),
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="held by users (counted in quotas)")
@@ -154,7 +145,7 @@ def load_bar(figures: Load, resource: str, reported: str = "") -> str:
 
 
 @admin.register(Host)
-class HostAdmin(ScopedAdmin):
+class HostAdmin(DayChartsAdmin, ScopedAdmin):
     list_display = [
         "name",
         "cluster",
@@ -361,20 +352,14 @@ class HostAdmin(ScopedAdmin):
                 self.admin_site.admin_view(self.trust_host_key_view),
                 name="hosts_host_trust_host_key",
             ),
-            path(
-                "<int:host_id>/day-charts/",
-                self.admin_site.admin_view(self.day_charts_view),
-                name="hosts_host_day_charts",
-            ),
+            *self.day_charts_urls(),
         ]
         return own + super().get_urls()
 
-    def day_charts_view(self, request, host_id: int):
-        """The host's last-day charts alone, for its page to show the latest minutes."""
-        host = self.get_object(request, str(host_id))
-        if host is None or not self.has_view_permission(request, host):
-            raise Http404
-        return HttpResponse(charts.last_day(host))
+    day_charts_key = "host"
+
+    def draw_day(self, obj) -> str:
+        return charts.last_day(obj)
 
     def trust_host_key_view(self, request, host_id: int):
         return host_keys.trust_host_key_view(self, request, host_id)
@@ -387,19 +372,9 @@ class HostAdmin(ScopedAdmin):
         extra_context = {
             **(extra_context or {}),
             **self._on_host(request, object_id),
-            **self._day_charts(request, object_id),
+            **self.day_charts_context(request, self.get_object(request, object_id)),
         }
         return super().change_view(request, object_id, form_url, extra_context)
-
-    def _day_charts(self, request, object_id) -> dict:
-        """The host's charts of the last day, when the user may see the host."""
-        host = self.get_object(request, object_id)
-        if host is None or not self.has_view_permission(request, host):
-            return {}
-        return {
-            "host_day_charts": charts.last_day(host),
-            "host_day_charts_url": reverse("admin:hosts_host_day_charts", args=[host.pk]),
-        }
 
     def _on_host(self, request, object_id) -> dict:
         """The VMs and external domains on the host that the user may see (a page of each)."""

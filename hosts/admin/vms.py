@@ -4,13 +4,14 @@ from it first), and a template made from a VM (``hosts.admin.vm_templates``)."""
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_deletion
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from hosts import charts, services, template_access
 from hosts.admin import vm_templates
 from hosts.admin.clusters import ONLY_VISIBLE
+from hosts.admin.day_charts import DayChartsAdmin
 from hosts.admin.snapshots import snapshots_on_vm_page
 from hosts.guests import ssh
 from hosts.models import Job, JobKind, JobState, VirtualMachine
@@ -73,7 +74,7 @@ def launch_checked(form_class: type, user) -> type:
 
 
 @admin.register(VirtualMachine)
-class VirtualMachineAdmin(ScopedAdmin):
+class VirtualMachineAdmin(DayChartsAdmin, ScopedAdmin):
     list_display = [
         "name",
         "cluster",
@@ -167,20 +168,14 @@ class VirtualMachineAdmin(ScopedAdmin):
                 self.admin_site.admin_view(self.make_template_view),
                 name="hosts_virtualmachine_make_template",
             ),
-            path(
-                "<int:vm_id>/day-charts/",
-                self.admin_site.admin_view(self.day_charts_view),
-                name="hosts_virtualmachine_day_charts",
-            ),
+            *self.day_charts_urls(),
         ]
         return own + super().get_urls()
 
-    def day_charts_view(self, request, vm_id: int):
-        """The VM's last-day charts alone, for its page to show the latest minutes."""
-        vm = self.get_object(request, str(vm_id))
-        if vm is None or not self.has_view_permission(request, vm):
-            raise Http404
-        return HttpResponse(charts.vm_last_day(vm))
+    day_charts_key = "vm"
+
+    def draw_day(self, obj) -> str:
+        return charts.vm_last_day(obj)
 
     def make_template_view(self, request, vm_id: int):
         return vm_templates.make_template_view(self, request, vm_id)
@@ -201,11 +196,7 @@ class VirtualMachineAdmin(ScopedAdmin):
             **snapshots_on_vm_page(request, object_id),
             "may_make_template": may,
         }
-        if vm is not None and self.has_view_permission(request, vm):
-            extra_context["vm_day_charts"] = charts.vm_last_day(vm)
-            extra_context["vm_day_charts_url"] = reverse(
-                "admin:hosts_virtualmachine_day_charts", args=[vm.pk]
-            )
+        extra_context.update(self.day_charts_context(request, vm))
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request, obj=None):
