@@ -30,10 +30,35 @@ MINUTES_KEPT = timedelta(hours=24)
 HOURS_KEPT = timedelta(days=30)
 PRUNE_EVERY_S = 600
 
-# The minute this process last wrote a point of each host: the sync reads a host every few
-# seconds, and one statement a minute is enough.
-_written: dict[int, datetime] = {}
-_lock = threading.Lock()
+
+class EachMinute:
+    """Which minute this process last wrote the points of each host: the sync reads a host
+    every few seconds, and one write a minute is enough."""
+
+    def __init__(self) -> None:
+        self._written: dict[int, datetime] = {}
+        self._lock = threading.Lock()
+
+    def due(self, host_id: int, now: datetime) -> bool:
+        """Whether the minute of ``now`` is still to be written for the host."""
+        with self._lock:
+            return self._written.get(host_id) != minute_of(now)
+
+    def claim(self, host_id: int, now: datetime) -> bool:
+        """Take the minute of ``now`` for the host: False if it was written already."""
+        minute = minute_of(now)
+        with self._lock:
+            if self._written.get(host_id) == minute:
+                return False
+            self._written[host_id] = minute
+            return True
+
+    def forget(self) -> None:
+        with self._lock:
+            self._written.clear()
+
+
+_hosts_written = EachMinute()
 
 
 @dataclass(frozen=True)
@@ -55,13 +80,10 @@ def record(host_id: int, figures: Figures, now: datetime) -> bool:
     wrote that minute already (the first report of a minute stands for it; a second process
     writing the same minute, after a shard handover, replaces it). One statement; True if
     written."""
-    minute = minute_of(now)
-    with _lock:
-        if _written.get(host_id) == minute:
-            return False
-        _written[host_id] = minute
+    if not _hosts_written.claim(host_id, now):
+        return False
     HostSample.objects.bulk_create(
-        [HostSample(host_id=host_id, at=minute, **figures.__dict__)],
+        [HostSample(host_id=host_id, at=minute_of(now), **figures.__dict__)],
         update_conflicts=True,
         unique_fields=["host", "at"],
         update_fields=list(figures.__dict__),
@@ -71,8 +93,7 @@ def record(host_id: int, figures: Figures, now: datetime) -> bool:
 
 def forget() -> None:
     """Forget which minutes this process wrote (the next report of each host writes)."""
-    with _lock:
-        _written.clear()
+    _hosts_written.forget()
 
 
 class Point(NamedTuple):

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from hosts import driver
 from hosts.models import VirtualMachine, VmSample
-from hosts.samples import day_of, minute_of
+from hosts.samples import EachMinute, day_of, minute_of
 
 # Counters read further apart than this give no rate: an average over a longer gap would
 # draw a flat line where the VM was not watched.
@@ -22,7 +22,7 @@ RATE_SPAN = timedelta(minutes=5)
 
 # The minute this process last wrote the points of each host's VMs, and the counters it read
 # then (their time, and each running domain's by uuid).
-_written: dict[int, datetime] = {}
+_written = EachMinute()
 _counters: dict[int, tuple[datetime, dict[str, driver.DomainUsage]]] = {}
 _lock = threading.Lock()
 
@@ -45,8 +45,7 @@ FIGURES = Point._fields[1:]
 def due(host_id: int, now: datetime) -> bool:
     """Whether the host's next report should read its VMs' counters: this process has not
     written their points of the minute of ``now``."""
-    with _lock:
-        return _written.get(host_id) != minute_of(now)
+    return _written.due(host_id, now)
 
 
 def _rate(now: int | None, before: int | None, seconds: float) -> int | None:
@@ -90,10 +89,9 @@ def record(host_id: int, vms: list[VirtualMachine], report: driver.HostReport, n
     if not read:
         return 0
     minute, read_at = minute_of(now), report.read_at or now
+    if not _written.claim(host_id, now):
+        return 0
     with _lock:
-        if _written.get(host_id) == minute:
-            return 0
-        _written[host_id] = minute
         previous_at, previous = _counters.get(host_id, (read_at, {}))
         _counters[host_id] = (read_at, read)
     seconds = (read_at - previous_at).total_seconds()
@@ -116,8 +114,8 @@ def record(host_id: int, vms: list[VirtualMachine], report: driver.HostReport, n
 
 def forget() -> None:
     """Forget which minutes this process wrote and the counters it read."""
+    _written.forget()
     with _lock:
-        _written.clear()
         _counters.clear()
 
 
