@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from hosts import cluster_samples
 from hosts.charts import Chart, Column, Series, draw
+from hosts.models import Cluster
+from project.access.permissions import restrict
 
 VM_STATES = (
     Series("Up", "vms_up", "a"),
@@ -91,3 +93,9 @@ def last_day(cluster_ids, whose: str, now: datetime | None = None) -> str:
     points = [_drawn(p) for p in cluster_samples.last_day(cluster_ids, now)]
     caption = f"{whose}: figures hour by hour, last 24 hours"
     return draw(points, _charts(points), COLUMNS, caption, now)
+
+
+def visible_last_day(user, now: datetime | None = None) -> str:
+    """The last day of every cluster ``user`` may see, added up (the dashboard's charts)."""
+    clusters = restrict(Cluster.objects.all(), user, "hosts.view_cluster").values("pk")
+    return last_day(clusters, "Your clusters", now)

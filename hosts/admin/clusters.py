@@ -92,8 +92,7 @@ class ClusterAdmin(DayChartsAdmin, ScopedAdmin):
         """The last day of every cluster the admin may see, added up (the dashboard's)."""
         if not self.has_view_permission(request):
             raise Http404
-        clusters = restrict(Cluster.objects.all(), request.user, "hosts.view_cluster")
-        return HttpResponse(cluster_charts.last_day(clusters.values("pk"), "Your clusters"))
+        return HttpResponse(cluster_charts.visible_last_day(request.user))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         cluster = self.get_object(request, object_id)
