@@ -29,6 +29,20 @@ CLUSTER = "bench-charts"
 BATCH = 20_000
 
 
+def _write_days(minutes, owners, now, point) -> None:
+    """A point a minute for the last day of each of ``owners`` (``point(owner, m, at)``, m
+    minutes before ``now``'s), written ``BATCH`` at a time (1.44 million would not fit at
+    once)."""
+    start = samples.minute_of(now)
+    batch = []
+    for owner in owners:
+        batch.extend(point(owner, m, start - timedelta(minutes=m)) for m in range(24 * 60))
+        if len(batch) >= BATCH:
+            minutes.objects.bulk_create(batch)
+            batch = []
+    minutes.objects.bulk_create(batch)
+
+
 def _fill(now) -> list[Host]:
     cluster = Cluster.objects.create(name=CLUSTER)
     hosts = Host.objects.bulk_create(
@@ -42,24 +56,19 @@ def _fill(now) -> list[Host]:
         )
         for n in range(HOSTS)
     )
-    start = samples.minute_of(now)
-    batch = []
-    for host in hosts:
-        for m in range(24 * 60):
-            batch.append(
-                HostSample(
-                    host_id=host.pk,
-                    at=start - timedelta(minutes=m),
-                    cpu_percent=(host.pk * 7 + m) % 100,
-                    memory_given_mb=65_536 + (m % 60) * 1024,
-                    memory_used_mb=32_768 + (m % 30) * 1024,
-                    vms_running=8 + m % 5,
-                )
-            )
-        if len(batch) >= BATCH:
-            HostSample.objects.bulk_create(batch)
-            batch = []
-    HostSample.objects.bulk_create(batch)
+    _write_days(
+        HostSample,
+        hosts,
+        now,
+        lambda host, m, at: HostSample(
+            host_id=host.pk,
+            at=at,
+            cpu_percent=(host.pk * 7 + m) % 100,
+            memory_given_mb=65_536 + (m % 60) * 1024,
+            memory_used_mb=32_768 + (m % 30) * 1024,
+            vms_running=8 + m % 5,
+        ),
+    )
     return hosts
 
 
@@ -179,26 +188,21 @@ def _fill_vms(now) -> list[VirtualMachine]:
         )
         for n in range(VMS)
     )
-    start = samples.minute_of(now)
-    batch = []
-    for vm in vms:
-        for m in range(24 * 60):
-            batch.append(
-                VmSample(
-                    vm_id=vm.pk,
-                    at=start - timedelta(minutes=m),
-                    cpu_percent=(vm.pk * 7 + m) % 100,
-                    memory_used_mb=1024 + (m % 60) * 32,
-                    disk_read_bps=(m % 30) * 100_000,
-                    disk_write_bps=(m % 20) * 50_000,
-                    net_rx_bps=(m % 15) * 20_000,
-                    net_tx_bps=(m % 10) * 10_000,
-                )
-            )
-        if len(batch) >= BATCH:
-            VmSample.objects.bulk_create(batch)
-            batch = []
-    VmSample.objects.bulk_create(batch)
+    _write_days(
+        VmSample,
+        vms,
+        now,
+        lambda vm, m, at: VmSample(
+            vm_id=vm.pk,
+            at=at,
+            cpu_percent=(vm.pk * 7 + m) % 100,
+            memory_used_mb=1024 + (m % 60) * 32,
+            disk_read_bps=(m % 30) * 100_000,
+            disk_write_bps=(m % 20) * 50_000,
+            net_rx_bps=(m % 15) * 20_000,
+            net_tx_bps=(m % 10) * 10_000,
+        ),
+    )
     return vms
 
 
