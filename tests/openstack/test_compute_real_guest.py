@@ -67,4 +67,7 @@ def test_a_server_boots_on_qemu_shows_its_console_log_and_takes_its_key(
     vm = VirtualMachine.objects.get(uuid=server_id)
     details = client_for(user).get(f"/api/vms/{vm.pk}/").json()
     logged_in = login(key, details["ssh"], "id -un")
-    assert (logged_in.returncode, logged_in.stdout.strip()) == (0, tinyguest.LOGIN_USER)
+    assert (logged_in.returncode, logged_in.stdout.strip()) == (0, tinyguest.LOGIN_USER), (
+        logged_in.stderr,
+        output[-1500:],
+    )

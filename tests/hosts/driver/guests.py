@@ -11,6 +11,7 @@ import os
 import secrets
 import socket
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from xml.etree import ElementTree
@@ -240,7 +241,10 @@ def ssh_key(folder: Path, name: str) -> tuple[Path, str]:
 def ssh(
     port: int, key: Path, command: str, user: str = tinyguest.LOGIN_USER, host: str = "127.0.0.1"
 ) -> subprocess.CompletedProcess:
-    """``command`` run by ``user`` over SSH to ``host``:``port``, with ``key`` only."""
+    """``command`` run by ``user`` over SSH to ``host``:``port``, with ``key`` only. A
+    connection the guest's side drops before SSH begins (its server not listening yet: the
+    host's forwarded port accepts and closes) is tried again for up to ``SSH_READY_S``, as a
+    person would; an answer of the server (a refused key included) is returned at once."""
     options = {
         "StrictHostKeyChecking": "no",
         "UserKnownHostsFile": "/dev/null",
@@ -249,14 +253,25 @@ def ssh(
         "ConnectTimeout": "30",
         "LogLevel": "ERROR",
     }
-    return subprocess.run(
-        ["/usr/bin/ssh", "-i", str(key), "-p", str(port)]
-        + [f"-o{name}={value}" for name, value in options.items()]
-        + [f"{user}@{host}", command],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    deadline = time.monotonic() + SSH_READY_S
+    while True:
+        done = subprocess.run(
+            ["/usr/bin/ssh", "-i", str(key), "-p", str(port)]
+            + [f"-o{name}={value}" for name, value in options.items()]
+            + [f"{user}@{host}", command],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        before_ssh = done.returncode == 255 and any(s in done.stderr for s in _NOT_LISTENING)
+        if not before_ssh or time.monotonic() > deadline:
+            return done
+        time.sleep(1)
+
+
+SSH_READY_S = 30
+# What ssh says when the connection ends before the server's first words.
+_NOT_LISTENING = ("kex_exchange_identification", "Connection closed by", "Connection reset")
 
 
 # Linux key codes (linux/input-event-codes.h) of what a test types; 42 is the left shift.
