@@ -201,8 +201,6 @@ def server_body(
         "OS-EXT-STS:power_state": power,
         "os-extended-volumes:volumes_attached": [],
     }
-    if status_ != "ERROR":
-        body["security_groups"] = [{"name": "default"}]
     if fault is not None:
         body["fault"] = fault
     if admin:

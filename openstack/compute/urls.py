@@ -37,6 +37,9 @@ urlpatterns = [
     re_path(rf"{V}/servers/{SERVER}/action/?$", server_actions.ServerActionView.as_view()),
     re_path(rf"{V}/servers/{SERVER}/remote-consoles/?$", servers.RemoteConsolesView.as_view()),
     re_path(rf"{V}/servers/{SERVER}/ips/?$", servers.ServerIpsView.as_view()),
+    re_path(
+        rf"{V}/servers/{SERVER}/os-security-groups/?$", servers.ServerSecurityGroupsView.as_view()
+    ),
     re_path(rf"{V}/servers/{SERVER}/metadata/?$", servers.ServerMetadataView.as_view()),
     re_path(
         rf"{V}/servers/{SERVER}/metadata/(?P<key>[^/]+)/?$",

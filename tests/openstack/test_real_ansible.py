@@ -2,7 +2,8 @@
 a running Corral on simulated hosts with a task cluster, run by an ordinary user through the
 playbooks of tests/openstack/playbooks/: the admin sets their cores with the ``quota`` module,
 then they upload a private image, boot a server from it, stop it and read it back (``image``,
-``server``, ``server_action``, ``server_info``); a second server past their quota is refused in
+``server``, ``server_action``, ``server_info``); the server's task run again changes nothing;
+a second server past their quota is refused in
 Nova's words, and they delete the server and the image. ``openstack quota show --usage``
 follows their use up and down; a second user never sees the image."""
 
@@ -142,6 +143,17 @@ def test_an_ordinary_user_runs_a_server_of_their_own_image_with_ansible(
     status, tasks = playbook("over_limit.yml", **clouds)
 
     assert status == 2  # a task failed
+    for task in (
+        "Boot the first server again",
+        "Boot the first server again, no public address asked",
+    ):
+        again = tasks[task]
+        assert (again.get("failed"), again["server"]["id"], again["server"]["status"]) == (
+            None,
+            booted["id"],
+            "SHUTOFF",
+        ), failures(tasks)
+    assert tasks["Boot the first server again, no public address asked"]["changed"] is False
     refused = tasks["Boot a second server"]
     assert refused["failed"] is True and refused["msg"].startswith("ForbiddenException: 403: ")
     assert refused["msg"].endswith(

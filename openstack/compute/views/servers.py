@@ -136,7 +136,6 @@ class ServersView(ServerViews):
                 "id": str(first.pk),
                 "links": links(request, "servers", str(first.pk)),
                 "OS-DCF:diskConfig": "MANUAL",
-                "security_groups": [{"name": "default"}],
             }
         }
         if spec.return_reservation_id:
@@ -209,6 +208,17 @@ class ServerIpsView(ServerViews):
     def get(self, request, server_id: str):
         vm, _ = self.vm_or_record(server_id)
         return Response({"addresses": addresses_of(vm) if vm is not None else {}})
+
+
+class ServerSecurityGroupsView(ServerViews):
+    """``GET /servers/{id}/os-security-groups``: none. Corral has no network service whose
+    groups filter a guest's traffic; what reaches a guest is its network's and its host's
+    business. Nova answers so for a server in no group (a tool that reconciles a server's
+    groups, Ansible's ``server`` module, then finds nothing to change)."""
+
+    def get(self, request, server_id: str):
+        self.vm_or_record(server_id)  # a 404 for a server the caller may not see
+        return Response({"security_groups": []})
 
 
 class ServerMetadataView(ServerViews):
