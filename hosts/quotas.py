@@ -102,6 +102,16 @@ def for_vm(vm: VirtualMachine) -> Resources:
     return Resources(vms=1, vcpus=vm.vcpus, memory_mb=vm.memory_mb, disk_gb=vm.disk_gb)
 
 
+HARDWARE = ("vcpus", "memory_mb", "disk_gb")
+
+
+def for_growth(stored: dict, wanted: dict) -> Resources:
+    """What changing a VM's hardware from ``stored`` to ``wanted`` (``HARDWARE`` values; one
+    not wanted stays) adds to its holder's use: only what grows; what shrinks frees its share
+    once saved."""
+    return Resources(**{n: max(0, wanted.get(n, stored[n]) - stored[n]) for n in HARDWARE})
+
+
 def for_snapshot(vm: VirtualMachine, memory: bool) -> Resources:
     """What a snapshot of ``vm`` counts: one snapshot, and as much disk as it may come to
     hold: the VM's disk (every block may change after it), and its memory when saved with
@@ -274,6 +284,17 @@ def charge(user, requested: Resources) -> None:
     if all(limit is None for limit in limits.values()):
         return
     check(limits, usage(user), requested)
+
+
+def refusal(user, requested: Resources) -> QuotaExceeded | None:
+    """``charge``'s refusal as a value, None where it passes: for a form that validates inside
+    the transaction that then saves (the admin's), so that the user's row stays locked from
+    the check to the save."""
+    try:
+        charge(user, requested)
+    except QuotaExceeded as exceeded:
+        return exceeded
+    return None
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,18 @@ def create_vm(vm: VirtualMachine, *, created_by) -> VirtualMachine:
     return vm
 
 
+def charge_hardware(vm: VirtualMachine, wanted: dict) -> None:
+    """Count a VM's hardware grown to ``wanted`` (vCPUs, memory, disk; only what grows)
+    against its holder's quota, reading what is stored, with the holder's quota row locked
+    until the caller's transaction ends: past a limit it is refused (``QuotaExceeded``) and
+    the caller saves nothing. A VM nobody holds counts for nobody."""
+    stored = VirtualMachine.objects.select_related("owner").only("owner", *quotas.HARDWARE)
+    stored = stored.get(pk=vm.pk)
+    growth = quotas.for_growth({n: getattr(stored, n) for n in quotas.HARDWARE}, wanted)
+    if any(getattr(growth, n) for n in quotas.HARDWARE):
+        quotas.charge(stored.owner, growth)
+
+
 @transaction.atomic
 def delete_vm(vm: VirtualMachine, *, requested_by=None) -> Job | None:
     """Delete a VM that is down: at once if no host holds it, else by a job that removes its

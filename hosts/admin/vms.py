@@ -8,7 +8,7 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import charts, services, template_access
+from hosts import charts, quotas, services, template_access
 from hosts.admin import vm_templates
 from hosts.admin.clusters import ONLY_VISIBLE
 from hosts.admin.day_charts import DayChartsAdmin
@@ -58,7 +58,8 @@ def _vm_operation(name: str, description: str, permission: str):
 
 def launch_checked(form_class: type, user) -> type:
     """``form_class`` refusing, on the template field, a new VM of a user's template whose
-    images ``user`` may not see (``template_access.launch_refusal``), as the API refuses it."""
+    images ``user`` may not see (``template_access.launch_refusal``), and on the field of the
+    resource, a VM past ``user``'s quota, as the API refuses them."""
 
     class LaunchCheckedForm(form_class):
         def _post_clean(self):
@@ -68,9 +69,39 @@ def launch_checked(form_class: type, user) -> type:
             refusal = template_access.launch_refusal(user, self.instance)
             if refusal is not None:
                 self.add_error("template", refusal)
+                return
+            _say_quota(self, user, quotas.for_vm(self.instance))
 
     LaunchCheckedForm.__name__ = form_class.__name__
     return LaunchCheckedForm
+
+
+def growth_checked(form_class: type) -> type:
+    """``form_class`` refusing, on its field, a stopped VM's hardware grown past its holder's
+    quota (what the save then charges, ``services.charge_hardware``)."""
+
+    class GrowthCheckedForm(form_class):
+        def _post_clean(self):
+            super()._post_clean()
+            if self._errors:
+                return
+            stored = VirtualMachine.objects.select_related("owner").get(pk=self.instance.pk)
+            wanted = {n: getattr(self.instance, n) for n in quotas.HARDWARE}
+            hardware = {n: getattr(stored, n) for n in quotas.HARDWARE}
+            _say_quota(self, stored.owner, quotas.for_growth(hardware, wanted))
+
+    GrowthCheckedForm.__name__ = form_class.__name__
+    return GrowthCheckedForm
+
+
+def _say_quota(form, user, requested: quotas.Resources) -> None:
+    """Charge ``requested`` to ``user`` or say the refusal on the resource's field. The admin
+    validates a posted form inside the transaction that saves it: ``user``'s row stays locked
+    until then, so two pages posted at once never pass a limit together."""
+    exceeded = quotas.refusal(user, requested)
+    if exceeded is not None:
+        field = exceeded.resource if exceeded.resource in quotas.HARDWARE else None
+        form.add_error(field, exceeded.message)
 
 
 @admin.register(VirtualMachine)
@@ -247,7 +278,7 @@ class VirtualMachineAdmin(DayChartsAdmin, ScopedAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)
-        return form if obj is not None else launch_checked(form, request.user)
+        return growth_checked(form) if obj is not None else launch_checked(form, request.user)
 
     def save_model(self, request, obj, form, change):
         if change:
@@ -255,6 +286,7 @@ class VirtualMachineAdmin(DayChartsAdmin, ScopedAdmin):
             # moves under other writers meanwhile, and saving the whole row would put back
             # what the page read.
             changed = [name for name in form.changed_data if name != "admin_hold"]
+            services.charge_hardware(obj, {n: getattr(obj, n) for n in quotas.HARDWARE})
             obj.save(update_fields=[*changed, "updated_at"] if changed else [])
             if "admin_hold" in form.changed_data:
                 # Through its service, which says so in the event feed.

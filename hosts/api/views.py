@@ -294,6 +294,7 @@ class VirtualMachineViewSet(
         # says so in the event feed.
         held = serializer.validated_data.pop("admin_hold", None)
         with transaction.atomic():
+            services.charge_hardware(serializer.instance, serializer.validated_data)
             super().perform_update(serializer)
             if held is not None:
                 services.set_admin_hold(serializer.instance, held, requested_by=self.request.user)

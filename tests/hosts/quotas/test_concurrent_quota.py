@@ -1,5 +1,6 @@
 """Concurrent requests of one user never pass their quota together (PostgreSQL: the user's row
-is locked before the use is read): creating VMs through the API and taking pool VMs."""
+is locked before the use is read): creating VMs through the API, taking pool VMs, and growing
+stopped VMs."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -65,3 +66,22 @@ def test_concurrent_allocations_stop_exactly_at_the_limit(postgres_only, make_us
 
     assert sorted(statuses) == [200] * ALLOWED + [409] * (REQUESTS - ALLOWED)
     assert VirtualMachine.objects.filter(pool=pool, owner=user).count() == ALLOWED
+
+
+def test_concurrent_growths_stop_exactly_at_the_limit(
+    postgres_only, make_user, make_cluster, make_template, make_vm
+):
+    user, cluster = make_user(), make_cluster()
+    grant_role(Role.objects.get(name="PowerUser"), cluster, user=user)
+    Quota.objects.create(vcpus=REQUESTS + ALLOWED)  # one each, and room for ALLOWED more
+    template = make_template(vcpus=1, memory_mb=128, disk_gb=1)
+    vms = [make_vm(cluster, template, owner=user, status="down") for _ in range(REQUESTS)]
+    for vm in vms:  # as the API's creation grants its maker
+        grant_role(Role.objects.get(name="UserVmManager"), vm, user=user)
+
+    statuses = _at_once(user, "patch", [(f"/api/vms/{vm.pk}/", {"vcpus": 2}) for vm in vms])
+
+    assert sorted(statuses) == [200] * ALLOWED + [409] * (REQUESTS - ALLOWED)
+    assert sorted(VirtualMachine.objects.filter(owner=user).values_list("vcpus", flat=True)) == (
+        [1] * (REQUESTS - ALLOWED) + [2] * ALLOWED
+    )

@@ -121,3 +121,74 @@ def test_the_portal_says_the_quota_refusal_and_takes_nothing(pool_of, pool_user,
         in messages_of(response)
     )
     assert not VirtualMachine.objects.filter(pool=pool, owner=user).exists()
+
+
+# --- a stopped VM's hardware changed: only what grows counts ---------------------------------
+
+
+def test_growing_a_vm_past_the_vcpu_limit_is_a_409_and_changes_nothing(
+    power_user, client_for, make_template
+):
+    user, cluster = power_user
+    client = client_for(user)
+    made = _create(client, cluster, make_template(vcpus=4, memory_mb=512, disk_gb=1), "grow")
+    url = f"/api/vms/{made.json()['id']}/"
+
+    refused = client.patch(url, {"vcpus": 12, "description": "bigger"}, format="json")
+    grown = client.patch(url, {"vcpus": 8}, format="json")
+    shrunk = client.patch(url, {"vcpus": 2, "memory_mb": 256}, format="json")
+
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == (
+        "Quota exceeded for vCPUs: requested 8, but already used 4 of 8."
+    )
+    assert grown.status_code == 200, grown.content
+    assert shrunk.status_code == 200, shrunk.content
+    vm = VirtualMachine.objects.get(name="grow")
+    assert (vm.vcpus, vm.memory_mb, vm.description) == (2, 256, "")
+
+
+def _admin_form(vm_or_none, cluster, template, **values) -> dict:
+    return {
+        "name": vm_or_none.name if vm_or_none else "made-in-admin",
+        "description": "",
+        "cluster": cluster.pk,
+        "template": template.pk,
+        "vcpus": 4,
+        "memory_mb": 512,
+        "disk_gb": 1,
+        "pinned_host": "",
+        **values,
+    }
+
+
+def test_the_admin_says_the_quota_on_the_field_when_a_vm_is_added_or_grown(
+    power_user, make_template, make_user, grant
+):
+    from django.test import Client
+
+    user, cluster = power_user
+    staff = make_user(is_staff=True)
+    grant(staff, "PowerUser", cluster)
+    template = make_template(vcpus=4, memory_mb=512, disk_gb=1)
+    console = Client()
+    console.force_login(staff)
+
+    added = console.post("/admin/hosts/virtualmachine/add/", _admin_form(None, cluster, template))
+    too_many = console.post(
+        "/admin/hosts/virtualmachine/add/",
+        _admin_form(None, cluster, template, name="second", vcpus=6),
+    )
+    vm = VirtualMachine.objects.get(name="made-in-admin")
+    grown = console.post(
+        f"/admin/hosts/virtualmachine/{vm.pk}/change/",
+        _admin_form(vm, cluster, template, vcpus=9),
+    )
+
+    assert added.status_code == 302, added.content.decode()[-2000:]
+    message = "Quota exceeded for vCPUs: requested {}, but already used 4 of 8."
+    assert too_many.status_code == 200
+    assert too_many.context["adminform"].form.errors["vcpus"] == [message.format(6)]
+    assert grown.status_code == 200
+    assert grown.context["adminform"].form.errors["vcpus"] == [message.format(5)]
+    assert list(VirtualMachine.objects.values_list("name", "vcpus")) == [("made-in-admin", 4)]
