@@ -4,12 +4,13 @@ sizes, images in use) are hosts.images', reached through its use cases."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from hosts import image_access, images
+from hosts import image_access, images, quotas
 from hosts.models import Image, ImageKind
 from openstack.image.base import GlanceRefusal
 from openstack.image.queries import Entry
@@ -38,6 +39,7 @@ def queue_image(owner, fields: dict) -> GlanceImage:
     else:
         fields["visibility"] = image_access.default_visibility(owner)
     with transaction.atomic():
+        _charge_queued(owner)
         wanted = fields.get("id")
         if wanted and (
             GlanceImage.objects.filter(id=wanted).exists()
@@ -45,6 +47,23 @@ def queue_image(owner, fields: dict) -> GlanceImage:
         ):
             raise GlanceRefusal(409, f"Image with identifier {wanted} already exists!")
         return GlanceImage.objects.create(owner=owner, **fields)
+
+
+def queued_of(owner) -> int:
+    """How many of ``owner``'s Glance images wait for their data."""
+    return GlanceImage.objects.filter(owner=owner, image__isnull=True).count()
+
+
+def _charge_queued(owner) -> None:
+    """Count one more image against ``owner``'s images limit, as Glance counts a queued image
+    in ``image_count_total``: their images and their queued ones; past it, Glance's 413
+    (``quotas.QuotaExceeded``). Their row stays locked until the caller's transaction ends."""
+    limits = quotas.lock_limits(owner)
+    if limits["images"] is None:
+        return
+    used = quotas.usage(owner)
+    used = dataclasses.replace(used, images=used.images + queued_of(owner))
+    quotas.check(limits, used, quotas.Resources(images=1))
 
 
 def corral_name(glance: GlanceImage) -> str:

@@ -241,7 +241,8 @@ def test_a_user_reads_their_image_quota_and_its_use_goes_up_with_an_upload(
     grant(user, "PowerUser", make_cluster())
     Quota.objects.create(images=3, image_gb=2)  # the default for everyone
     client = glance_for(user)
-    with django_assert_max_num_queries(5):  # the token, the limits, the VMs, images, snapshots
+    # The token, the limits, the VMs, images, snapshots, queued images.
+    with django_assert_max_num_queries(6):
         before = client.get(f"{API}/info/usage")
     queued = create(client, name="three-mib", disk_format="raw").json()
     while_queued = client.get(f"{API}/info/usage").json()["usage"]
@@ -258,9 +259,35 @@ def test_a_user_reads_their_image_quota_and_its_use_goes_up_with_an_upload(
             "image_count_uploading": {"limit": -1, "usage": 0},
         }
     }
-    assert while_queued["image_count_total"] == {"limit": 3, "usage": 0}  # counted on upload
+    assert while_queued["image_count_total"] == {"limit": 3, "usage": 1}  # as Glance counts it
     assert after["image_size_total"] == {"limit": 2048, "usage": 3}  # whole MiB, rounded down
     assert after["image_count_total"] == {"limit": 3, "usage": 1}
+
+
+def test_a_queued_image_counts_and_one_past_the_images_limit_is_a_413(
+    make_user, grant, make_cluster, glance_for, image_store
+):
+    user = make_user()
+    grant(user, "PowerUser", make_cluster())
+    Quota.objects.create(images=2)
+    client = glance_for(user)
+    make_active(client, b"\0" * 512, disk_format="raw", name="uploaded")
+    queued = create(client, name="waiting", disk_format="raw")
+
+    refused = create(client, name="one-too-many", disk_format="raw")
+    client.delete(f"{API}/images/{queued.json()['id']}")
+    again = create(client, name="room-again", disk_format="raw")
+
+    assert queued.status_code == 201
+    assert refused.status_code == 413
+    assert refused.json()["message"] == (
+        "Quota exceeded for images: requested 1, but already used 2 of 2."
+    )
+    assert again.status_code == 201
+    assert sorted(GlanceImage.objects.filter(owner=user).values_list("name", flat=True)) == [
+        "room-again",
+        "uploaded",
+    ]
 
 
 def test_image_usage_needs_a_token_and_shows_no_limit_as_minus_one(
