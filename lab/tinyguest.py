@@ -89,6 +89,7 @@ MODULES = (
     "virtio_net",
     "virtio_blk",
     "virtio_console",
+    "virtio_balloon",
     "button",
     "evdev",
     "scsi_common",

@@ -205,6 +205,24 @@ def test_a_user_takes_a_real_vm_sees_it_boot_opens_its_screen_and_the_admin_move
     _shown(vm_id, lambda shown: shown.ip_addresses)
     assert client_for(user).get(f"/api/vms/{vm_id}/").json()["ip_addresses"][0] == "10.0.2.15"
 
+    # The memory its charts show in use is the guest's own figure (its balloon driver reports
+    # every 10 s): what the guest holds of its 128 MiB, caches left out.
+    domain = libvirt.open(first.uri).lookupByUUIDString(str(vm.uuid))
+
+    def reported() -> dict | None:
+        stats = domain.memoryStats()
+        return stats if "usable" in stats else None
+
+    guest = wait_until(
+        reported,
+        timeout=30,
+        message=lambda: f"no memory figures from the guest: {domain.memoryStats()}",
+    )
+    report = driver.host_report(first.uri, usage=True)
+    (usage,) = [d.usage for d in report.domains if d.uuid == str(vm.uuid)]
+    assert 0 < usage.memory_used_mb < 128
+    assert guest["available"] // 1024 <= 128
+
     # The guest formatted its blank disk: its overlay holds that; the return throws it away.
     overlay = f"{vm.uuid}.qcow2"
     wait_until(lambda: _allocation(first, overlay) > MIB, timeout=60, message="no disk write")

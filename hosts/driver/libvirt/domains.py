@@ -78,9 +78,15 @@ def domain_xml(spec: DomainSpec, hypervisor: str) -> str:
         f"{_os_xml(spec)}"
         "<features><acpi/></features>"
         "<devices>"
-        f"{_emulator_xml(spec)}{_disk_xml(spec)}{_interfaces_xml(spec)}"
+        f"{_emulator_xml(spec)}{_disk_xml(spec)}{_interfaces_xml(spec)}{BALLOON}"
         f"</devices>{forwarded}</domain>"
     )
+
+
+# The guest's balloon driver reports its memory figures every 10 s (what libvirt's balloon
+# group then gives: ``available``, ``usable``…), which a VM's "memory used" is read from.
+BALLOON_STATS_PERIOD_S = 10
+BALLOON = f"<memballoon model='virtio'><stats period='{BALLOON_STATS_PERIOD_S}'/></memballoon>"
 
 
 def _os_xml(spec: DomainSpec) -> str:
