@@ -2,6 +2,7 @@
 
 import re
 import shutil
+from functools import partial
 from io import StringIO
 from pathlib import Path
 
@@ -64,13 +65,14 @@ def test_stopping_a_qemu_host_ends_its_guests_and_every_process_it_started(qemu_
 def test_a_qemu_host_stopped_and_started_again_resumes_its_guest_where_it_was(
     qemu_host, tiny_guest
 ):
-    """As a real host with libvirt-guests: its running guest saved on stop, resumed on start
-    (not booted again), its guest agent answering as before."""
+    """As a real host with libvirt-guests: its running guests saved on stop (both at once),
+    resumed on start (not booted again), their guest agents answering as before."""
     qemuhosts.start(qemu_host)
     conn = libvirt.open(qemu_host.uri)
-    guest = Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest)
-    guest.boot()
-    wait_until(lambda: agent_addresses(guest.domain), timeout=60, message="no guest agent")
+    guests = [Guest(conn, conn.storagePoolLookupByName("corral"), tiny_guest) for _ in range(2)]
+    for guest in guests:
+        guest.boot()
+        wait_until(partial(agent_addresses, guest.domain), timeout=60, message="no guest agent")
     conn.close()
 
     qemuhosts.stop(qemu_host)
@@ -78,12 +80,14 @@ def test_a_qemu_host_stopped_and_started_again_resumes_its_guest_where_it_was(
     qemuhosts.start(qemu_host)
 
     conn = libvirt.open(qemu_host.uri)
-    domain = conn.lookupByUUIDString(guest.uuid)
-    assert domain.state() == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_RESTORED]
-    assert not domain.hasManagedSaveImage(0)
-    addresses = wait_until(lambda: agent_addresses(domain), timeout=10, message="no agent")
-    assert addresses["eth0"][0] == "10.0.2.15"
-    assert guest.console().count("corral-guest: booted") == 1
+    for guest in guests:
+        domain = conn.lookupByUUIDString(guest.uuid)
+        state = domain.state()
+        assert state == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_RESTORED]
+        assert not domain.hasManagedSaveImage(0)
+        addresses = wait_until(partial(agent_addresses, domain), timeout=10, message="no agent")
+        assert addresses["eth0"][0] == "10.0.2.15"
+        assert guest.console().count("corral-guest: booted") == 1
     conn.close()
 
 
