@@ -46,12 +46,14 @@ def _shows(vm, pattern: str, count: int = 1) -> str:
     )
 
 
-def _value_of_m(vm, domain, tag: str) -> str:
-    """What the guest's shell holds in ``M``, asked on its keyboard and written on its serial
-    console as ``<tag> <value>``: asked again while no answer shows (under load, keys typed
-    while a guest is loading its state can be lost)."""
+def _value_of_m(vm, domain, tag: str, set_to: str = "") -> str:
+    """What the guest's shell holds in ``M`` (set to ``set_to`` first, on the same line),
+    asked on its keyboard and written on its serial console as ``<tag> <value>``: typed again
+    while no answer shows (keys typed while a guest is loading its state, or before its
+    screen's shell has started, can be lost)."""
+    assignment = f"M={set_to}; " if set_to else ""
     for _attempt in range(4):
-        type_on_keyboard(domain, f"echo mval{tag} $M >/dev/ttyS0\n")
+        type_on_keyboard(domain, f"{assignment}echo mval{tag} $M >/dev/ttyS0\n")
         try:
             console = wait_until(
                 lambda: (found := re.search(rf"mval{tag} ([a-z]+)", _console(vm))) and found,
@@ -102,11 +104,9 @@ def test_a_real_guest_goes_back_to_its_snapshots_with_and_without_memory(
 
     # With memory: the guest's shell comes back as it was.
     kept, changed = _word(), _word()
-    type_on_keyboard(domain, f"M={kept}\n")
-    assert _value_of_m(vm, domain, "before") == kept
+    assert _value_of_m(vm, domain, "before", set_to=kept) == kept
     with_memory = snapshot("with-memory", memory=True)
-    type_on_keyboard(domain, f"M={changed}\n")
-    assert _value_of_m(vm, domain, "changed") == changed
+    assert _value_of_m(vm, domain, "changed", set_to=changed) == changed
     operate(f"snapshots/{with_memory}/revert/")
     assert driver.domain_power_state(vm.host.uri, str(vm.uuid)) == "running"
     assert vm.status == "up"
