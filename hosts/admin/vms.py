@@ -88,7 +88,9 @@ def growth_checked(form_class: type) -> type:
             stored = VirtualMachine.objects.select_related("owner").get(pk=self.instance.pk)
             wanted = {n: getattr(self.instance, n) for n in quotas.HARDWARE}
             hardware = {n: getattr(stored, n) for n in quotas.HARDWARE}
-            _say_quota(self, stored.owner, quotas.for_growth(hardware, wanted))
+            growth = quotas.for_growth(hardware, wanted)
+            if any(getattr(growth, n) for n in quotas.HARDWARE):
+                _say_quota(self, stored.owner, growth)
 
     GrowthCheckedForm.__name__ = form_class.__name__
     return GrowthCheckedForm
