@@ -2,7 +2,9 @@
 1.44 million rows) written in bulk, then one host's charts drawn (its page's fragment, as
 the admin page and its minutely refresh render it), with the statements it takes; on
 PostgreSQL, what a host's day of points costs on disk (table and indexes). The same for a VM
-among 1,000 VMs (its portal and admin pages draw the same fragment)."""
+among 1,000 VMs (its portal and admin pages draw the same fragment), and for the dashboard's
+clusters. The ``*_month_chart`` scenarios add the 29 days of hourly points before the day the
+pruning leaves (about 695 an owner) and draw the last week's and the last month's charts."""
 
 from __future__ import annotations
 
@@ -15,13 +17,17 @@ from bench.fleet import make_fleet
 from hosts import charts, cluster_charts, cluster_samples, samples
 from hosts.models import (
     Cluster,
+    ClusterHourSample,
     ClusterSample,
     Host,
+    HostHourSample,
     HostSample,
     Template,
     VirtualMachine,
+    VmHourSample,
     VmSample,
 )
+from hosts.spans import DAY, MONTH, WEEK
 
 HOSTS = 1000
 VMS = 1000
@@ -29,18 +35,46 @@ CLUSTER = "bench-charts"
 BATCH = 20_000
 
 
-def _write_days(minutes, owners, now, point) -> None:
-    """A point a minute for the last day of each of ``owners`` (``point(owner, m, at)``, m
-    minutes before ``now``'s), written ``BATCH`` at a time (1.44 million would not fit at
-    once)."""
-    start = samples.minute_of(now)
+def _minutes(now) -> list:
+    """The last day's minutes, from ``now``'s back."""
+    return [samples.minute_of(now) - timedelta(minutes=m) for m in range(24 * 60)]
+
+
+def _hours(now) -> list:
+    """The hours the pruning keeps before the minutes of the last day: back from the hour
+    before the one its oldest minute falls in, to thirty days before ``now``."""
+    first = _minutes(now)[-1].replace(minute=0)
+    hours = (first - timedelta(hours=h) for h in range(1, 30 * 24))
+    return [at for at in hours if at > now - samples.HOURS_KEPT]
+
+
+def _write(model, owners, times, point) -> None:
+    """A point of each of ``owners`` at each of ``times`` (``point(owner, n, at)``, n the
+    time's place), written ``BATCH`` at a time (1.44 million would not fit at once)."""
     batch = []
     for owner in owners:
-        batch.extend(point(owner, m, start - timedelta(minutes=m)) for m in range(24 * 60))
+        batch.extend(point(owner, n, at) for n, at in enumerate(times))
         if len(batch) >= BATCH:
-            minutes.objects.bulk_create(batch)
+            model.objects.bulk_create(batch)
             batch = []
-    minutes.objects.bulk_create(batch)
+    model.objects.bulk_create(batch)
+
+
+def _spans(what: str, points: str, draw, charts_drawn: int, measure) -> list[tuple]:
+    """The last week's and the last month's charts drawn by ``draw(span)``, timed."""
+    rows = []
+    for span in (WEEK, MONTH):
+        assert draw(span).count('<svg role="img"') == charts_drawn
+        ms, queries = measure(lambda span=span: draw(span))
+        rows.append(
+            (
+                f"{span.label} charts of {what} at {points} (median of 5)",
+                f"{ms:.1f} ms, {queries} statement(s)",
+                "≤ 100 ms",
+                "yes" if ms <= 100 else "NO",
+            )
+        )
+    return rows
 
 
 def _fill(now) -> list[Host]:
@@ -56,10 +90,10 @@ def _fill(now) -> list[Host]:
         )
         for n in range(HOSTS)
     )
-    _write_days(
+    _write(
         HostSample,
         hosts,
-        now,
+        _minutes(now),
         lambda host, m, at: HostSample(
             host_id=host.pk,
             at=at,
@@ -92,9 +126,9 @@ def host_day_chart(measure):
     try:
         hosts = _fill(now)
         host = Host.objects.get(pk=hosts[HOSTS // 2].pk)
-        html = charts.last_day(host, now)
+        html = charts.host_span(host, DAY, now)
         assert html.count('<svg role="img"') == 3
-        ms, queries = measure(lambda: charts.last_day(host, now))
+        ms, queries = measure(lambda: charts.host_span(host, DAY, now))
         return [
             (
                 f"24-hour charts of one host at {HOSTS:,} hosts × 1,440 points (median of 5)",
@@ -151,9 +185,9 @@ def cluster_day_chart(measure):
             batch_size=BATCH,
         )
         ids = [c.pk for c in clusters]
-        html = cluster_charts.last_day(ids, "Your clusters", now)
+        html = cluster_charts.clusters_span(ids, "Your clusters", DAY, now)
         assert html.count('<svg role="img"') == 3
-        ms, queries = measure(lambda: cluster_charts.last_day(ids, "Your clusters", now))
+        ms, queries = measure(lambda: cluster_charts.clusters_span(ids, "Your clusters", DAY, now))
         return [
             (
                 f"cluster census: {HOSTS:,} hosts, {FLEET_VMS:,} VMs, 10 clusters (median of 5)",
@@ -188,10 +222,10 @@ def _fill_vms(now) -> list[VirtualMachine]:
         )
         for n in range(VMS)
     )
-    _write_days(
+    _write(
         VmSample,
         vms,
-        now,
+        _minutes(now),
         lambda vm, m, at: VmSample(
             vm_id=vm.pk,
             at=at,
@@ -211,9 +245,9 @@ def vm_day_chart(measure):
     try:
         vms = _fill_vms(now)
         vm = VirtualMachine.objects.get(pk=vms[VMS // 2].pk)
-        html = charts.vm_last_day(vm, now)
+        html = charts.vm_span(vm, DAY, now)
         assert html.count('<svg role="img"') == 4
-        ms, queries = measure(lambda: charts.vm_last_day(vm, now))
+        ms, queries = measure(lambda: charts.vm_span(vm, DAY, now))
         return [
             (
                 f"24-hour charts of one VM at {VMS:,} VMs × 1,440 points (median of 5)",
@@ -229,6 +263,128 @@ def vm_day_chart(measure):
             ),
         ]
     finally:
+        VmSample.objects.filter(vm__cluster__name=CLUSTER).delete()
+        VirtualMachine.objects.filter(cluster__name=CLUSTER).delete()
+        Template.objects.filter(name=CLUSTER).delete()
+        Cluster.objects.filter(name=CLUSTER).delete()
+
+
+def _month_points(now) -> str:
+    return f"1,440 minute + {len(_hours(now))} hourly points each"
+
+
+def host_month_chart(measure):
+    """One host's last week and last month among 1,000 hosts' days of minutes and 29 days of
+    hours (0.7 million ``HostHourSample`` rows)."""
+    now = timezone.now()
+    try:
+        hosts = _fill(now)
+        _write(
+            HostHourSample,
+            hosts,
+            _hours(now),
+            lambda host, h, at: HostHourSample(
+                host_id=host.pk,
+                at=at,
+                cpu_percent=(host.pk * 7 + h) % 100,
+                memory_given_mb=65_536 + (h % 24) * 1024,
+                memory_used_mb=32_768 + (h % 12) * 1024,
+                vms_running=8 + h % 5,
+            ),
+        )
+        host = Host.objects.get(pk=hosts[HOSTS // 2].pk)
+        return _spans(
+            "one host",
+            f"{HOSTS:,} hosts × {_month_points(now)}",
+            lambda span: charts.host_span(host, span, now),
+            3,
+            measure,
+        )
+    finally:
+        HostHourSample.objects.filter(host__cluster__name=CLUSTER).delete()
+        HostSample.objects.filter(host__cluster__name=CLUSTER).delete()
+        Host.objects.filter(cluster__name=CLUSTER).delete()
+        Cluster.objects.filter(name=CLUSTER).delete()
+
+
+def _cluster_point(model, cluster, n: int, at):
+    return model(
+        cluster=cluster,
+        at=at,
+        cpu_percent=(cluster.pk * 7 + n) % 100,
+        memory_given_mb=1_000_000 + n * 100,
+        memory_capacity_mb=26_214_400,
+        vms_up=600 + n % 50,
+        vms_paused=n % 7,
+        vms_down=1_400 - n % 50,
+        vms_changing=n % 5,
+        vms_unknown=0,
+        pool_vms_free=40 + n % 10,
+        pool_vms_taken=100 + n % 30,
+    )
+
+
+def cluster_month_chart(measure):
+    """The dashboard's last week and last month: 10 clusters' days of minutes and 29 days of
+    hours, added up."""
+    now = timezone.now()
+    try:
+        clusters = Cluster.objects.bulk_create(Cluster(name=f"{CLUSTER}-{n}") for n in range(10))
+        _write(
+            ClusterSample,
+            clusters,
+            _minutes(now),
+            lambda c, m, at: _cluster_point(ClusterSample, c, m, at),
+        )
+        _write(
+            ClusterHourSample,
+            clusters,
+            _hours(now),
+            lambda c, h, at: _cluster_point(ClusterHourSample, c, h, at),
+        )
+        ids = [c.pk for c in clusters]
+        return _spans(
+            "the dashboard",
+            f"10 clusters × {_month_points(now)}, added up",
+            lambda span: cluster_charts.clusters_span(ids, "Your clusters", span, now),
+            3,
+            measure,
+        )
+    finally:
+        Cluster.objects.filter(name__startswith=f"{CLUSTER}-").delete()
+
+
+def vm_month_chart(measure):
+    """One VM's last week and last month among 1,000 VMs' days of minutes and 29 days of
+    hours (0.7 million ``VmHourSample`` rows)."""
+    now = timezone.now()
+    try:
+        vms = _fill_vms(now)
+        _write(
+            VmHourSample,
+            vms,
+            _hours(now),
+            lambda vm, h, at: VmHourSample(
+                vm_id=vm.pk,
+                at=at,
+                cpu_percent=(vm.pk * 7 + h) % 100,
+                memory_used_mb=1024 + (h % 24) * 32,
+                disk_read_bps=(h % 30) * 100_000,
+                disk_write_bps=(h % 20) * 50_000,
+                net_rx_bps=(h % 15) * 20_000,
+                net_tx_bps=(h % 10) * 10_000,
+            ),
+        )
+        vm = VirtualMachine.objects.get(pk=vms[VMS // 2].pk)
+        return _spans(
+            "one VM",
+            f"{VMS:,} VMs × {_month_points(now)}",
+            lambda span: charts.vm_span(vm, span, now),
+            4,
+            measure,
+        )
+    finally:
+        VmHourSample.objects.filter(vm__cluster__name=CLUSTER).delete()
         VmSample.objects.filter(vm__cluster__name=CLUSTER).delete()
         VirtualMachine.objects.filter(cluster__name=CLUSTER).delete()
         Template.objects.filter(name=CLUSTER).delete()

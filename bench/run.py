@@ -71,6 +71,9 @@ SCENARIOS = [
     chart_scenarios.host_day_chart,
     chart_scenarios.cluster_day_chart,
     chart_scenarios.vm_day_chart,
+    chart_scenarios.host_month_chart,
+    chart_scenarios.cluster_month_chart,
+    chart_scenarios.vm_month_chart,
 ]
 
 logging.getLogger("django-q").setLevel(logging.WARNING)

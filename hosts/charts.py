@@ -1,25 +1,27 @@
-"""A host's or a VM's last day drawn on the server: SVG line charts of its minute points
-(``hosts.samples``, ``hosts.vm_samples``) with a summary and an hourly table as their text
-alternative. A host shows CPU, memory (given and used) and VMs running; a VM CPU, memory, disk
-and network I/O. A cluster's charts (``hosts.cluster_charts``) are drawn by ``svg`` too."""
+"""A host's or a VM's last day, week or month (``hosts.spans``) drawn on the server: SVG line
+charts of its points (``hosts.samples``, ``hosts.vm_samples``) with a summary and a table (an
+hour a row, a day a row for a week or a month) as their text alternative. A host shows CPU,
+memory (given and used) and VMs running; a VM CPU, memory, disk and network I/O. A cluster's
+charts (``hosts.cluster_charts``) are drawn by ``draw`` too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from hosts import samples, vm_samples
 from hosts.models import Host, VirtualMachine
+from hosts.spans import DAY, Span
 
 WIDTH, HEIGHT = 720, 120
 LEFT, BOTTOM, TOP = 48, 18, 6
-GAP = timedelta(minutes=2)  # no point for longer than this: the line breaks
 KIB, MIB = 1024, 1024 * 1024
 
 
@@ -44,7 +46,7 @@ class Chart:
 
 @dataclass
 class Column:
-    """One column of the hourly table: the hour's average (or highest) of a figure."""
+    """One column of the table: the average (or highest) of a figure in a row's hour or day."""
 
     heading: str
     field: str
@@ -53,25 +55,23 @@ class Column:
     unit: str = ""
 
 
-def _x(at: datetime, start: datetime) -> float:
-    return (
-        LEFT + (WIDTH - LEFT) * (at - start).total_seconds() / samples.MINUTES_KEPT.total_seconds()
-    )
+def _x(at: datetime, start: datetime, span: Span) -> float:
+    return LEFT + (WIDTH - LEFT) * (at - start).total_seconds() / span.length.total_seconds()
 
 
-def places(points: list[NamedTuple], start: datetime) -> list[tuple[str, float]]:
+def places(points: list[NamedTuple], start: datetime, span: Span) -> list[tuple[str, float]]:
     """Each point's x in the chart (formatted) and its time in seconds, worked out once for
     every line."""
-    origin, scale = start.timestamp(), (WIDTH - LEFT) / samples.MINUTES_KEPT.total_seconds()
+    origin, scale = start.timestamp(), (WIDTH - LEFT) / span.length.total_seconds()
     seconds = [p.at.timestamp() for p in points]
     return [(f"{LEFT + scale * (t - origin):.1f}", t) for t in seconds]
 
 
 def _path(
-    points: list[NamedTuple], places: list[tuple[str, float]], field: str, chart: Chart
+    points: list[NamedTuple], places: list[tuple[str, float]], field: str, chart: Chart, gap: float
 ) -> str:
     index = points[0]._fields.index(field) if points else 0
-    gap, height, top = GAP.total_seconds(), HEIGHT - BOTTOM - TOP, chart.top * chart.per
+    height, top = HEIGHT - BOTTOM - TOP, chart.top * chart.per
     parts, previous = [], None
     for point, (x, at) in zip(points, places, strict=True):
         value = point[index]
@@ -84,9 +84,9 @@ def _path(
     return "".join(parts)
 
 
-def _summary(chart: Chart, points: list[NamedTuple]) -> str:
+def _summary(chart: Chart, points: list[NamedTuple], span: Span) -> str:
     if not points:
-        return "No figures were recorded in the last 24 hours."
+        return f"No figures were recorded in the {span.words}."
     sentences = []
     for series in chart.series:
         values = [(getattr(p, series.field), p.at) for p in points]
@@ -99,17 +99,19 @@ def _summary(chart: Chart, points: list[NamedTuple]) -> str:
         sentences.append(
             f"{series.name}: now {known[-1][0]:,.0f}{chart.unit}, average {average:,.0f}"
             f"{chart.unit}, highest {highest:,.0f}{chart.unit} at "
-            f"{timezone.localtime(when):%H:%M}."
+            f"{date_format(timezone.localtime(when), span.when_format)}."
         )
     return " ".join(sentences)
 
 
-def _axes(chart: Chart, start: datetime) -> SafeString:
-    hours = [start + timedelta(hours=h) for h in range(0, 25, 6)]
+def _axes(chart: Chart, start: datetime, span: Span) -> SafeString:
     labels = format_html_join(
         "",
         '<text x="{}" y="{}" text-anchor="middle">{}</text>',
-        ((f"{_x(at, start):.1f}", HEIGHT - 4, f"{timezone.localtime(at):%H:%M}") for at in hours),
+        (
+            (f"{_x(at, start, span):.1f}", HEIGHT - 4, date_format(at, span.tick_format))
+            for at in map(timezone.localtime, span.ticks(start))
+        ),
     )
     return format_html(
         '<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>'
@@ -129,13 +131,18 @@ def _axes(chart: Chart, start: datetime) -> SafeString:
 
 
 def svg(
-    chart: Chart, points: list[NamedTuple], places: list[tuple[str, float]], start: datetime
+    chart: Chart,
+    points: list[NamedTuple],
+    places: list[tuple[str, float]],
+    span: Span,
+    start: datetime,
 ) -> SafeString:
     """The chart as an SVG image whose title and description say what it shows."""
+    gap = span.gap.total_seconds()
     lines = format_html_join(
         "",
         '<path class="line {}" d="{}"><title>{}</title></path>',
-        ((s.style, _path(points, places, s.field, chart), s.name) for s in chart.series),
+        ((s.style, _path(points, places, s.field, chart, gap), s.name) for s in chart.series),
     )
     return format_html(
         '<svg role="img" viewBox="0 0 {} {}" aria-labelledby="{}-title {}-desc" '
@@ -148,22 +155,29 @@ def svg(
         chart.key,
         chart.title,
         chart.key,
-        _summary(chart, points),
-        _axes(chart, start),
+        _summary(chart, points, span),
+        _axes(chart, start, span),
         lines,
     )
 
 
-def _hourly(
-    points: list[NamedTuple], places: list[tuple[str, float]], columns: list[Column]
+def _rows(
+    points: list[NamedTuple], places: list[tuple[str, float]], columns: list[Column], span: Span
 ) -> list[dict]:
-    """Each hour's row of the table: its time and, in each column, the average (or the
-    highest) of the figure's known values in it, "—" for none."""
+    """Each hour's (or, for an ``hourly`` span, each local day's) row of the table: its start
+    and, in each column, the average (or the highest) of the figure's known values in it, "—"
+    for none."""
     hours: dict[int, list[NamedTuple]] = {}
     for point, (_, at) in zip(points, places, strict=True):
         hours.setdefault(int(at // 3600), []).append(point)
-    rows = []
+    groups: dict[datetime, list[NamedTuple]] = {}
     for number, group in hours.items():
+        start = timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC))
+        if span.hourly:
+            start = start.replace(hour=0)
+        groups.setdefault(start, []).extend(group)
+    rows = []
+    for start, group in groups.items():
         cells = []
         for column in columns:
             known = [v / column.per for p in group if (v := getattr(p, column.field)) is not None]
@@ -172,12 +186,7 @@ def _hourly(
                 continue
             value = max(known) if column.most else sum(known) / len(known)
             cells.append(f"{value:.0f}{column.unit}")
-        rows.append(
-            {
-                "hour": timezone.localtime(datetime.fromtimestamp(number * 3600, tz=UTC)),
-                "cells": cells,
-            }
-        )
+        rows.append({"start": start, "cells": cells})
     return rows
 
 
@@ -185,21 +194,23 @@ def draw(
     points: list[NamedTuple],
     charts: list[Chart],
     columns: list[Column],
-    caption: str,
+    whose: str,
+    span: Span,
     now: datetime,
 ) -> str:
-    """The day's charts of ``points`` (minute points, oldest first) and their hourly table,
-    as HTML."""
-    start = now - samples.MINUTES_KEPT
-    at = places(points, start)
+    """The charts of ``points`` (the span's, oldest first) and their table, captioned with
+    ``whose`` figures they are, as HTML."""
+    start = now - span.length
+    at = places(points, start, span)
     return render_to_string(
         "hosts/day_charts.html",
         {
-            "charts": [{"chart": c, "svg": svg(c, points, at, start)} for c in charts],
-            "caption": caption,
+            "charts": [{"chart": c, "svg": svg(c, points, at, span, start)} for c in charts],
+            "caption": f"{whose} figures {span.row} by {span.row}, {span.words}",
             "columns": columns,
-            "hours": _hourly(points, at, columns),
+            "rows": _rows(points, at, columns, span),
             "points": len(points),
+            "span": span,
         },
     )
 
@@ -212,16 +223,16 @@ HOST_COLUMNS = [
 ]
 
 
-def charts_for(host: Host, points: list[samples.Point]) -> list[Chart]:
+def charts_for(host: Host, points: list[samples.Point], span: Span) -> list[Chart]:
     memory_top = max([host.memory_mb or 0, *(p.memory_given_mb for p in points), 1])
     vms_top = max([*(p.vms_running for p in points), 1])
     return [
         Chart(
-            "cpu", "Host CPU in use, last 24 hours", "%", [Series("CPU", "cpu_percent", "a")], 100
+            "cpu", f"Host CPU in use, {span.words}", "%", [Series("CPU", "cpu_percent", "a")], 100
         ),
         Chart(
             "memory",
-            "Memory given to VMs and used by running VMs, last 24 hours",
+            f"Memory given to VMs and used by running VMs, {span.words}",
             " MiB",
             [
                 Series("Given to VMs", "memory_given_mb", "a"),
@@ -231,7 +242,7 @@ def charts_for(host: Host, points: list[samples.Point]) -> list[Chart]:
         ),
         Chart(
             "vms",
-            "VMs running, last 24 hours",
+            f"VMs running, {span.words}",
             "",
             [Series("VMs running", "vms_running", "a")],
             vms_top,
@@ -239,12 +250,12 @@ def charts_for(host: Host, points: list[samples.Point]) -> list[Chart]:
     ]
 
 
-def last_day(host: Host, now: datetime | None = None) -> str:
-    """The host's last-day charts and their hourly table, as HTML (one query)."""
+def host_span(host: Host, span: Span = DAY, now: datetime | None = None) -> str:
+    """The host's charts of ``span`` and their table, as HTML (one query for the day, two
+    for longer spans)."""
     now = now or timezone.now()
-    points = samples.last_day(host.pk, now)
-    caption = f"{host.name}'s figures hour by hour, last 24 hours"
-    return draw(points, charts_for(host, points), HOST_COLUMNS, caption, now)
+    points = samples.points_of(samples.HOSTS_KEPT, samples.Point, span, now, host_id=host.pk)
+    return draw(points, charts_for(host, points, span), HOST_COLUMNS, f"{host.name}'s", span, now)
 
 
 VM_COLUMNS = [
@@ -266,41 +277,41 @@ def _rate_chart(key: str, title: str, series: list[Series], points: list[NamedTu
     return Chart(key, title, unit, series, max(highest / per, 1), per)
 
 
-def vm_charts_for(vm: VirtualMachine, points: list[vm_samples.Point]) -> list[Chart]:
+def vm_charts_for(vm: VirtualMachine, points: list[vm_samples.Point], span: Span) -> list[Chart]:
     memory_top = max([vm.memory_mb or 0, *(p.memory_used_mb or 0 for p in points), 1])
     return [
         Chart(
             "cpu",
-            "VM CPU in use (of its vCPUs), last 24 hours",
+            f"VM CPU in use (of its vCPUs), {span.words}",
             "%",
             [Series("CPU", "cpu_percent", "a")],
             100,
         ),
         Chart(
             "memory",
-            "Memory used by the guest, last 24 hours",
+            f"Memory used by the guest, {span.words}",
             " MiB",
             [Series("Memory used", "memory_used_mb", "a")],
             memory_top,
         ),
         _rate_chart(
             "disk",
-            "Disk read and written, last 24 hours",
+            f"Disk read and written, {span.words}",
             [Series("Read", "disk_read_bps", "a"), Series("Written", "disk_write_bps", "b")],
             points,
         ),
         _rate_chart(
             "network",
-            "Network received and sent, last 24 hours",
+            f"Network received and sent, {span.words}",
             [Series("Received", "net_rx_bps", "a"), Series("Sent", "net_tx_bps", "b")],
             points,
         ),
     ]
 
 
-def vm_last_day(vm: VirtualMachine, now: datetime | None = None) -> str:
-    """The VM's last-day charts and their hourly table, as HTML (one query)."""
+def vm_span(vm: VirtualMachine, span: Span = DAY, now: datetime | None = None) -> str:
+    """The VM's charts of ``span`` and their table, as HTML (one query for the day, two for
+    longer spans)."""
     now = now or timezone.now()
-    points = vm_samples.last_day(vm.pk, now)
-    caption = f"{vm.name}'s figures hour by hour, last 24 hours"
-    return draw(points, vm_charts_for(vm, points), VM_COLUMNS, caption, now)
+    points = samples.points_of(samples.VMS_KEPT, vm_samples.Point, span, now, vm_id=vm.pk)
+    return draw(points, vm_charts_for(vm, points, span), VM_COLUMNS, f"{vm.name}'s", span, now)

@@ -1,7 +1,7 @@
-"""A cluster's last day drawn on the server (its admin page), and every cluster's an admin may
-see added up (the dashboard): the load of its hosts, its VMs by state and its pools' VMs free
-and taken, each an SVG line chart (``hosts.charts``) with a summary, and an hourly table as
-their text alternative."""
+"""A cluster's last day, week or month (``hosts.spans``) drawn on the server (its admin page),
+and every cluster's an admin may see added up (the dashboard): the load of its hosts, its VMs
+by state and its pools' VMs free and taken, each an SVG line chart (``hosts.charts``) with a
+summary, and a table as their text alternative."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from django.utils import timezone
 from hosts import cluster_samples
 from hosts.charts import Chart, Column, Series, draw
 from hosts.models import Cluster
+from hosts.spans import DAY, Span
 from project.access.permissions import restrict
 
 VM_STATES = (
@@ -49,13 +50,13 @@ def _drawn(point: cluster_samples.Point) -> Point:
     )
 
 
-def _charts(points: list[Point]) -> list[Chart]:
+def _charts(points: list[Point], span: Span) -> list[Chart]:
     vms_top = max([*(sum(p[3:8]) for p in points), 1])
     pools_top = max([*(p.pool_vms_free + p.pool_vms_taken for p in points), 1])
     return [
         Chart(
             "utilisation",
-            "Hosts' CPU in use and memory given to VMs, last 24 hours",
+            f"Hosts' CPU in use and memory given to VMs, {span.words}",
             "%",
             [
                 Series("CPU in use", "cpu_percent", "a"),
@@ -63,10 +64,10 @@ def _charts(points: list[Point]) -> list[Chart]:
             ],
             100,
         ),
-        Chart("vms-by-state", "VMs by state, last 24 hours", "", list(VM_STATES), vms_top),
+        Chart("vms-by-state", f"VMs by state, {span.words}", "", list(VM_STATES), vms_top),
         Chart(
             "pool-vms",
-            "Pool VMs free and taken, last 24 hours",
+            f"Pool VMs free and taken, {span.words}",
             "",
             [
                 Series("Free (running, nobody holds it)", "pool_vms_free", "a"),
@@ -86,16 +87,16 @@ COLUMNS = [
 ]
 
 
-def last_day(cluster_ids, whose: str, now: datetime | None = None) -> str:
-    """The last-day charts of the clusters ``cluster_ids`` added up, as HTML (one query);
-    ``whose`` names them in the table's caption ("This cluster", "Your clusters")."""
+def clusters_span(cluster_ids, whose: str, span: Span = DAY, now: datetime | None = None) -> str:
+    """The charts of ``span`` of the clusters ``cluster_ids`` added up, as HTML (one query for
+    the day, two for longer spans); ``whose`` names them in the table's caption ("This
+    cluster", "Your clusters")."""
     now = now or timezone.now()
-    points = [_drawn(p) for p in cluster_samples.last_day(cluster_ids, now)]
-    caption = f"{whose}: figures hour by hour, last 24 hours"
-    return draw(points, _charts(points), COLUMNS, caption, now)
+    points = [_drawn(p) for p in cluster_samples.points_of(cluster_ids, span, now)]
+    return draw(points, _charts(points, span), COLUMNS, f"{whose}:", span, now)
 
 
-def visible_last_day(user, now: datetime | None = None) -> str:
-    """The last day of every cluster ``user`` may see, added up (the dashboard's charts)."""
+def visible_span(user, span: Span = DAY, now: datetime | None = None) -> str:
+    """The charts of ``span`` of every cluster ``user`` may see, added up (the dashboard's)."""
     clusters = restrict(Cluster.objects.all(), user, "hosts.view_cluster").values("pk")
-    return last_day(clusters, "Your clusters", now)
+    return clusters_span(clusters, "Your clusters", span, now)

@@ -21,12 +21,14 @@ from hosts import samples
 from hosts.models import (
     HOLDING_STATUSES,
     STATIONARY_STATUSES,
+    ClusterHourSample,
     ClusterSample,
     Host,
     HostStatus,
     VirtualMachine,
     VmStatus,
 )
+from hosts.spans import Span
 
 CENSUS_EVERY_S = 60
 FIGURES = (
@@ -122,20 +124,29 @@ def census(now: datetime | None = None) -> int:
     return len(points)
 
 
-def last_day(cluster_ids, now: datetime | None = None) -> list[Point]:
-    """The minute points of the last 24 hours of the clusters ``cluster_ids`` (a list or a
-    queryset of ids), each minute's figures added up across them (the CPU averaged), oldest
-    first: one query."""
-    now = now or timezone.now()
+def _summed(model, cluster_ids, start: datetime, now: datetime) -> list[Point]:
     rows = (
-        ClusterSample.objects.filter(
-            cluster__in=cluster_ids, at__gt=now - samples.MINUTES_KEPT, at__lte=now
-        )
+        model.objects.filter(cluster__in=cluster_ids, at__gt=start, at__lte=now)
         .values("at")
         .annotate(
             cpu=Avg("cpu_percent"),
             **{field: Sum(field) for field in FIGURES if field != "cpu_percent"},
         )
         .order_by("at")
+        .values_list("at", "cpu", *FIGURES[1:])
     )
-    return [Point(row["at"], row["cpu"], *(row[field] for field in FIGURES[1:])) for row in rows]
+    return [Point._make(row) for row in rows]
+
+
+def points_of(cluster_ids, span: Span, now: datetime | None = None) -> list[Point]:
+    """The points of ``span`` before ``now`` of the clusters ``cluster_ids`` (a list or a
+    queryset of ids), each minute's (or hour's) figures added up across them (the CPU
+    averaged), oldest first: the minute points (one query), or for an ``hourly`` span one
+    point an hour, the hourly points and the minutes averaged per hour (two queries)."""
+    now = now or timezone.now()
+    start = now - span.length
+    minutes = _summed(ClusterSample, cluster_ids, start, now)
+    if not span.hourly:
+        return minutes
+    hours = _summed(ClusterHourSample, cluster_ids, start, now)
+    return samples.per_hour(samples.CLUSTERS_KEPT, hours, minutes)

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from hosts import cluster_charts
+from hosts import cluster_charts, spans
 from hosts.models import Host, HostStatus, Job, JobState, VirtualMachine, VmStatus
 from project import dashboard
 from project.access.permissions import restrict
@@ -15,18 +15,18 @@ from project.access.permissions import restrict
 FAILED_JOB_WINDOW = timedelta(hours=1)
 
 
-def hosts(user, now):
-    visible = restrict(Host.objects.all(), user, "hosts.view_host")
+def hosts(request, now):
+    visible = restrict(Host.objects.all(), request.user, "hosts.view_host")
     return dashboard.by_status(visible, HostStatus.choices, dashboard.changelist(Host))
 
 
-def vms(user, now):
-    visible = restrict(VirtualMachine.objects.all(), user, "hosts.view_virtualmachine")
+def vms(request, now):
+    visible = restrict(VirtualMachine.objects.all(), request.user, "hosts.view_virtualmachine")
     return dashboard.by_status(visible, VmStatus.choices, dashboard.changelist(VirtualMachine))
 
 
-def jobs(user, now) -> list[dashboard.Figure]:
-    counts = restrict(Job.objects.all(), user, "hosts.view_job").aggregate(
+def jobs(request, now) -> list[dashboard.Figure]:
+    counts = restrict(Job.objects.all(), request.user, "hosts.view_job").aggregate(
         running=Count("pk", filter=Q(state=JobState.RUNNING)),
         failed=Count(
             "pk", filter=Q(state=JobState.FAILED, finished_at__gte=now - FAILED_JOB_WINDOW)
@@ -44,12 +44,12 @@ def jobs(user, now) -> list[dashboard.Figure]:
     ]
 
 
-def day(user, now) -> dict:
-    """The last day of every cluster the admin may see, added up, in charts."""
-    return {
-        "charts": cluster_charts.visible_last_day(user, now),
-        "url": reverse("admin:hosts_cluster_all_day_charts"),
-    }
+def day(request, now) -> dict:
+    """Every cluster the admin may see, added up, in charts over the span the page asks for
+    (``?span=week``): what ``hosts/_span_charts.html`` reads."""
+    span = spans.on_page(request)
+    charts = cluster_charts.visible_span(request.user, span, now)
+    return spans.box("dashboard", reverse("admin:hosts_cluster_all_day_charts"), span, charts)
 
 
 def register() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import models, transaction
 from django.db.models import Aggregate, Avg, Max
@@ -25,6 +25,9 @@ from hosts.models import (
     VmHourSample,
     VmSample,
 )
+
+if TYPE_CHECKING:
+    from hosts.spans import Span
 
 MINUTES_KEPT = timedelta(hours=24)
 HOURS_KEPT = timedelta(days=30)
@@ -106,20 +109,42 @@ class Point(NamedTuple):
     vms_running: int
 
 
-def day_of(minutes: type[models.Model], point: type[NamedTuple], now: datetime, **owner) -> list:
-    """One owner's minute points of the last 24 hours in ``minutes`` (a host's, a VM's), as
-    ``point`` tuples, oldest first (one query)."""
+def _rows(model: type[models.Model], point: type[NamedTuple], start, now, **owner) -> list:
     rows = (
-        minutes.objects.filter(**owner, at__gt=now - MINUTES_KEPT, at__lte=now)
+        model.objects.filter(**owner, at__gt=start, at__lte=now)
         .order_by("at")
         .values_list(*point._fields)
     )
     return [point(*row) for row in rows]
 
 
-def last_day(host_id: int, now: datetime | None = None) -> list[Point]:
-    """The host's minute points of the last 24 hours, oldest first (one query)."""
-    return day_of(HostSample, Point, now or timezone.now(), host_id=host_id)
+def points_of(kept: Kept, point: type[NamedTuple], span: Span, now: datetime, **owner) -> list:
+    """One owner's points of ``span`` before ``now`` (a host's, a VM's), as ``point`` tuples,
+    oldest first: its minute points (one query), or for an ``hourly`` span one point an hour,
+    its hourly points and its minutes summed up per hour (``per_hour``, two queries)."""
+    start = now - span.length
+    minutes = _rows(kept.minutes, point, start, now, **owner)
+    if not span.hourly:
+        return minutes
+    return per_hour(kept, _rows(kept.hours, point, start, now, **owner), minutes)
+
+
+def per_hour(kept: Kept, hours: list[NamedTuple], minutes: list[NamedTuple]) -> list:
+    """``hours`` (hourly points) and ``minutes`` (minute points not pruned yet: the last day's
+    and the hour or so waiting for the pruning), one point an hour at its start, oldest first:
+    the minutes of an hour summed up as the pruning will (``kept.figures``; an hour in both
+    is its minutes')."""
+    here = timezone.get_current_timezone()  # the pruning's hours are this time zone's
+    grouped: dict[datetime, list[NamedTuple]] = {}
+    for point in minutes:
+        hour = point.at.astimezone(here).replace(minute=0, second=0, microsecond=0)
+        grouped.setdefault(hour, []).append(point)
+    points = {point.at: point for point in hours}
+    for hour, group in grouped.items():
+        names, columns = group[0]._fields, list(zip(*group, strict=True))  # at, each figure
+        figures = zip(names[1:], columns[1:], strict=True)
+        points[hour] = type(group[0])(hour, *(kept.summed(name, v) for name, v in figures))
+    return [points[at] for at in sorted(points)]
 
 
 @dataclass(frozen=True)
@@ -160,6 +185,14 @@ class Kept:
         hours_gone, _ = self.hours.objects.filter(at__lt=gone).delete()
         return minutes, hours_gone
 
+    def summed(self, name: str, values) -> float | None:
+        """The figure ``name`` of an hour whose minutes had ``values``, as the pruning sums it
+        up (None for none known)."""
+        known = [v for v in values if v is not None]
+        if not known:
+            return None
+        return max(known) if self.figures[name] is Max else sum(known) / len(known)
+
     def _kept(self, name: str, value):
         whole = not isinstance(self.hours._meta.get_field(name), models.FloatField)
         return round(value) if whole and value is not None else value
@@ -176,34 +209,33 @@ def prune(now: datetime | None = None) -> tuple[int, int]:
     return sum(m for m, _ in pruned), sum(h for _, h in pruned)
 
 
-KEPT = [
-    Kept(
-        HostSample,
-        HostHourSample,
-        "host_id",
-        {"cpu_percent": Avg, "memory_given_mb": Avg, "memory_used_mb": Avg, "vms_running": Max},
-    ),
-    Kept(
-        VmSample,
-        VmHourSample,
-        "vm_id",
-        {
-            "cpu_percent": Avg,
-            "memory_used_mb": Avg,
-            "disk_read_bps": Avg,
-            "disk_write_bps": Avg,
-            "net_rx_bps": Avg,
-            "net_tx_bps": Avg,
-        },
-    ),
-    Kept(
-        ClusterSample,
-        ClusterHourSample,
-        "cluster_id",
-        {
-            field.name: Avg
-            for field in ClusterSample._meta.concrete_fields
-            if field.name not in ("id", "cluster", "at")
-        },
-    ),
-]
+HOSTS_KEPT = Kept(
+    HostSample,
+    HostHourSample,
+    "host_id",
+    {"cpu_percent": Avg, "memory_given_mb": Avg, "memory_used_mb": Avg, "vms_running": Max},
+)
+VMS_KEPT = Kept(
+    VmSample,
+    VmHourSample,
+    "vm_id",
+    {
+        "cpu_percent": Avg,
+        "memory_used_mb": Avg,
+        "disk_read_bps": Avg,
+        "disk_write_bps": Avg,
+        "net_rx_bps": Avg,
+        "net_tx_bps": Avg,
+    },
+)
+CLUSTERS_KEPT = Kept(
+    ClusterSample,
+    ClusterHourSample,
+    "cluster_id",
+    {
+        field.name: Avg
+        for field in ClusterSample._meta.concrete_fields
+        if field.name not in ("id", "cluster", "at")
+    },
+)
+KEPT = [HOSTS_KEPT, VMS_KEPT, CLUSTERS_KEPT]

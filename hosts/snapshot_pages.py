@@ -51,11 +51,11 @@ def _listed(vm: VirtualMachine) -> list[VmSnapshot]:
     return list(VmSnapshot.objects.filter(vm=vm))
 
 
-def section(user, vm: VirtualMachine, page_forms: dict) -> dict:
+def section(request, vm: VirtualMachine, page_forms: dict) -> dict:
     """What ``portal/_vm_snapshots.html`` reads: the VM's snapshots, the form to take one (the
     one in error after a refused POST) and whether the VM's memory can be saved now; nothing
     for a user who may not operate the VM."""
-    if not _operated(user).filter(pk=vm.pk).exists():
+    if not _operated(request.user).filter(pk=vm.pk).exists():
         return {}
     form = page_forms.get("snapshot_form") or SnapshotForm(prefix=PREFIX)
     memory_now = vm.status in snapshots.WITH_MEMORY_FROM

@@ -33,8 +33,8 @@ RECENT_JOBS = 8
 decorators: list = []
 # The parts of a VM's page kept in modules of their own, each with its template and views (its
 # snapshots: ``hosts.snapshot_pages``), registered from ``AppConfig.ready()`` too:
-# ``section(user, vm, forms)`` returns what its template reads (nothing for a user it is not
-# for), ``forms`` being the forms in error of a refused POST that the page shows again.
+# ``section(request, vm, forms)`` returns what its template reads (nothing for a user it is
+# not for), ``forms`` being the forms in error of a refused POST that the page shows again.
 sections: list = []
 
 
@@ -189,7 +189,7 @@ def _vm_page(request, vm_id: int, *, settings_form=None, status: int = 200, **fo
         image_form=(forms.get("image_form") or VmImageForm()) if vm.can_image else None,
     )
     for part in sections:
-        context.update(part(request.user, vm, forms))
+        context.update(part(request, vm, forms))
     return render(request, "portal/vm.html", context, status=status)
 
 

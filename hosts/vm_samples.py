@@ -10,11 +10,9 @@ import threading
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.utils import timezone
-
 from hosts import driver
 from hosts.models import VirtualMachine, VmSample
-from hosts.samples import EachMinute, day_of, minute_of
+from hosts.samples import EachMinute, minute_of
 
 # Counters read further apart than this give no rate: an average over a longer gap would
 # draw a flat line where the VM was not watched.
@@ -117,8 +115,3 @@ def forget() -> None:
     _written.forget()
     with _lock:
         _counters.clear()
-
-
-def last_day(vm_id: int, now: datetime | None = None) -> list[Point]:
-    """The VM's minute points of the last 24 hours, oldest first (one query)."""
-    return day_of(VmSample, Point, now or timezone.now(), vm_id=vm_id)

@@ -22,9 +22,9 @@ class ShortPool:
     url: str
 
 
-def short_pools(user, now) -> dict:
+def short_pools(request, now) -> dict:
     pools = below_prestarted(
-        restrict(VmPool.objects.all(), user, "pools.view_vmpool").with_counts()
+        restrict(VmPool.objects.all(), request.user, "pools.view_vmpool").with_counts()
     ).order_by("name")
     rows = list(pools.values("pk", "name", "prestarted_vms", "prestarted_now")[: SHOWN_POOLS + 1])
     count = len(rows) if len(rows) <= SHOWN_POOLS else pools.count()

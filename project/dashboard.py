@@ -61,8 +61,9 @@ def register(
     rank: int,
     live: bool = True,
 ) -> None:
-    """Show a section on the dashboard; ``compute(user, now)`` gives what its template shows
-    as ``figures``. Sections appear by ``rank``, the live ones first."""
+    """Show a section on the dashboard; ``compute(request, now)`` gives what its template shows
+    as ``figures`` (of what ``request.user`` may see, as the page's query asks). Sections
+    appear by ``rank``, the live ones first."""
     _sections[key] = Section(key, model_label, template, compute, rank, live)
 
 
@@ -85,7 +86,7 @@ def _may_view(request, site, model) -> bool:
 def dashboard(request, site, *, live: bool = True) -> list[dict]:
     """Every live section the admin may see (or, with ``live=False``, every other), in order,
     with its figures."""
-    user, now = request.user, timezone.now()
+    now = timezone.now()
     shown = []
     for section in sorted(_sections.values(), key=lambda s: s.rank):
         if section.live != live:
@@ -95,15 +96,17 @@ def dashboard(request, site, *, live: bool = True) -> list[dict]:
                 {
                     "key": section.key,
                     "template": section.template,
-                    "figures": section.compute(user, now),
+                    "figures": section.compute(request, now),
                 }
             )
     return shown
 
 
-def alerts(user, now) -> dict:
+def alerts(request, now) -> dict:
     """Alerts of the last day: how many, and the latest few."""
-    found = visible_events(user).filter(kind=EventKind.ALERT, created_at__gte=now - ALERT_WINDOW)
+    found = visible_events(request.user).filter(
+        kind=EventKind.ALERT, created_at__gte=now - ALERT_WINDOW
+    )
     latest = list(found.order_by("-id")[:SHOWN_ALERTS])
     count = len(latest) if len(latest) < SHOWN_ALERTS else found.count()
     return {

@@ -4,11 +4,11 @@ VMs and external domains on them, maintenance), templates."""
 from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from hosts import charts, cluster_charts, image_access, services, sshtrust
+from hosts import charts, cluster_charts, image_access, services, spans, sshtrust
 from hosts.admin import host_keys
 from hosts.admin.day_charts import DayChartsAdmin
 from hosts.admin.quotas import vm_use
@@ -74,8 +74,8 @@ class ClusterAdmin(DayChartsAdmin, ScopedAdmin):
 
     day_charts_key = "cluster"
 
-    def draw_day(self, obj) -> str:
-        return cluster_charts.last_day([obj.pk], "This cluster")
+    def draw_span(self, obj, span) -> str:
+        return cluster_charts.clusters_span([obj.pk], "This cluster", span)
 
     def get_urls(self):
         own = [
@@ -89,10 +89,11 @@ class ClusterAdmin(DayChartsAdmin, ScopedAdmin):
         return own + super().get_urls()
 
     def all_day_charts_view(self, request):
-        """The last day of every cluster the admin may see, added up (the dashboard's)."""
+        """The charts of every cluster the admin may see, added up (the dashboard's), over
+        the span the query asks for."""
         if not self.has_view_permission(request):
             raise Http404
-        return HttpResponse(cluster_charts.visible_last_day(request.user))
+        return spans.fragment(request, lambda span: cluster_charts.visible_span(request.user, span))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         cluster = self.get_object(request, object_id)
@@ -357,8 +358,8 @@ class HostAdmin(DayChartsAdmin, ScopedAdmin):
 
     day_charts_key = "host"
 
-    def draw_day(self, obj) -> str:
-        return charts.last_day(obj)
+    def draw_span(self, obj, span) -> str:
+        return charts.host_span(obj, span)
 
     def trust_host_key_view(self, request, host_id: int):
         return host_keys.trust_host_key_view(self, request, host_id)

@@ -207,8 +207,8 @@ class VirtualMachineAdmin(DayChartsAdmin, ScopedAdmin):
 
     day_charts_key = "vm"
 
-    def draw_day(self, obj) -> str:
-        return charts.vm_last_day(obj)
+    def draw_span(self, obj, span) -> str:
+        return charts.vm_span(obj, span)
 
     def make_template_view(self, request, vm_id: int):
         return vm_templates.make_template_view(self, request, vm_id)

@@ -55,7 +55,7 @@ def test_the_vms_portal_page_draws_cpu_memory_disk_and_network(sampled_vm):
     assert "Memory used: now 512 MiB" in html
     assert "Read: now 2 MiB/s" in html and "Written: now 1 MiB/s" in html
     assert "Received: now 10 KiB/s" in html and "Sent: not measured." in html
-    assert f'data-refresh-url="/vms/{sampled_vm.pk}/day-charts/"' in html
+    assert f'data-refresh-url="/vms/{sampled_vm.pk}/day-charts/?span=day"' in html
 
 
 def test_the_text_alternative_lists_the_vms_day_hour_by_hour(sampled_vm):
@@ -103,7 +103,7 @@ def test_the_vms_admin_page_draws_its_day_and_reads_it_again(superuser_console, 
     assert "Memory used: now 512 MiB" in html
     assert 'src="/static/corral/day_charts.js"' in html
     url = reverse("admin:hosts_virtualmachine_day_charts", args=[sampled_vm.pk])
-    assert f'data-refresh-url="{url}"' in html
+    assert f'data-refresh-url="{url}?span=day"' in html
 
 
 def test_the_vms_admin_charts_take_a_bounded_number_of_queries(

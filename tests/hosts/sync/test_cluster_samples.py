@@ -17,6 +17,7 @@ from hosts.models import (
     VmStatus,
 )
 from hosts.operations import spec_for
+from hosts.spans import DAY
 from pools import services as pool_services
 from tests.pools.fixtures import add_pool_vms
 
@@ -98,7 +99,7 @@ def test_the_dashboards_day_adds_the_clusters_up_minute_by_minute(
         )
 
     with django_assert_max_num_queries(1):
-        points = cluster_samples.last_day([c.pk for c in clusters])
+        points = cluster_samples.points_of([c.pk for c in clusters], DAY)
 
     assert [p.at for p in points] == [still_time - timedelta(minutes=m) for m in (2, 1, 0)]
     assert {(p.cpu_percent, p.memory_given_mb, p.vms_up, p.pool_vms_free) for p in points} == {
