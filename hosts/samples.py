@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from django.db import models, transaction
 from django.db.models import Aggregate, Avg, Max
@@ -25,9 +25,6 @@ from hosts.models import (
     VmHourSample,
     VmSample,
 )
-
-if TYPE_CHECKING:
-    from hosts.spans import Span
 
 MINUTES_KEPT = timedelta(hours=24)
 HOURS_KEPT = timedelta(days=30)
@@ -116,6 +113,14 @@ def _rows(model: type[models.Model], point: type[NamedTuple], start, now, **owne
         .values_list(*point._fields)
     )
     return [point(*row) for row in rows]
+
+
+class Span(Protocol):
+    """What reading points needs of a span (``hosts.spans.Span``, which draws on this module's
+    lengths): how far back, and whether one point an hour."""
+
+    length: timedelta
+    hourly: bool
 
 
 def points_of(kept: Kept, point: type[NamedTuple], span: Span, now: datetime, **owner) -> list:
