@@ -6,7 +6,8 @@ import asyncio
 
 import aiohttp
 
-REPLY_S = 45  # from a line typed to its output back (TCG, on a machine running two suites)
+REPLY_S = 90  # from a line typed to its output back (TCG, on a machine running two suites: a
+# guest just moved there answered nothing for 45 s once)
 
 
 def ws_url(web, url: str) -> str:
