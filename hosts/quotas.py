@@ -286,17 +286,6 @@ def charge(user, requested: Resources) -> None:
     check(limits, usage(user), requested)
 
 
-def refusal(user, requested: Resources) -> QuotaExceeded | None:
-    """``charge``'s refusal as a value, None where it passes: for a form that validates inside
-    the transaction that then saves (the admin's), so that the user's row stays locked from
-    the check to the save."""
-    try:
-        charge(user, requested)
-    except QuotaExceeded as exceeded:
-        return exceeded
-    return None
-
-
 @dataclass(frozen=True)
 class QuotaLine:
     """One resource of a user's quota, as the API and the portal show it."""

@@ -70,7 +70,7 @@ def launch_checked(form_class: type, user) -> type:
             if refusal is not None:
                 self.add_error("template", refusal)
                 return
-            _say_quota(self, user, quotas.for_vm(self.instance))
+            _say_quota(self, lambda: quotas.charge(user, quotas.for_vm(self.instance)))
 
     LaunchCheckedForm.__name__ = form_class.__name__
     return LaunchCheckedForm
@@ -78,30 +78,28 @@ def launch_checked(form_class: type, user) -> type:
 
 def growth_checked(form_class: type) -> type:
     """``form_class`` refusing, on its field, a stopped VM's hardware grown past its holder's
-    quota (what the save then charges, ``services.charge_hardware``)."""
+    quota (``services.charge_hardware``: only what grows counts)."""
 
     class GrowthCheckedForm(form_class):
         def _post_clean(self):
             super()._post_clean()
             if self._errors:
                 return
-            stored = VirtualMachine.objects.select_related("owner").get(pk=self.instance.pk)
             wanted = {n: getattr(self.instance, n) for n in quotas.HARDWARE}
-            hardware = {n: getattr(stored, n) for n in quotas.HARDWARE}
-            growth = quotas.for_growth(hardware, wanted)
-            if any(getattr(growth, n) for n in quotas.HARDWARE):
-                _say_quota(self, stored.owner, growth)
+            _say_quota(self, lambda: services.charge_hardware(self.instance, wanted))
 
     GrowthCheckedForm.__name__ = form_class.__name__
     return GrowthCheckedForm
 
 
-def _say_quota(form, user, requested: quotas.Resources) -> None:
-    """Charge ``requested`` to ``user`` or say the refusal on the resource's field. The admin
-    validates a posted form inside the transaction that saves it: ``user``'s row stays locked
-    until then, so two pages posted at once never pass a limit together."""
-    exceeded = quotas.refusal(user, requested)
-    if exceeded is not None:
+def _say_quota(form, charge) -> None:
+    """Run ``charge`` (a ``quotas.charge`` of what the form asks for) or say its refusal on
+    the resource's field. The admin validates a posted form inside the transaction that saves
+    it: the user's row stays locked from this check to the save, so two pages posted at once
+    never pass a limit together."""
+    try:
+        charge()
+    except quotas.QuotaExceeded as exceeded:
         field = exceeded.resource if exceeded.resource in quotas.HARDWARE else None
         form.add_error(field, exceeded.message)
 
@@ -287,8 +285,8 @@ class VirtualMachineAdmin(DayChartsAdmin, ScopedAdmin):
             # Only what the form changed: the rest of the row (owner, status, power state)
             # moves under other writers meanwhile, and saving the whole row would put back
             # what the page read.
+            # The form charged its hardware's growth (growth_checked), in this transaction.
             changed = [name for name in form.changed_data if name != "admin_hold"]
-            services.charge_hardware(obj, {n: getattr(obj, n) for n in quotas.HARDWARE})
             obj.save(update_fields=[*changed, "updated_at"] if changed else [])
             if "admin_hold" in form.changed_data:
                 # Through its service, which says so in the event feed.
